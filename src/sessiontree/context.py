@@ -1,0 +1,301 @@
+"""From a path of entries to what the model sees.
+
+Pure functions, no storage: `select_context_entries` applies the compaction cut, `project` turns
+entries into AgentMessages, `convert_to_llm` turns those into provider messages (the summary
+wrappers are reproduced byte for byte, Decision 8), and the `estimate_*` functions implement Pi's
+chars/4 token estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model.entries import (
+    ActiveToolsChangeEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    Entry,
+    MessageEntry,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+)
+from .model.ids import iso_to_ms
+from .model.messages import count_images, json_compact
+
+Message = dict[str, Any]
+Transform = Callable[[list[Entry]], list[Entry]]
+Projector = Callable[[CustomEntry, int, list[Entry]], "list[Message] | None"]
+
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+
+IMAGE_CHARS = 4800
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    provider: str
+    model_id: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model_id}"
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """What the model sees at one leaf: messages plus the state derived from the path."""
+
+    messages: list[Message]
+    thinking_level: str = "off"
+    model: ModelRef | None = None
+    active_tool_names: list[str] | None = None
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return estimate_context_tokens(self.messages)
+
+    def to_llm(self) -> list[Message]:
+        return convert_to_llm(self.messages)
+
+
+# --- entries → context entries ------------------------------------------------------------------
+
+
+def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
+    """Pi's default compaction transform: the newest compaction moves to the front, followed by
+    its retained range (`retainedTail` messages travel inside the entry; otherwise the entries
+    from `firstKeptEntryId` up to the compaction), then everything after it."""
+    last = -1
+    for k in range(len(path) - 1, -1, -1):
+        if isinstance(path[k], CompactionEntry):
+            last = k
+            break
+    if last < 0:
+        return list(path)
+    compaction = path[last]
+    assert isinstance(compaction, CompactionEntry)
+    after = list(path[last + 1 :])
+    if compaction.retained_tail is not None:
+        return [compaction, *after]
+    kept: list[Entry] = []
+    first_kept = compaction.first_kept_entry_id
+    if first_kept is not None:
+        for k in range(last):
+            if path[k].id == first_kept:
+                kept = list(path[k:last])
+                break
+    return [compaction, *kept, *after]
+
+
+def project(entries: list[Entry], projectors: Mapping[str, Projector] | None = None) -> list[Message]:
+    """Context entries → AgentMessages (the H2b projection table)."""
+    out: list[Message] = []
+    for k, entry in enumerate(entries):
+        if isinstance(entry, MessageEntry):
+            out.append(entry.message)
+        elif isinstance(entry, CustomMessageEntry):
+            msg: Message = {
+                "role": "custom",
+                "customType": entry.custom_type,
+                "content": entry.content,
+                "display": entry.display,
+                "timestamp": iso_to_ms(entry.timestamp),
+            }
+            if entry.details is not None:
+                msg["details"] = entry.details
+            out.append(msg)
+        elif isinstance(entry, CompactionEntry):
+            out.append(
+                {
+                    "role": "compactionSummary",
+                    "summary": entry.summary,
+                    "tokensBefore": entry.tokens_before,
+                    "timestamp": iso_to_ms(entry.timestamp),
+                }
+            )
+            if entry.retained_tail:
+                out.extend(entry.retained_tail)
+        elif isinstance(entry, BranchSummaryEntry):
+            if entry.summary:
+                out.append(
+                    {
+                        "role": "branchSummary",
+                        "summary": entry.summary,
+                        "fromId": entry.from_id,
+                        "timestamp": iso_to_ms(entry.timestamp),
+                    }
+                )
+        elif isinstance(entry, CustomEntry) and projectors:
+            projector = projectors.get(entry.custom_type)
+            if projector is not None:
+                produced = projector(entry, k, entries)
+                if isinstance(produced, list):
+                    out.extend(produced)
+    return out
+
+
+def derive_state(
+    thinking: Entry | None, model_source: Entry | None, tools: Entry | None
+) -> tuple[str, ModelRef | None, list[str] | None]:
+    """Thinking level, model and active tools from the nearest entries of each kind on the leaf's
+    full root path (found by `TreeIndex.state_entries`)."""
+    level = thinking.thinking_level if isinstance(thinking, ThinkingLevelChangeEntry) else "off"
+    model: ModelRef | None = None
+    if isinstance(model_source, ModelChangeEntry):
+        model = ModelRef(model_source.provider, model_source.model_id)
+    elif isinstance(model_source, MessageEntry):
+        msg = model_source.message
+        provider, model_id = msg.get("provider"), msg.get("model")
+        if isinstance(provider, str) and isinstance(model_id, str):
+            model = ModelRef(provider, model_id)
+    names = tools.active_tool_names if isinstance(tools, ActiveToolsChangeEntry) else None
+    return level, model, names
+
+
+# --- context messages → provider messages -------------------------------------------------------
+
+
+def _text_message(text: str, timestamp: Any) -> Message:
+    msg: Message = {"role": "user", "content": [{"type": "text", "text": text}]}
+    if timestamp is not None:
+        msg["timestamp"] = timestamp
+    return msg
+
+
+def bash_execution_text(msg: Message) -> str:
+    command = msg.get("command", "")
+    output = msg.get("output")
+    text = f"Ran `{command}`\n"
+    text += f"```\n{output}\n```" if output else "(no output)"
+    if msg.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    else:
+        code = msg.get("exitCode")
+        if code is not None and code != 0:
+            text += f"\n\nCommand exited with code {code}"
+    if msg.get("truncated") and msg.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {msg['fullOutputPath']}]"
+    return text
+
+
+def convert_to_llm(messages: Iterable[Message]) -> list[Message]:
+    """AgentMessages → the messages a provider receives (Pi's `convertToLlm`)."""
+    out: list[Message] = []
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role")
+        if role in ("user", "assistant", "toolResult"):
+            out.append(msg)
+        elif role == "bashExecution":
+            if not msg.get("excludeFromContext"):
+                out.append(_text_message(bash_execution_text(msg), msg.get("timestamp")))
+        elif role == "custom":
+            content = msg.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            converted: Message = {"role": "user", "content": content}
+            if "timestamp" in msg:
+                converted["timestamp"] = msg["timestamp"]
+            out.append(converted)
+        elif role == "branchSummary":
+            text = BRANCH_SUMMARY_PREFIX + str(msg.get("summary", "")) + BRANCH_SUMMARY_SUFFIX
+            out.append(_text_message(text, msg.get("timestamp")))
+        elif role == "compactionSummary":
+            text = COMPACTION_SUMMARY_PREFIX + str(msg.get("summary", "")) + COMPACTION_SUMMARY_SUFFIX
+            out.append(_text_message(text, msg.get("timestamp")))
+    return out
+
+
+# --- token estimates ----------------------------------------------------------------------------
+
+
+def _js_len(text: object) -> int:
+    """Length in UTF-16 code units, as JavaScript's `.length` counts (Pi's estimate uses it)."""
+    if not isinstance(text, str):
+        return 0
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _blocks_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return _js_len(content)
+    if not isinstance(content, list):
+        return 0
+    chars = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            chars += _js_len(block.get("text"))
+    return chars + IMAGE_CHARS * count_images(content)
+
+
+def estimate_tokens(msg: Message) -> int:
+    """ceil(chars / 4) per Pi's rules; 0 for unknown roles."""
+    if not isinstance(msg, dict):
+        return 0
+    role = msg.get("role")
+    if role in ("user", "custom", "toolResult"):
+        chars = _blocks_chars(msg.get("content"))
+    elif role == "assistant":
+        chars = 0
+        content = msg.get("content")
+        if isinstance(content, str):
+            chars = _js_len(content)
+        elif isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "text":
+                    chars += _js_len(block.get("text"))
+                elif kind == "thinking":
+                    chars += _js_len(block.get("thinking"))
+                elif kind == "toolCall":
+                    chars += _js_len(block.get("name")) + _js_len(json_compact(block.get("arguments")))
+    elif role == "bashExecution":
+        chars = _js_len(msg.get("command")) + _js_len(msg.get("output"))
+    elif role in ("branchSummary", "compactionSummary"):
+        chars = _js_len(msg.get("summary"))
+    else:
+        return 0
+    return math.ceil(chars / 4)
+
+
+def usage_total(usage: Any) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    total = usage.get("totalTokens")
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+        return int(total)
+    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    return int(sum(p for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool)))
+
+
+def estimate_context_tokens(messages: Sequence[Message]) -> int:
+    """The last usable assistant usage total plus estimates of the messages after it; the sum of
+    all estimates when no assistant reported usage."""
+    for k in range(len(messages) - 1, -1, -1):
+        msg = messages[k]
+        if (
+            isinstance(msg, dict)
+            and msg.get("role") == "assistant"
+            and msg.get("stopReason") not in ("aborted", "error")
+        ):
+            total = usage_total(msg.get("usage"))
+            if total > 0:
+                return total + sum(estimate_tokens(m) for m in messages[k + 1 :])
+    return sum(estimate_tokens(m) for m in messages)

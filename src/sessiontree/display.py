@@ -1,0 +1,160 @@
+"""Turning entries into safe, one-line text for people (the CLI and the browser share it).
+
+Session files hold whatever a model or a tool printed: terminal escape sequences (colour, OSC 8
+links, window-title changes), bidi overrides, zero-width characters. Shown raw they could
+rewrite the terminal or disguise text, so everything displayed goes through `inert`, which makes
+such characters visible instead of active.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .model.entries import (
+    ActiveToolsChangeEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    Entry,
+    LabelEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+)
+from .model.messages import (
+    assistant_text,
+    content_text,
+    format_tool_call,
+    json_compact,
+    thinking_text,
+    tool_calls,
+)
+
+# C0 controls except \t \n, DEL, C1 controls; bidi embeddings/overrides/isolates and marks;
+# zero-width and other invisible format characters.
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]"
+)
+_NAMES = {"\x1b": "␛", "\x7f": "␡", "\r": "␍", "\x00": "␀"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch in _NAMES:
+        return _NAMES[ch]
+    code = ord(ch)
+    if code < 0x20:
+        return chr(0x2400 + code)  # control pictures: ␁ ␂ …
+    return f"⟨U+{code:04X}⟩"
+
+
+def inert(text: str) -> str:
+    """`text` with every control, bidi and invisible character replaced by a visible stand-in.
+    Newlines and tabs are kept."""
+    return _HIDDEN.sub(_visible, text) if _HIDDEN.search(text) else text
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Inert, whitespace-collapsed, at most `limit` characters (…)."""
+    head = text[: limit * 4] if len(text) > limit * 4 else text
+    flat = " ".join(inert(head).split())
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)] + "…"
+
+
+GLYPHS = {
+    "user": "›",
+    "assistant": "‹",
+    "toolResult": "⚙",
+    "bashExecution": "$",
+    "custom": "◆",
+    "compaction": "▤",
+    "branch_summary": "↩",
+    "custom_message": "◆",
+    "label": "⚑",
+    "session_info": "✎",
+    "leaf": "⇢",
+    "thinking_level_change": "◐",
+    "model_change": "◎",
+    "active_tools_change": "⚒",
+    "custom_entry": "◇",
+    "unknown": "?",
+}
+
+
+def entry_kind(entry: Entry) -> str:
+    """A display category: the message role for messages, else the entry type."""
+    if isinstance(entry, MessageEntry):
+        return entry.role if entry.role in GLYPHS else "unknown"
+    if isinstance(entry, CustomEntry):
+        return "custom_entry"
+    return entry.type if entry.type in GLYPHS else "unknown"
+
+
+def entry_glyph(entry: Entry) -> str:
+    return GLYPHS[entry_kind(entry)]
+
+
+def entry_summary(entry: Entry) -> str:
+    """The most telling text of an entry, not yet shortened or made inert."""
+    if isinstance(entry, MessageEntry):
+        msg = entry.message
+        role = entry.role
+        if role == "assistant":
+            text = assistant_text(msg)
+            calls = [format_tool_call(c) for c in tool_calls(msg)]
+            if calls:
+                text = (text + "  " if text.strip() else "") + " ".join(calls)
+            if not text.strip():
+                thought = thinking_text(msg)
+                text = f"(thinking) {thought}" if thought else ""
+            if not text.strip() and isinstance(msg.get("errorMessage"), str):
+                text = f"(error) {msg['errorMessage']}"
+            return text
+        if role == "toolResult":
+            name = msg.get("toolName") if isinstance(msg.get("toolName"), str) else "tool"
+            flag = " ✗" if msg.get("isError") else ""
+            return f"{name}{flag}: {content_text(msg.get('content'))}"
+        if role == "bashExecution":
+            code = msg.get("exitCode")
+            return f"{msg.get('command', '')}  → exit {code}"
+        if role in ("branchSummary", "compactionSummary"):
+            return str(msg.get("summary", ""))
+        return content_text(msg.get("content"))
+    if isinstance(entry, CompactionEntry):
+        return f"compaction ({entry.tokens_before} tokens before): {entry.summary}"
+    if isinstance(entry, BranchSummaryEntry):
+        return f"branch summary: {entry.summary}" if entry.summary else "branch summary (empty)"
+    if isinstance(entry, CustomMessageEntry):
+        return f"[{entry.custom_type}] {content_text(entry.content)}"
+    if isinstance(entry, CustomEntry):
+        data = entry.data
+        return f"[{entry.custom_type}]" + (f" {json_compact(data)}" if data is not None else "")
+    if isinstance(entry, LabelEntry):
+        return (
+            f"label {entry.target_id} = {entry.label!r}" if entry.label else f"clear label {entry.target_id}"
+        )
+    if isinstance(entry, SessionInfoEntry):
+        return f"session name: {entry.name or '(cleared)'}"
+    if isinstance(entry, LeafEntry):
+        return f"moved to {entry.target_id or 'the start'}"
+    if isinstance(entry, ThinkingLevelChangeEntry):
+        return f"thinking: {entry.thinking_level}"
+    if isinstance(entry, ModelChangeEntry):
+        return f"model: {entry.provider}/{entry.model_id}"
+    if isinstance(entry, ActiveToolsChangeEntry):
+        return "tools: " + ", ".join(entry.active_tool_names)
+    payload = {k: v for k, v in entry.to_dict().items() if k not in ("type", "id", "parentId", "timestamp")}
+    return f"({entry.type}) {json_compact(payload)}"
+
+
+def entry_preview(entry: Entry, limit: int = 200) -> str:
+    """Glyph-less one-line preview, inert."""
+    return one_line(entry_summary(entry), limit)
+
+
+def short_time(iso: str) -> str:
+    """`2025-01-01T10:00:00.000Z` → `2025-01-01 10:00`."""
+    return iso[:16].replace("T", " ") if len(iso) >= 16 else iso

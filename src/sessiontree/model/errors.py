@@ -1,0 +1,66 @@
+"""Errors and diagnostics.
+
+Two channels on purpose: a `SessionError` stops an operation (nothing is written), a `Diagnostic`
+describes damage found while reading a file that can still be shown (read-only) to the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ErrorCode = Literal[
+    "not_found",
+    "invalid_session",
+    "invalid_entry",
+    "invalid_argument",
+    "locked",
+    "read_only",
+    "storage",
+]
+
+
+class SessionError(Exception):
+    """An operation on a session failed; `code` is stable, the message says what to do."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.code: ErrorCode = code
+        self.path = path
+        self.line = line
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{where}{message}")
+        self.detail = message
+
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found while loading.
+
+    `line` is the physical 1-based line number in the file (header = 1), `None` for storages
+    without lines. Errors make a session read-only; warnings (a torn final line) do not.
+    """
+
+    severity: Severity
+    code: str
+    message: str
+    line: int | None = None
+    entry_id: str | None = None
+
+    def format(self, path: str | None = None) -> str:
+        where = path or ""
+        if self.line is not None:
+            where = f"{where}:{self.line}" if where else f"line {self.line}"
+        prefix = f"{where}: " if where else ""
+        return f"{prefix}{self.severity}: {self.message} [{self.code}]"

@@ -1,0 +1,106 @@
+"""Reading text out of AgentMessages, tolerant of any shape.
+
+Content from files is untrusted: every helper accepts arbitrary JSON values and never raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+def content_text(content: Any, *, image_placeholder: str = "[image]") -> str:
+    """Plain text of a `content` value: a string, or a list of text/image/... blocks."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif kind == "image" and image_placeholder:
+                parts.append(image_placeholder)
+    return "\n".join(parts)
+
+
+def count_images(content: Any) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
+
+
+def json_compact(value: Any) -> str:
+    """Compact JSON for display (`arguments` of a tool call); never raises."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(value)
+
+
+def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def format_tool_call(call: dict[str, Any], *, max_args: int = 80) -> str:
+    """`name(key=value, …)` as a one-liner for previews."""
+    name = call.get("name") if isinstance(call.get("name"), str) else "?"
+    args = call.get("arguments")
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={json_compact(v)}" for k, v in args.items())
+    elif args is None:
+        inner = ""
+    else:
+        inner = json_compact(args)
+    if len(inner) > max_args:
+        inner = inner[: max_args - 1] + "…"
+    return f"{name}({inner})"
+
+
+def assistant_text(message: dict[str, Any]) -> str:
+    """The visible text blocks of an assistant message."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        b["text"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
+
+
+def thinking_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        b["thinking"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
+    )
+
+
+def message_text(message: Any) -> str:
+    """The main human-readable text of any AgentMessage role."""
+    if not isinstance(message, dict):
+        return ""
+    role = message.get("role")
+    if role == "assistant":
+        return assistant_text(message)
+    if role == "bashExecution":
+        command = message.get("command")
+        return f"$ {command}" if isinstance(command, str) else "$ ?"
+    if role in ("branchSummary", "compactionSummary"):
+        summary = message.get("summary")
+        return summary if isinstance(summary, str) else ""
+    return content_text(message.get("content"))

@@ -1,0 +1,451 @@
+"""`Session`: the meaning of a session on top of any storage.
+
+The append rule (parent = current leaf), moving the leaf (`leaf` entry + optional
+`branch_summary`), the compaction-bounded active branch and context building all live here, once,
+for every backend. Keep the three sets apart: `get_entries()` is the append log (all branches),
+`get_branch()` the active path, `build_context().messages` what the model sees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .context import (
+    Projector,
+    SessionContext,
+    Transform,
+    derive_state,
+    project,
+    select_context_entries,
+)
+from .model.entries import (
+    CustomMessageEntry,
+    Entry,
+    MessageEntry,
+    entry_from_dict,
+)
+from .model.errors import Diagnostic, SessionError
+from .model.header import SessionHeader
+from .model.ids import iso_now, now_ms
+from .model.messages import content_text
+from .storage.base import SessionStorage
+from .storage.index import TreeIndex
+
+
+@dataclass(frozen=True, slots=True)
+class BranchSummary:
+    """What `move_to` records about the branch being left."""
+
+    summary: str
+    details: Any = None
+    usage: dict[str, Any] | None = None
+    from_hook: bool = False
+
+    @classmethod
+    def coerce(cls, value: str | BranchSummary | Mapping[str, Any]) -> BranchSummary:
+        if isinstance(value, BranchSummary):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping) and isinstance(value.get("summary"), str):
+            return cls(
+                value["summary"],
+                value.get("details"),
+                value.get("usage"),
+                bool(value.get("from_hook", value.get("fromHook", False))),
+            )
+        raise SessionError("invalid_argument", "summary must be text or have a 'summary' string")
+
+
+@dataclass(frozen=True, slots=True)
+class Navigation:
+    """Result of `Session.navigate` (Pi's tree navigation)."""
+
+    new_leaf_id: str | None
+    old_leaf_id: str | None
+    editor_text: str | None = None  # text of a user/custom message the user may re-send
+    summary_id: str | None = None
+    moved: bool = True
+
+
+@dataclass(slots=True)
+class SessionStats:
+    entry_count: int
+    message_count: int
+    cached_tokens: int = 0
+    uncached_tokens: int = 0
+    total_tokens: int = 0
+    cost_total: float = 0.0
+    types: dict[str, int] = field(default_factory=dict)
+    roles: dict[str, int] = field(default_factory=dict)
+    fork_count: int = 0
+    leaf_count: int = 0
+
+
+def _usable_usage(usage: Any) -> bool:
+    if not isinstance(usage, dict):
+        return False
+    nums = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    cost = usage.get("cost")
+    nums.append(cost.get("total") if isinstance(cost, dict) else None)
+    return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in nums)
+
+
+class Session:
+    """A session over a storage. Construct with any `SessionStorage`, or use `open_session`."""
+
+    def __init__(
+        self,
+        storage: SessionStorage,
+        *,
+        transforms: Sequence[Transform] = (),
+        projectors: Mapping[str, Projector] | None = None,
+    ) -> None:
+        self.storage = storage
+        self._transforms = list(transforms)
+        self._projectors = dict(projectors or {})
+
+    # --- identity and health ------------------------------------------------------------------
+
+    @property
+    def header(self) -> SessionHeader:
+        return self.storage.header
+
+    @property
+    def session_id(self) -> str:
+        return self.storage.header.id
+
+    @property
+    def read_only(self) -> bool:
+        return self.storage.read_only
+
+    @property
+    def read_only_reason(self) -> str | None:
+        return self.storage.read_only_reason
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.storage.diagnostics
+
+    @property
+    def tree(self) -> TreeIndex:
+        """The structure of the whole append log (read-only use: the browser draws from it)."""
+        return self.storage.index
+
+    def refresh(self) -> int:
+        """Pick up entries another process appended; returns how many arrived."""
+        return self.storage.refresh()
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self.storage.leaf_id
+
+    @property
+    def session_name(self) -> str | None:
+        return self.storage.session_name
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        return self.storage.get_entry(entry_id)
+
+    def require_entry(self, entry_id: str) -> Entry:
+        entry = self.storage.get_entry(entry_id)
+        if entry is None:
+            raise SessionError("not_found", f"Entry {entry_id} not found")
+        return entry
+
+    def get_entries(self) -> list[Entry]:
+        """The append log: every entry of every branch, in file order."""
+        return list(self.storage.iter_entries())
+
+    def entry_count(self) -> int:
+        return self.storage.entry_count()
+
+    def get_children(self, entry_id: str | None) -> list[Entry]:
+        """Children oldest first; `None` gives the roots."""
+        index = self.tree
+        if entry_id is None:
+            positions = list(index.roots)
+        else:
+            i = self._pos(entry_id)
+            positions = list(index.children(i))
+        return [self.storage.load_entry(k) for k in positions]
+
+    def get_branch(self, from_id: str | None = None) -> list[Entry]:
+        """The active path root-most first, bounded by the newest compaction (Pi H2b
+        `getPathToRootOrCompaction`); from the leaf unless `from_id` is given."""
+        if from_id is None:
+            return self.storage.active_branch()
+        index = self.tree
+        return [self.storage.load_entry(k) for k in index.bounded_path(self._pos(from_id))]
+
+    def get_path(self, from_id: str | None = None) -> list[Entry]:
+        """The full root path (no compaction bound) of `from_id` or the leaf."""
+        index = self.tree
+        start = index.leaf if from_id is None else self._pos(from_id)
+        return [self.storage.load_entry(k) for k in index.path_to_root(start)]
+
+    def get_label(self, entry_id: str) -> str | None:
+        return self.storage.get_label(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        return self.storage.labels()
+
+    def _pos(self, entry_id: str) -> int:
+        i = self.tree.pos.get(entry_id)
+        if i is None:
+            raise SessionError("not_found", f"Entry {entry_id} not found")
+        return i
+
+    # --- context ------------------------------------------------------------------------------
+
+    def build_context_entries(
+        self,
+        transforms: Sequence[Transform] = (),
+        projectors: Mapping[str, Projector] | None = None,
+        *,
+        at: str | None = None,
+    ) -> list[Entry]:
+        """Bounded path → default compaction transform → instance transforms → call transforms.
+
+        `at` builds it as if the leaf were at that entry (the browser's preview). `projectors`
+        are accepted for symmetry with `build_context`; they only affect messages."""
+        entries = select_context_entries(self.get_branch(at) if at is not None else self.get_branch())
+        for transform in [*self._transforms, *transforms]:
+            entries = list(transform(entries))
+        return entries
+
+    def build_context(
+        self,
+        transforms: Sequence[Transform] = (),
+        projectors: Mapping[str, Projector] | None = None,
+        *,
+        at: str | None = None,
+    ) -> SessionContext:
+        """Messages from the bounded path; thinking level, model and active tools from the full
+        root path (Decision 5), so a compaction does not reset them."""
+        if at is None and self.leaf_id is None:
+            return SessionContext(messages=[], entries=[])
+        entries = self.build_context_entries(transforms, at=at)
+        merged = {**self._projectors, **(projectors or {})}
+        level, model, tools = derive_state(*self.storage.state_entries(at))
+        return SessionContext(
+            messages=project(entries, merged),
+            thinking_level=level,
+            model=model,
+            active_tool_names=tools,
+            entries=entries,
+        )
+
+    # --- appending ----------------------------------------------------------------------------
+
+    def _append(self, etype: str, payload: dict[str, Any]) -> str:
+        self.storage.refresh()  # the parent must be the leaf as it is on disk now
+        entry = self._make(etype, payload, self.storage.leaf_id)
+        self.storage.append([entry])
+        return entry.id
+
+    def _make(self, etype: str, payload: dict[str, Any], parent_id: str | None) -> Entry:
+        data: dict[str, Any] = {
+            "type": etype,
+            "id": self.storage.new_entry_id(),
+            "parentId": parent_id,
+            "timestamp": iso_now(),
+        }
+        data.update(payload)
+        return entry_from_dict(data)
+
+    def append_message(self, message: Mapping[str, Any]) -> str:
+        """Append an AgentMessage (`role` required; a missing `timestamp` is set to now)."""
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise SessionError("invalid_argument", "a message needs a string 'role'")
+        msg = dict(message)
+        msg.setdefault("timestamp", now_ms())
+        return self._append("message", {"message": msg})
+
+    def append_thinking_level_change(self, level: str) -> str:
+        return self._append("thinking_level_change", {"thinkingLevel": level})
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        return self._append("model_change", {"provider": provider, "modelId": model_id})
+
+    def append_active_tools_change(self, names: Sequence[str]) -> str:
+        return self._append("active_tools_change", {"activeToolNames": list(names)})
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any = None,
+        from_hook: bool = False,
+        usage: dict[str, Any] | None = None,
+        retained_tail: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
+        if first_kept_entry_id is not None:
+            self.require_entry(first_kept_entry_id)
+        payload: dict[str, Any] = {"summary": summary}
+        if first_kept_entry_id is not None:
+            payload["firstKeptEntryId"] = first_kept_entry_id
+        payload["tokensBefore"] = tokens_before
+        if details is not None:
+            payload["details"] = details
+        if from_hook:
+            payload["fromHook"] = True
+        if usage is not None:
+            payload["usage"] = usage
+        if retained_tail is not None:
+            payload["retainedTail"] = [dict(m) for m in retained_tail]
+        return self._append("compaction", payload)
+
+    def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
+        payload: dict[str, Any] = {"customType": custom_type}
+        if data is not None:
+            payload["data"] = data
+        return self._append("custom", payload)
+
+    def append_custom_message_entry(
+        self, custom_type: str, content: str | list[Any], display: bool, details: Any = None
+    ) -> str:
+        payload: dict[str, Any] = {
+            "customType": custom_type,
+            "content": content,
+            "display": display,
+        }
+        if details is not None:
+            payload["details"] = details
+        return self._append("custom_message", payload)
+
+    def append_label(self, target_id: str, label: str | None) -> str:
+        """Set (or, with None/blank, clear) the label of `target_id`. The label entry itself
+        joins the current branch (Pi semantics: it becomes the leaf)."""
+        self.require_entry(target_id)
+        payload: dict[str, Any] = {"targetId": target_id}
+        if label is not None and label.strip():
+            payload["label"] = label
+        return self._append("label", payload)
+
+    def append_session_name(self, name: str) -> str:
+        """Pi H2: runs of CR/LF become one space, then trimmed; an empty name clears it."""
+        return self._append("session_info", {"name": re.sub(r"[\r\n]+", " ", name).strip()})
+
+    # --- moving -------------------------------------------------------------------------------
+
+    def move_to(
+        self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Move the leaf to `entry_id` (None = before the first entry). Always writes a `leaf`
+        entry; with a summary also a `branch_summary` (parent = target, `fromId` = the old
+        leaf or "root", Decision 3), which becomes the leaf. Returns the new leaf id."""
+        self.storage.refresh()
+        if entry_id is not None:
+            self.require_entry(entry_id)
+        old_leaf = self.storage.leaf_id
+        leaf = self._make("leaf", {"targetId": entry_id}, old_leaf)
+        batch = [leaf]
+        if summary is not None:
+            s = BranchSummary.coerce(summary)
+            payload: dict[str, Any] = {"fromId": old_leaf or "root", "summary": s.summary}
+            if s.details is not None:
+                payload["details"] = s.details
+            if s.from_hook:
+                payload["fromHook"] = True
+            if s.usage is not None:
+                payload["usage"] = s.usage
+            data = {
+                "type": "branch_summary",
+                "id": self._fresh_id(exclude={leaf.id}),
+                "parentId": entry_id,
+                "timestamp": iso_now(),
+                **payload,
+            }
+            batch.append(entry_from_dict(data))
+        self.storage.append(batch)
+        return batch[-1].id if summary is not None else entry_id
+
+    def _fresh_id(self, exclude: set[str]) -> str:
+        while True:
+            candidate = self.storage.new_entry_id()
+            if candidate not in exclude:
+                return candidate
+
+    def branch(self, entry_id: str | None) -> str | None:
+        """Continue the conversation from `entry_id` (alias of `move_to` without a summary)."""
+        return self.move_to(entry_id)
+
+    def navigate(
+        self, target_id: str, summary: str | BranchSummary | Mapping[str, Any] | None = None
+    ) -> Navigation:
+        """Pi's tree navigation: a user or custom message moves the leaf to its *parent* and
+        returns its text to re-send; any other entry becomes the leaf. Navigating to the
+        current leaf writes nothing."""
+        target = self.require_entry(target_id)
+        old = self.storage.leaf_id
+        if target_id == old:
+            return Navigation(old, old, moved=False)
+        editor_text = None
+        new_leaf: str | None = target_id
+        if isinstance(target, MessageEntry) and target.role == "user":
+            new_leaf = target.parent_id
+            editor_text = content_text(target.message.get("content"), image_placeholder="")
+        elif isinstance(target, CustomMessageEntry):
+            new_leaf = target.parent_id
+            editor_text = content_text(target.content, image_placeholder="")
+        result = self.move_to(new_leaf, summary)
+        return Navigation(
+            new_leaf_id=result,
+            old_leaf_id=old,
+            editor_text=editor_text,
+            summary_id=result if summary is not None else None,
+        )
+
+    # --- statistics ---------------------------------------------------------------------------
+
+    def stats(self) -> SessionStats:
+        """Counts over the whole append log, and usage summed as Pi H2b does (assistant messages,
+        compactions and branch summaries whose usage has all numeric components)."""
+        types: Counter[str] = Counter()
+        roles: Counter[str] = Counter()
+        stats = SessionStats(entry_count=0, message_count=0)
+        for entry in self.storage.iter_entries():
+            stats.entry_count += 1
+            types[entry.type] += 1
+            usage = None
+            if isinstance(entry, MessageEntry):
+                stats.message_count += 1
+                roles[entry.role] += 1
+                if entry.role == "assistant":
+                    usage = entry.message.get("usage")
+            elif entry.type in ("compaction", "branch_summary"):
+                usage = entry.get("usage")
+            if _usable_usage(usage):
+                assert isinstance(usage, dict)
+                stats.cached_tokens += usage["cacheRead"]
+                stats.uncached_tokens += usage["input"] + usage["cacheWrite"]
+                stats.total_tokens += (
+                    usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
+                )
+                stats.cost_total += usage["cost"]["total"]
+        index = self.tree
+        stats.fork_count = sum(1 for i in range(len(index)) if index.is_fork(i))
+        stats.leaf_count = sum(1 for i in range(len(index)) if index.first_child[i] < 0)
+        stats.types = dict(types)
+        stats.roles = dict(roles)
+        return stats
+
+
+__all__ = ["BranchSummary", "Navigation", "Session", "SessionStats"]

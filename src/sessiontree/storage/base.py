@@ -1,0 +1,152 @@
+"""The storage contract shared by the memory, JSONL and SQLite backends.
+
+A storage persists entries in append order and keeps a `TreeIndex` of them. It validates what it
+is asked to write (so nothing invalid ever reaches disk), updates its in-memory state only after
+the write succeeded, and decodes entry payloads on demand. Everything about *meaning* (which
+parent a new entry gets, what a move writes, what the model sees) lives in `Session`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+
+import orjson
+
+from ..model.entries import Entry, validate_entry
+from ..model.errors import Diagnostic, SessionError
+from ..model.header import SessionHeader
+from ..model.ids import new_entry_id
+from .index import TreeIndex
+
+
+class SessionStorage(ABC):
+    """One session's append log. Subclasses implement `_load`, `_persist` (and may override the
+    materialized-state readers, as SQLite does)."""
+
+    header: SessionHeader
+    read_only_reason: str | None = None
+    location: str | None = None  # file path / db path, for messages
+
+    def __init__(self) -> None:
+        self._diagnostics: list[Diagnostic] = []
+
+    # --- contract -----------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def index(self) -> TreeIndex:
+        """The tree of every entry in the log."""
+
+    @abstractmethod
+    def _load(self, i: int) -> Entry:
+        """Decode the entry at position `i` of the index."""
+
+    @abstractmethod
+    def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
+        """Write `entries` durably-as-configured, then index them; all or nothing."""
+
+    def refresh(self) -> int:
+        """Pick up entries appended by other processes; returns how many were added."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 - optional hook; memory storage holds nothing
+        """Release locks and file handles. Idempotent."""
+
+    # --- shared behaviour ---------------------------------------------------------------------
+
+    @property
+    def read_only(self) -> bool:
+        return self.read_only_reason is not None
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self._diagnostics + self.index.diagnostics
+
+    def load_entry(self, i: int) -> Entry:
+        return self._load(i)
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        i = self.index.pos.get(entry_id)
+        return None if i is None else self._load(i)
+
+    def has_id(self, entry_id: str) -> bool:
+        return entry_id in self.index.pos
+
+    def iter_entries(self) -> Iterator[Entry]:
+        for i in range(len(self.index)):
+            yield self._load(i)
+
+    def new_entry_id(self) -> str:
+        return new_entry_id(self.has_id)
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self.index.leaf_id()
+
+    @property
+    def session_name(self) -> str | None:
+        return self.index.session_name
+
+    def get_label(self, entry_id: str) -> str | None:
+        return self.index.labels.get(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        return dict(self.index.labels)
+
+    def active_branch(self) -> list[Entry]:
+        """The compaction-bounded path from the root to the leaf (what context is built from)."""
+        return [self._load(i) for i in self.index.bounded_path(self.index.leaf)]
+
+    def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
+        """The nearest thinking-level change, model source and active-tools change on the full
+        root path of `at` (default: the leaf) — the inputs of `context.derive_state`."""
+        index = self.index
+        i = index.leaf if at is None else index.pos[at]
+        return tuple(None if k < 0 else self._load(k) for k in index.state_entries(i))  # type: ignore[return-value]
+
+    def entry_count(self) -> int:
+        return len(self.index)
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        """Validate and persist `entries` (in one write where the backend allows)."""
+        self.refresh()
+        self.check_writable()
+        seen: set[str] = set()
+        encoded = []
+        for entry in entries:
+            data = entry.to_dict()
+            reason = validate_entry(data)
+            if reason is not None:
+                raise SessionError("invalid_entry", f"refusing to write an entry that {reason}")
+            if entry.id in seen or self.has_id(entry.id):
+                raise SessionError("invalid_entry", f"entry id {entry.id!r} already exists")
+            parent = entry.parent_id
+            if parent is not None and parent not in seen and not self.has_id(parent):
+                raise SessionError("not_found", f"Entry {parent} not found (parent of the new entry)")
+            seen.add(entry.id)
+            try:
+                encoded.append(orjson.dumps(data))
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise SessionError("invalid_entry", f"entry is not JSON-serialisable: {exc}") from None
+        self._persist(entries, encoded)
+
+    def _mark_damaged(self) -> None:
+        """Decision 4: damage found while loading makes the session read-only."""
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        if errors and self.read_only_reason is None:
+            more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+            self.read_only_reason = (
+                f"the session has damage ({errors[0].format()}{more}), so it is open read-only"
+                " and nothing will be written; `sessiontree check` lists every problem"
+            )
+
+    def check_writable(self) -> None:
+        if self.read_only_reason is not None:
+            raise SessionError("read_only", self.read_only_reason, path=self.location)
+
+    def __enter__(self) -> SessionStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

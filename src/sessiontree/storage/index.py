@@ -1,0 +1,352 @@
+"""The tree structure of an append log, in flat arrays.
+
+Every storage keeps one `TreeIndex`: entry positions (file order) → id, parent, type and message
+role, plus first-child/next-sibling links, the folded leaf, labels and the session name. Nothing
+here holds entry payloads, so the whole tree of a million-entry session costs a few bytes per
+entry plus its id string, and walking a path is integer indexing. Payloads are decoded on demand
+by the storage (`load_entry`).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator
+
+from ..model.entries import normalize_label
+from ..model.errors import Diagnostic
+
+# type codes (0 = unknown type; its name is kept in `unknown_types`)
+UNKNOWN = 0
+MESSAGE = 1
+THINKING_LEVEL_CHANGE = 2
+MODEL_CHANGE = 3
+ACTIVE_TOOLS_CHANGE = 4
+COMPACTION = 5
+BRANCH_SUMMARY = 6
+CUSTOM = 7
+CUSTOM_MESSAGE = 8
+LABEL = 9
+SESSION_INFO = 10
+LEAF = 11
+
+TYPE_CODES: dict[str, int] = {
+    "message": MESSAGE,
+    "thinking_level_change": THINKING_LEVEL_CHANGE,
+    "model_change": MODEL_CHANGE,
+    "active_tools_change": ACTIVE_TOOLS_CHANGE,
+    "compaction": COMPACTION,
+    "branch_summary": BRANCH_SUMMARY,
+    "custom": CUSTOM,
+    "custom_message": CUSTOM_MESSAGE,
+    "label": LABEL,
+    "session_info": SESSION_INFO,
+    "leaf": LEAF,
+}
+TYPE_NAMES: dict[int, str] = {v: k for k, v in TYPE_CODES.items()}
+
+# message role codes (0 = not a message)
+NO_ROLE = 0
+USER = 1
+ASSISTANT = 2
+TOOL_RESULT = 3
+BASH_EXECUTION = 4
+CUSTOM_ROLE = 5
+OTHER_ROLE = 6
+ROLE_CODES: dict[str, int] = {
+    "user": USER,
+    "assistant": ASSISTANT,
+    "toolResult": TOOL_RESULT,
+    "bashExecution": BASH_EXECUTION,
+    "custom": CUSTOM_ROLE,
+}
+
+NONE = -1  # no parent / no leaf / no child
+MISSING = -2  # parent id not present in the log
+
+
+class TreeIndex:
+    """Append-only structure of one session. Positions are ints in file order."""
+
+    __slots__ = (
+        "_orphans",
+        "compactions",
+        "diagnostics",
+        "first_child",
+        "ids",
+        "kind",
+        "label_entries",
+        "labels",
+        "last_child",
+        "leaf",
+        "leaf_targets",
+        "name_entry",
+        "next_sibling",
+        "parent",
+        "pos",
+        "role",
+        "roots",
+        "session_name",
+        "unknown_types",
+    )
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.parent = array("i")
+        self.kind = bytearray()
+        self.role = bytearray()
+        self.first_child = array("i")
+        self.last_child = array("i")
+        self.next_sibling = array("i")
+        self.roots: list[int] = []
+        self.leaf: int = NONE
+        self.labels: dict[str, str] = {}  # target id -> current label
+        self.label_entries: list[int] = []
+        self.session_name: str | None = None
+        self.name_entry: int = NONE
+        self.compactions: dict[int, tuple[str | None, bool]] = {}  # pos -> (firstKept, has tail)
+        self.leaf_targets: dict[int, int] = {}  # leaf-entry pos -> target pos (NONE = null)
+        self.unknown_types: dict[int, str] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self._orphans: dict[str, list[int]] = {}
+
+    # --- building ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(
+        self,
+        eid: str,
+        parent_id: str | None,
+        type_name: str,
+        role: str | None = None,
+        *,
+        target_id: str | None = None,
+        label: object = None,
+        name: object = None,
+        first_kept: str | None = None,
+        has_tail: bool = False,
+        line: int | None = None,
+    ) -> int:
+        """Index one entry (already validated) and fold leaf/labels/name. Returns its position.
+
+        Problems that do not invalidate the line itself (duplicate id, missing parent, leaf
+        target unknown) become diagnostics; the caller decides what they mean (read-only).
+        """
+        i = len(self.ids)
+        code = TYPE_CODES.get(type_name, UNKNOWN)
+        self.ids.append(eid)
+        if eid in self.pos:
+            self.diagnostics.append(
+                Diagnostic(
+                    "error",
+                    "duplicate_id",
+                    f"entry id {eid!r} is used again (first use at entry #{self.pos[eid] + 1});"
+                    " the later entry wins",
+                    line,
+                    eid,
+                )
+            )
+        self.pos[eid] = i
+        self.kind.append(code)
+        self.role.append(ROLE_CODES.get(role, OTHER_ROLE) if role is not None else NO_ROLE)
+        self.first_child.append(NONE)
+        self.last_child.append(NONE)
+        self.next_sibling.append(NONE)
+        if code == UNKNOWN:
+            self.unknown_types[i] = type_name
+        if parent_id is None:
+            self.parent.append(NONE)
+            self.roots.append(i)
+        elif parent_id == eid:
+            self.parent.append(MISSING)
+            self.roots.append(i)
+            self.diagnostics.append(
+                Diagnostic("error", "self_parent", f"entry {eid!r} names itself as parent", line, eid)
+            )
+        else:
+            p = self.pos.get(parent_id)
+            if p is None:
+                self.parent.append(MISSING)
+                self.roots.append(i)
+                self._orphans.setdefault(parent_id, []).append(i)
+            else:
+                self.parent.append(p)
+                self._link(p, i)
+        waiting = self._orphans.pop(eid, None)
+        if waiting:  # children that were written before their parent
+            self._adopt(i, waiting, line)
+
+        # folds
+        if code == LEAF:
+            if target_id is None:
+                self.leaf = NONE
+                self.leaf_targets[i] = NONE
+            else:
+                t = self.pos.get(target_id)
+                if t is None:
+                    self.diagnostics.append(
+                        Diagnostic(
+                            "error",
+                            "dangling_leaf",
+                            f"leaf entry {eid!r} points to unknown entry {target_id!r}; the move is ignored",
+                            line,
+                            eid,
+                        )
+                    )
+                else:
+                    self.leaf = t
+                    self.leaf_targets[i] = t
+        else:
+            self.leaf = i
+            if code == LABEL and target_id is not None:
+                self.label_entries.append(i)
+                text = normalize_label(label)
+                if text is None:
+                    self.labels.pop(target_id, None)
+                else:
+                    self.labels[target_id] = text
+            elif code == SESSION_INFO:
+                self.name_entry = i
+                self.session_name = name.strip() or None if isinstance(name, str) else None
+            elif code == COMPACTION:
+                self.compactions[i] = (first_kept, has_tail)
+        return i
+
+    def _adopt(self, i: int, children: list[int], line: int | None) -> None:
+        ancestors = set(self.path_to_root(i))
+        for child in children:
+            if child in ancestors:  # linking would close a cycle: keep the child a root
+                self.diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "parent_cycle",
+                        f"entries {self.ids[child]!r} and {self.ids[i]!r} are each other's"
+                        " ancestors; the cycle is cut",
+                        line,
+                        self.ids[i],
+                    )
+                )
+                continue
+            self.parent[child] = i
+            self.roots.remove(child)
+            self._link(i, child)
+
+    def _link(self, p: int, i: int) -> None:
+        last = self.last_child[p]
+        if last == NONE:
+            self.first_child[p] = i
+        else:
+            self.next_sibling[last] = i
+        self.last_child[p] = i
+
+    def finish_load(self, line_of: Callable[[str], int | None] | None = None) -> None:
+        """Report parents that never appeared (call once the whole log has been read)."""
+        for parent_id, children in self._orphans.items():
+            for child in children:
+                self.diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "missing_parent",
+                        f"entry {self.ids[child]!r} names parent {parent_id!r}, which is not in the"
+                        " log; it is shown as a separate root",
+                        line_of(self.ids[child]) if line_of else None,
+                        self.ids[child],
+                    )
+                )
+
+    @property
+    def missing_parents(self) -> dict[str, list[int]]:
+        return self._orphans
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def type_name(self, i: int) -> str:
+        code = self.kind[i]
+        return TYPE_NAMES[code] if code else self.unknown_types[i]
+
+    def leaf_id(self) -> str | None:
+        return None if self.leaf < 0 else self.ids[self.leaf]
+
+    def children(self, i: int) -> Iterator[int]:
+        c = self.first_child[i]
+        while c != NONE:
+            yield c
+            c = self.next_sibling[c]
+
+    def child_count(self, i: int, limit: int = 1 << 30) -> int:
+        n = 0
+        c = self.first_child[i]
+        while c != NONE and n < limit:
+            n += 1
+            c = self.next_sibling[c]
+        return n
+
+    def is_fork(self, i: int) -> bool:
+        c = self.first_child[i]
+        return c != NONE and self.next_sibling[c] != NONE
+
+    def path_to_root(self, i: int) -> list[int]:
+        """Positions from the root down to `i` (inclusive). Stops at a missing parent."""
+        out: list[int] = []
+        parent = self.parent
+        while i >= 0:
+            out.append(i)
+            i = parent[i]
+        out.reverse()
+        return out
+
+    def bounded_path(self, i: int, marker: str | None = None) -> list[int]:
+        """Path root-most first, cut at the newest compaction boundary (Pi H2b
+        `getPathToRootOrCompaction`): a compaction with a retained tail starts the path; one
+        without makes its `firstKeptEntryId` the first element; an older compaction met before
+        that id replaces the marker. `marker` continues a walk begun below `i`."""
+        out: list[int] = []
+        ids, kind, parent, compactions = self.ids, self.kind, self.parent, self.compactions
+        while i >= 0:
+            out.append(i)
+            if marker is not None and ids[i] == marker:
+                break
+            if kind[i] == COMPACTION:
+                first_kept, has_tail = compactions[i]
+                if has_tail:
+                    break
+                marker = first_kept
+            i = parent[i]
+        out.reverse()
+        return out
+
+    def state_entries(self, i: int) -> tuple[int, int, int]:
+        """Nearest thinking-level change, model source (model_change or assistant message) and
+        active-tools change on the full root path of `i` (Decision 5); NONE where absent."""
+        thinking = model = tools = NONE
+        kind, role, parent = self.kind, self.role, self.parent
+        while i >= 0 and (thinking == NONE or model == NONE or tools == NONE):
+            k = kind[i]
+            if k == THINKING_LEVEL_CHANGE:
+                if thinking == NONE:
+                    thinking = i
+            elif k == MODEL_CHANGE or (k == MESSAGE and role[i] == ASSISTANT):
+                if model == NONE:
+                    model = i
+            elif k == ACTIVE_TOOLS_CHANGE and tools == NONE:
+                tools = i
+            i = parent[i]
+        return thinking, model, tools
+
+    def depth_first(self, roots: list[int] | None = None) -> Iterator[int]:
+        """Every position in pre-order, children oldest first; iterative (no recursion limit)."""
+        stack = list(reversed(self.roots if roots is None else roots))
+        first_child, next_sibling = self.first_child, self.next_sibling
+        while stack:
+            i = stack.pop()
+            yield i
+            c = first_child[i]
+            if c != NONE:
+                kids = []
+                while c != NONE:
+                    kids.append(c)
+                    c = next_sibling[c]
+                kids.reverse()
+                stack.extend(kids)

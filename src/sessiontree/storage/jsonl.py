@@ -1,0 +1,610 @@
+"""JSONL files as Pi writes them: one header line, then one entry per line, append-only.
+
+Opening a v3 file is one pass that builds a `TreeIndex` plus the byte offset and length of every
+line; entries are decoded from the file only when asked for (`load_entry`), with a bounded cache.
+v1/v2 files (Pi's older coding agent) are small legacy files: they are read whole, migrated in
+memory and opened read-only until `upgrade` rewrites them as v3 (atomically, keeping a backup).
+
+Damage handling (Decision 4): a broken *final* line without a newline is a torn write — reported
+as a warning and, before our next append, set aside byte-for-byte in a `<file>.torn` sidecar and
+cut off (an in-place truncate: the file keeps its inode, so the writer lock and any process
+appending to it stay valid). Any other damage is a diagnostic and makes the session read-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..model.entries import Entry, entry_from_dict, validate_entry
+from ..model.errors import Diagnostic, SessionError
+from ..model.header import SessionHeader
+from ..model.ids import iso_now, new_entry_id, new_session_id
+from .atomic import atomic_rewrite, free_name, fsync_dir
+from .base import SessionStorage
+from .index import TreeIndex
+from .lock import WriterLock
+from .migrate import migrate_entries
+from .scan import LineError, add_dict, decode_entry_dict, fast_decode, full_decode, index_line
+
+CHUNK = 8 << 20
+CACHE_BYTES = 64 << 20
+CACHE_ENTRIES = 4096
+_FAST_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+Progress = Callable[[int, int], None]
+
+
+class JsonlStorage(SessionStorage):
+    """Use `JsonlStorage.create` or `JsonlStorage.open`."""
+
+    def __init__(self, path: str, fd: int, lock: WriterLock | None, durable: bool) -> None:
+        super().__init__()
+        self.path = path
+        self.location = path
+        self._fd: int | None = fd
+        self._ino = os.fstat(fd).st_ino
+        self._lock = lock
+        self.durable = durable
+        self._index = TreeIndex()
+        self._offsets = array("q")
+        self._lengths = array("q")
+        self._lines = array("l")
+        self._eager: list[Entry] | None = None  # v1/v2: migrated entries held in memory
+        self._end = 0  # offset after the last complete, consumed line
+        self._tail_len = 0  # unterminated bytes after _end at the last scan, which are:
+        self._tail_state: str | None = None  # "entry" (valid, indexed), "blank", "torn", "pending"
+        self._next_line = 1
+        self._torn: Diagnostic | None = None
+        self._cache: OrderedDict[int, tuple[Entry, int]] = OrderedDict()
+        self._cache_bytes = 0
+        self.repairs: list[str] = []  # sidecar files written by tail repairs
+        self.version = 3
+        if lock is None:
+            self.read_only_reason = "opened read-only"
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cwd: str,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = False,
+    ) -> JsonlStorage:
+        """A new v3 file with mode 0600. Refuses to overwrite an existing file."""
+        path = os.fspath(path)
+        header = SessionHeader.new(
+            session_id or new_session_id(),
+            iso_now(),
+            cwd,
+            parent_session=parent_session,
+            metadata=metadata,
+        )
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        lock = WriterLock(path + ".lock")
+        lock.acquire(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            lock.release()
+            raise SessionError(
+                "invalid_argument", "a file already exists here; open it instead", path=path
+            ) from None
+        except OSError as exc:
+            lock.release()
+            raise SessionError("storage", f"cannot create the session file: {exc}", path=path) from None
+        line = orjson.dumps(header.to_dict()) + b"\n"
+        try:
+            _write_all(fd, line)
+            if durable:
+                os.fsync(fd)
+                fsync_dir(path)
+        except OSError as exc:
+            os.close(fd)
+            lock.release()
+            raise SessionError("storage", f"cannot write the session header: {exc}", path=path) from None
+        storage = cls(path, fd, lock, durable)
+        storage.header = header
+        storage._end = len(line)
+        storage._next_line = 2
+        return storage
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        durable: bool = False,
+        progress: Progress | None = None,
+    ) -> JsonlStorage:
+        """Open an existing session. Writers take the single-writer lock first (`locked` if
+        another process holds it); readers never lock. `progress(done, total)` gets byte counts
+        while a large file is indexed."""
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise SessionError("invalid_argument", "is a directory, not a session file", path=path)
+        if not os.path.exists(path):
+            raise SessionError("not_found", "no such session file", path=path)
+        lock = None
+        if not read_only:
+            lock = WriterLock(path + ".lock")
+            lock.acquire(path)
+        try:
+            flags = (os.O_RDWR | os.O_APPEND) if lock else os.O_RDONLY
+            try:
+                fd = os.open(path, flags | os.O_CLOEXEC)
+            except PermissionError:
+                if lock is None:
+                    raise
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                lock.release()
+                lock = None
+            storage = cls(path, fd, lock, durable)
+            try:
+                storage._open_scan(progress)
+            except BaseException:
+                storage.close()
+                raise
+        except OSError as exc:
+            if lock is not None:
+                lock.release()
+            raise SessionError("storage", f"cannot read the session file: {exc}", path=path) from None
+        except BaseException:
+            if lock is not None and lock.held:
+                lock.release()
+            raise
+        return storage
+
+    def _open_scan(self, progress: Progress | None) -> None:
+        header_end, header_line = self._read_header()
+        if self.header.version < 3:
+            self._load_legacy(header_end, header_line)
+        else:
+            self._end = header_end
+            self._next_line = header_line + 1
+            self._scan(at_open=True, progress=progress)
+        self._index.finish_load(self.line_number)
+        self._mark_damaged()
+
+    def _read_header(self) -> tuple[int, int]:
+        """Parse the first non-blank line; returns (offset after it, its line number)."""
+        fd = self._fd
+        assert fd is not None
+        offset = 0
+        line_no = 1
+        buf = b""
+        while True:
+            nl = buf.find(b"\n")
+            while nl >= 0:
+                line = buf[:nl]
+                if line.strip():
+                    self.header = self._parse_header(line, line_no)
+                    return offset + nl + 1, line_no
+                offset += nl + 1
+                line_no += 1
+                buf = buf[nl + 1 :]
+                nl = buf.find(b"\n")
+            chunk = os.pread(fd, 1 << 16, offset + len(buf))
+            if not chunk:
+                if buf.strip():
+                    self.header = self._parse_header(buf, line_no)
+                    return offset + len(buf), line_no
+                raise SessionError(
+                    "invalid_session",
+                    "the file is empty (no session header); nothing to open",
+                    path=self.path,
+                )
+            buf += chunk
+            if len(buf) > 64 << 20:
+                raise SessionError(
+                    "invalid_session", "line 1 is not a session header (over 64 MB)", path=self.path
+                )
+
+    def _parse_header(self, raw: bytes, line_no: int) -> SessionHeader:
+        try:
+            data = full_decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            raise SessionError(
+                "invalid_session",
+                "the first line is not valid JSON, so this is not a readable session file",
+                path=self.path,
+                line=line_no,
+            ) from None
+        return SessionHeader.from_dict(data, path=self.path)
+
+    # --- scanning -----------------------------------------------------------------------------
+
+    def _scan(self, *, at_open: bool, progress: Progress | None = None) -> int:
+        """Index complete lines from `_end` to EOF. At open, an unterminated final part is
+        indexed if valid, else reported as a torn tail; later (follow mode) it is left for the
+        next scan, as its writer may still be writing it."""
+        fd = self._fd
+        assert fd is not None
+        size = os.fstat(fd).st_size
+        before = len(self._index)
+        pos = self._end
+        carry = b""
+        carry_off = pos
+        line_no = self._next_line
+        index = self._index
+        offsets, lengths, lines = self._offsets, self._lengths, self._lines
+        diags = self._diagnostics
+        while pos < size:
+            chunk = os.pread(fd, min(CHUNK, size - pos), pos)
+            if not chunk:
+                break
+            pos += len(chunk)
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            carry = buf[cut + 1 :]
+            off = carry_off
+            for raw in buf[:cut].split(b"\n"):
+                n = len(raw)
+                if raw[:1] == b"{" or raw.strip():
+                    try:
+                        fast_decode(raw).feed(index, line_no)
+                    except _FAST_ERRORS:
+                        try:
+                            add_dict(index, decode_entry_dict(raw), line_no)
+                        except LineError as exc:
+                            diags.append(
+                                Diagnostic("error", "invalid_line", f"line {line_no} {exc.reason}", line_no)
+                            )
+                            off += n + 1
+                            line_no += 1
+                            continue
+                    offsets.append(off)
+                    lengths.append(n)
+                    lines.append(line_no)
+                off += n + 1
+                line_no += 1
+            carry_off = off
+            if progress is not None:
+                progress(pos, size)
+        self._end = carry_off
+        self._next_line = line_no
+        self._tail_len = len(carry)
+        self._tail_state = "pending" if carry else None
+        if at_open:
+            self._torn = None
+            if carry and not carry.strip():
+                self._tail_state = "blank"
+            elif carry:
+                try:
+                    index_line(index, carry, line_no)
+                except LineError as exc:
+                    self._tail_state = "torn"
+                    self._torn = Diagnostic(
+                        "warning",
+                        "torn_tail",
+                        f"line {line_no} is incomplete ({len(carry)} bytes, {exc.reason}):"
+                        " probably a write cut short by a crash. It is left out; before the next"
+                        " write it is moved to a .torn file next to the session",
+                        line_no,
+                    )
+                else:
+                    offsets.append(carry_off)
+                    lengths.append(len(carry))
+                    lines.append(line_no)
+                    self._tail_state = "entry"
+        elif self._torn is not None and self._tail_state != "pending":
+            self._torn = None  # the fragment was completed or overwritten; judged as a line now
+        return len(self._index) - before
+
+    def refresh(self) -> int:
+        """Index lines other processes appended since the last scan (live follow)."""
+        fd = self._fd
+        if fd is None:
+            return 0
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise SessionError("storage", "the session file was deleted", path=self.path) from None
+        if st.st_ino != self._ino:
+            raise SessionError(
+                "storage",
+                "the session file was replaced on disk; reopen it to see it",
+                path=self.path,
+            )
+        if self._eager is not None:
+            return 0
+        size = st.st_size
+        known = self._end + self._tail_len
+        if size < known:
+            self._diagnostics.append(
+                Diagnostic("error", "truncated", "the file was truncated by another program")
+            )
+            self._mark_damaged()
+            raise SessionError("storage", "the session file was truncated by another program", path=self.path)
+        if size == known:
+            return 0
+        if self._tail_state == "entry":
+            # a valid last line without "\n": a proper writer ends it before adding its own
+            if os.pread(fd, 1, known) == b"\n":
+                self._end = known + 1
+                self._next_line += 1
+            else:
+                self._diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "glued_line",
+                        f"line {self._next_line} was extended by another writer without a line"
+                        " break, so two entries share one line",
+                        self._next_line,
+                    )
+                )
+                skip = _find_newline(fd, known, size)
+                if skip < 0:
+                    self._mark_damaged()
+                    return 0
+                self._end = skip + 1
+                self._next_line += 1
+            self._tail_len = 0
+            self._tail_state = None
+        added = self._scan(at_open=False)
+        self._mark_damaged()
+        return added
+
+    # --- legacy v1/v2 -------------------------------------------------------------------------
+
+    def _load_legacy(self, header_end: int, header_line: int) -> None:
+        fd = self._fd
+        assert fd is not None
+        self.version = self.header.version
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size - header_end, header_end)
+        objects: list[dict[str, Any]] = []
+        line_of: list[int] = []
+        line_no = header_line
+        for raw in data.split(b"\n"):
+            line_no += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = full_decode(raw)
+            except (msgspec.DecodeError, RecursionError) as exc:
+                self._diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "invalid_line",
+                        f"line {line_no} is not valid JSON ({exc})",
+                        line_no,
+                    )
+                )
+                continue
+            if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+                self._diagnostics.append(
+                    Diagnostic("error", "invalid_line", f"line {line_no} is not a session entry", line_no)
+                )
+                continue
+            objects.append(obj)
+            line_of.append(line_no)
+        migrated = migrate_entries(self.header.version, objects, lambda used: new_entry_id(used.__contains__))
+        self._eager = []
+        for obj, line in zip(migrated, line_of, strict=True):
+            reason = validate_entry(obj)
+            if reason is not None:
+                self._diagnostics.append(Diagnostic("error", "invalid_line", f"line {line} {reason}", line))
+                continue
+            add_dict(self._index, obj, line)
+            self._eager.append(entry_from_dict(obj))
+            self._lines.append(line)
+        self._end = size
+        self._next_line = line_no + 1
+        self.read_only_reason = (
+            f"this is a version {self.header.version} session file (Pi's older format); it is shown"
+            " migrated to v3 in memory, and the file is left untouched. Run `sessiontree upgrade"
+            f" {self.path}` to convert it (a backup is kept) before writing to it"
+        )
+
+    @classmethod
+    def upgrade(cls, path: str | os.PathLike[str]) -> str | None:
+        """Rewrite a v1/v2 file as v3, atomically, keeping the original as `<file>.bak`.
+
+        Returns the backup path, or None when the file already is v3. Refuses damaged files
+        (nothing may be lost) and files another writer holds.
+        """
+        storage = cls.open(path, read_only=False)
+        try:
+            if storage.version >= 3:
+                return None
+            problems = [d for d in storage.diagnostics if d.severity == "error"]
+            if problems:
+                raise SessionError(
+                    "invalid_session",
+                    f"cannot upgrade a damaged file ({problems[0].format()}); nothing was changed",
+                    path=storage.path,
+                )
+            header = storage.header.upgraded()
+            chunks = [orjson.dumps(header.to_dict()) + b"\n"]
+            chunks.extend(orjson.dumps(e.to_dict()) + b"\n" for e in storage.iter_entries())
+            return atomic_rewrite(storage.path, chunks)
+        finally:
+            storage.close()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> TreeIndex:
+        return self._index
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        out = self._diagnostics + self._index.diagnostics
+        if self._torn is not None:
+            out.append(self._torn)
+        return sorted(out, key=lambda d: d.line or 0)
+
+    def line_number(self, entry_id: str) -> int | None:
+        i = self._index.pos.get(entry_id)
+        return None if i is None or i >= len(self._lines) else self._lines[i]
+
+    def raw_line(self, i: int) -> bytes:
+        """The exact bytes of entry `i`'s line (v3 files)."""
+        if self._eager is not None:
+            return orjson.dumps(self._eager[i].to_dict())
+        fd = self._fd
+        if fd is None:
+            raise SessionError("storage", "the session is closed", path=self.path)
+        return os.pread(fd, self._lengths[i], self._offsets[i])
+
+    def _load(self, i: int) -> Entry:
+        if self._eager is not None:
+            return self._eager[i]
+        hit = self._cache.get(i)
+        if hit is not None:
+            self._cache.move_to_end(i)
+            return hit[0]
+        raw = self.raw_line(i)
+        try:
+            data = decode_entry_dict(raw)
+        except LineError as exc:
+            raise SessionError(
+                "storage",
+                f"line {self._lines[i]} changed on disk after it was read ({exc.reason})",
+                path=self.path,
+            ) from None
+        if data["id"] != self._index.ids[i]:
+            raise SessionError(
+                "storage",
+                f"line {self._lines[i]} changed on disk after it was read",
+                path=self.path,
+            )
+        entry = entry_from_dict(data)
+        self._remember(i, entry, len(raw))
+        return entry
+
+    def _remember(self, i: int, entry: Entry, size: int) -> None:
+        self._cache[i] = (entry, size)
+        self._cache_bytes += size
+        while self._cache and (self._cache_bytes > CACHE_BYTES or len(self._cache) > CACHE_ENTRIES):
+            _, (_, old) = self._cache.popitem(last=False)
+            self._cache_bytes -= old
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
+        fd = self._fd
+        assert fd is not None
+        if self._tail_state == "pending":
+            raise SessionError(
+                "storage",
+                "another program is writing this file right now (its last line is unfinished);"
+                " nothing was written, try again",
+                path=self.path,
+            )
+        if self._tail_state == "torn":
+            self._set_aside_torn_tail()
+        payload = b"\n".join(encoded) + b"\n"
+        if self._tail_state in ("entry", "blank"):
+            payload = b"\n" + payload
+        start = self._end + self._tail_len
+        try:
+            _write_all(fd, payload)
+            if self.durable:
+                os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_size > start:
+                    os.ftruncate(fd, start)
+            raise SessionError("storage", f"write failed, nothing was added: {exc}", path=self.path) from None
+        first = len(self._index)
+        self.refresh()
+        for k, entry in enumerate(entries):
+            i = self._index.pos.get(entry.id, -1)
+            if i >= first:
+                self._remember(i, entry, len(encoded[k]))
+
+    def _set_aside_torn_tail(self) -> None:
+        """Move the torn final fragment to a sidecar (exact bytes), then cut it off."""
+        fd = self._fd
+        assert fd is not None
+        size = os.fstat(fd).st_size
+        if size != self._end + self._tail_len:
+            raise SessionError("storage", "the file changed while repairing its last line", path=self.path)
+        fragment = os.pread(fd, self._tail_len, self._end)
+        sidecar = _existing_copy(self.path + ".torn", fragment)
+        if sidecar is None:
+            sidecar = free_name(self.path + ".torn")
+            side = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                _write_all(side, fragment)
+                os.fsync(side)
+            finally:
+                os.close(side)
+            fsync_dir(sidecar)
+        os.ftruncate(fd, self._end)
+        os.fsync(fd)
+        self.repairs.append(sidecar)
+        self._diagnostics.append(
+            Diagnostic(
+                "info",
+                "tail_set_aside",
+                f"the incomplete last line ({len(fragment)} bytes) was moved to {sidecar}",
+                self._torn.line if self._torn else None,
+            )
+        )
+        self._torn = None
+        self._tail_len = 0
+        self._tail_state = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        self._cache.clear()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _find_newline(fd: int, start: int, end: int) -> int:
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(1 << 20, end - pos), pos)
+        if not chunk:
+            return -1
+        k = chunk.find(b"\n")
+        if k >= 0:
+            return pos + k
+        pos += len(chunk)
+    return -1
+
+
+def _existing_copy(base: str, fragment: bytes) -> str | None:
+    """A sidecar from an earlier, interrupted repair that already holds exactly `fragment`."""
+    candidates = [base] + [f"{base}.{n}" for n in range(1, 100)]
+    for name in candidates:
+        try:
+            if os.path.getsize(name) != len(fragment):
+                continue
+            with open(name, "rb") as f:
+                if f.read() == fragment:
+                    return name
+        except OSError:
+            if not os.path.lexists(name):
+                return None
+    return None

@@ -1,0 +1,80 @@
+"""The command line, run as a real subprocess on real files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from helpers import PI_FIXTURES, A, U
+from sessiontree import JsonlStorage, Session
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessiontree", *args], capture_output=True, text=True, check=check
+    )
+
+
+def make(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        u1 = s.append_message(U("hello \x1b]0;pwned\x07 world"))
+        a1 = s.append_message(A("answer"))
+        s.append_message(U("second"))
+        s.move_to(a1)
+        s.append_message(U("other branch"))
+    return path, u1, a1
+
+
+def test_context_text_json_llm(tmp_path):
+    path, u1, _a1 = make(tmp_path)
+    out = run("context", str(path)).stdout
+    assert "3 messages" in out and "other branch" in out and "second" not in out
+    assert "\x1b" not in out and "␛]0;pwned␇" in out  # escapes shown, not executed
+    data = json.loads(run("context", str(path), "--json").stdout)
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant", "user"]
+    assert data["model"] == {"provider": "anthropic", "modelId": "claude-test"}
+    at = json.loads(run("context", str(path), "--at", u1, "--llm").stdout)
+    assert len(at) == 1 and at[0]["role"] == "user"
+
+
+def test_tree_prints_forks(tmp_path):
+    path, _u1, _a1 = make(tmp_path)
+    out = run("tree", str(path)).stdout
+    assert "├─ " in out and "└─ " in out and "← active" in out
+    assert out.count("\n") == 5  # every entry, the leaf entry included
+
+
+def test_move_and_check(tmp_path):
+    path, u1, _a1 = make(tmp_path)
+    out = run("move", str(path), u1, "--summary", "left it").stdout
+    assert "leaf is now" in out
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["type"] == "branch_summary" and last["parentId"] == u1 and last["summary"] == "left it"
+    assert run("check", str(path)).returncode == 0
+    bad = run("move", str(path), "nope", check=False)
+    assert bad.returncode == 2 and "Entry nope not found" in bad.stderr
+
+
+def test_check_reports_damage(tmp_path):
+    path, _, _ = make(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"{broken\n")
+    done = run("check", str(path), check=False)
+    assert done.returncode == 1 and ":7: error" in done.stdout and "damaged" in done.stdout
+
+
+def test_upgrade_fixture(tmp_path):
+    path = tmp_path / "old.jsonl"
+    shutil.copy(PI_FIXTURES / "large-session.jsonl", path)
+    assert "upgrade" in run("check", str(path)).stdout
+    out = run("upgrade", str(path)).stdout
+    assert "old.jsonl.bak" in out
+    assert json.loads(path.read_text().splitlines()[0])["version"] == 3
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    done = run("context", str(tmp_path / "nope.jsonl"), check=False)
+    assert done.returncode == 2 and "no such session file" in done.stderr and "Traceback" not in done.stderr

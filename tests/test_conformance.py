@@ -1,0 +1,549 @@
+"""The storage contract: every behaviour of the spec's test catalogue (§13.1, §13.3, §13.8),
+run against the in-memory, JSONL and SQLite backends, each checked again after a reopen."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import A, U, roles, texts, zero_usage
+from sessiontree import BranchSummary, Session, SessionError
+from sessiontree.model.entries import BranchSummaryEntry, LabelEntry, LeafEntry
+
+
+def check_both(backend, session: Session, check) -> Session:
+    """Run `check` on the live session and on a reopened one; return the reopened session."""
+    check(session)
+    reopened = backend.reopened(session)
+    check(reopened)
+    return reopened
+
+
+# --- §13.1 H2b Session behaviours ---------------------------------------------------------------
+
+
+def test_user_then_assistant_context(backend):
+    s = backend.session()
+    s.append_message(U("hi"))
+    s.append_message(A("hello"))
+    check_both(
+        backend,
+        s,
+        lambda x: roles(x.build_context().messages) == ["user", "assistant"] or pytest.fail(),
+    )
+
+
+def test_model_and_thinking_changes(backend):
+    s = backend.session()
+    s.append_message(U("hi"))
+    s.append_model_change("openai", "gpt-4.1")
+    s.append_thinking_level_change("high")
+
+    def check(x):
+        c = x.build_context()
+        assert c.thinking_level == "high"
+        assert (c.model.provider, c.model.model_id) == ("openai", "gpt-4.1")
+        assert roles(c.messages) == ["user"]
+
+    check_both(backend, s, check)
+
+
+def test_branching_with_move_to(backend):
+    s = backend.session()
+    u1 = s.append_message(U("one"))
+    a1 = s.append_message(A("two"))
+    s.append_message(U("three"))
+    s.move_to(u1)
+    a2 = s.append_message(A("branched"))
+
+    def check(x):
+        ids = [e.id for e in x.get_branch()]
+        assert u1 in ids and a1 not in ids and ids[-1] == a2
+        assert roles(x.build_context().messages) == ["user", "assistant"]
+        assert texts(x.build_context().messages) == ["one", "branched"]
+        assert [e.id for e in x.get_children(u1)] == [a1, a2]
+
+    check_both(backend, s, check)
+
+
+def test_move_to_none_empties_context(backend):
+    s = backend.session()
+    s.append_message(U("hi"))
+    assert s.move_to(None) is None
+
+    def check(x):
+        assert x.leaf_id is None
+        assert x.build_context().messages == []
+        assert x.get_branch() == []
+
+    s = check_both(backend, s, check)
+    root2 = s.append_message(U("new root"))
+    assert s.get_entry(root2).parent_id is None
+    assert len(s.get_children(None)) == 2
+
+
+def test_compaction_with_retained_tail(backend):
+    s = backend.session()
+    s.append_message(U("one"))
+    s.append_message(A("two"))
+    u2 = s.append_message(U("three"))
+    s.append_message(A("four"))
+    s.append_compaction("summary", u2, 1234, retained_tail=[U("three"), A("four")])
+    s.append_message(U("five"))
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert roles(msgs) == ["compactionSummary", "user", "assistant", "user"]
+        assert texts(msgs)[1:] == ["three", "four", "five"]
+        assert x.get_branch()[0].type == "compaction"
+
+    check_both(backend, s, check)
+
+
+def test_move_to_with_summary_writes_branch_summary(backend):
+    s = backend.session()
+    u1 = s.append_message(U("one"))
+    sid = s.move_to(u1, {"summary": "summary text"})
+    assert sid is not None
+
+    def check(x):
+        entry = x.get_entry(sid)
+        assert isinstance(entry, BranchSummaryEntry)
+        assert entry.parent_id == u1 and entry.from_id == u1
+        assert x.leaf_id == sid
+        assert roles(x.build_context().messages)[1] == "branchSummary"
+
+    check_both(backend, s, check)
+
+
+def test_usage_round_trips_on_compaction_and_summary(backend):
+    usage = zero_usage(input=10, output=5, totalTokens=15)
+    s = backend.session()
+    u1 = s.append_message(U("one"))
+    cid = s.append_compaction("sum", u1, 99, usage=usage, details={"readFiles": [], "modifiedFiles": []})
+    bid = s.move_to(u1, BranchSummary("went", usage=usage))
+
+    def check(x):
+        assert x.get_entry(cid).usage == usage
+        assert x.get_entry(bid).usage == usage
+
+    check_both(backend, s, check)
+
+
+def test_custom_message_entry_in_context(backend):
+    s = backend.session()
+    s.append_message(U("hi"))
+    s.append_custom_message_entry("custom", "hello", True, {"ok": True})
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert roles(msgs) == ["user", "custom"]
+        assert msgs[1]["customType"] == "custom" and msgs[1]["details"] == {"ok": True}
+        assert isinstance(msgs[1]["timestamp"], int)
+
+    check_both(backend, s, check)
+
+
+def test_custom_entry_not_in_context_unless_projected(backend):
+    s = backend.session()
+    s.append_message(U("hi"))
+    s.append_custom_entry("chat_message", {"text": "hello"})
+
+    def projector(entry, index, entries):
+        return [U(f"chat: {entry.data['text']}")]
+
+    def check(x):
+        assert [e.type for e in x.build_context_entries()] == ["message", "custom"]
+        assert len(x.build_context().messages) == 1
+        c = x.build_context(projectors={"chat_message": projector})
+        assert roles(c.messages) == ["user", "user"] and texts(c.messages)[1] == "chat: hello"
+        inst = Session(x.storage, projectors={"chat_message": projector})
+        assert texts(inst.build_context().messages)[1] == "chat: hello"
+
+    check_both(backend, s, check)
+
+
+def test_transforms_run_after_compaction_selection(backend):
+    s = backend.session()
+    s.append_message(U("one"))
+    kept = s.append_message(U("two"))
+    s.append_compaction("summary", kept, 1234)
+    s.append_message(U("three"))
+    seen = []
+
+    def transform(entries):
+        seen.append(entries[0].type)
+        return [e for e in entries if e.type != "compaction"]
+
+    def check(x):
+        c = x.build_context(transforms=[transform])
+        assert seen[-1] == "compaction"
+        assert roles(c.messages) == ["user", "user"]
+        assert texts(c.messages) == ["two", "three"]
+
+    check_both(backend, s, check)
+
+
+def test_session_name_normalised(backend):
+    s = backend.session()
+    s.append_session_name(" hello\nworld\r\nagain ")
+    check_both(backend, s, lambda x: x.session_name == "hello world again" or pytest.fail(x.session_name))
+
+
+def test_label_and_name_entries(backend):
+    s = backend.session()
+    u1 = s.append_message(U("hi"))
+    s.append_label(u1, "checkpoint")
+    s.append_session_name("name")
+
+    def check(x):
+        types = [e.type for e in x.get_entries()]
+        assert "label" in types and "session_info" in types
+        assert x.get_label(u1) == "checkpoint"
+        assert x.session_name == "name"
+        assert len(x.build_context().messages) == 1
+
+    check_both(backend, s, check)
+
+
+def test_label_on_missing_entry_rejected(backend):
+    s = backend.session()
+    with pytest.raises(SessionError, match="Entry missing not found") as err:
+        s.append_label("missing", "x")
+    assert err.value.code == "not_found"
+    assert s.get_entries() == []
+
+
+def test_reopen_keeps_everything(backend):
+    s = backend.session()
+    u1 = s.append_message(U("hi"))
+    s.append_message(A("hello"))
+    s.append_label(u1, "first")
+    s.append_session_name("named")
+    s.move_to(u1)
+    s.append_message(A("branched"))
+    before = (
+        [e.to_dict() for e in s.get_entries()],
+        s.leaf_id,
+        s.labels(),
+        s.session_name,
+        s.build_context().messages,
+    )
+    r = backend.reopened(s)
+    after = (
+        [e.to_dict() for e in r.get_entries()],
+        r.leaf_id,
+        r.labels(),
+        r.session_name,
+        r.build_context().messages,
+    )
+    assert after == before
+    assert roles(r.build_context().messages) == ["user", "assistant"]
+    if backend.name == "jsonl":
+        lines = backend.path.read_text().splitlines()
+        assert len(lines) > 1
+        import json
+
+        objs = [json.loads(line) for line in lines]
+        assert objs[0]["type"] == "session" and objs[0]["version"] == 3
+        assert any(o["type"] == "leaf" for o in objs)
+        assert all(isinstance(o["id"], str) for o in objs)
+        assert not any(o["type"] == "entry" for o in objs)
+
+
+# --- §4.4 worked example and the seed example ---------------------------------------------------
+
+
+def test_worked_example(backend):
+    s = backend.session()
+    a1 = s.append_message(U("hi"))
+    a2 = s.append_message(A("hello"))
+    s.append_label(a1, "start")
+    s.move_to(a1)
+    a5 = s.append_message(U("other"))
+
+    def check(x):
+        assert x.leaf_id == a5
+        assert [e.id for e in x.get_branch()] == [a1, a5]
+        assert texts(x.build_context().messages) == ["hi", "other"]
+        assert x.get_label(a1) == "start"
+        assert [e.id for e in x.get_children(a1)] == [a2, a5]
+        label = next(e for e in x.get_entries() if isinstance(e, LabelEntry))
+        assert label.parent_id == a2  # the label joins the branch, it does not hang off the target
+
+    check_both(backend, s, check)
+
+
+def test_seed_example_leaf_entry_then_new_message(backend):
+    s = backend.session()
+    u1 = s.append_message(U("u1"))
+    a1 = s.append_message(A("a1"))
+    u2 = s.append_message(U("u2"))
+    a2 = s.append_message(A("a2"))
+    s.move_to(u1)
+    nav1 = next(e for e in s.get_entries() if isinstance(e, LeafEntry))
+    assert nav1.parent_id == a2 and nav1.target_id == u1
+    a3 = s.append_message(A("a3"))
+
+    def check(x):
+        assert x.leaf_id == a3
+        assert [e.id for e in x.get_branch()] == [u1, a3]
+        log = [e.id for e in x.get_entries()]
+        assert log == [u1, a1, u2, a2, nav1.id, a3]
+        assert x.leaf_id != nav1.id
+
+    check_both(backend, s, check)
+
+
+# --- §13.3 CA context building ----------------------------------------------------------------
+
+
+def test_empty_session(backend):
+    s = backend.session()
+
+    def check(x):
+        c = x.build_context()
+        assert c.messages == [] and c.thinking_level == "off" and c.model is None
+        assert c.active_tool_names is None
+        assert x.leaf_id is None and x.get_branch() == [] and x.get_children(None) == []
+
+    check_both(backend, s, check)
+
+
+def test_model_from_assistant_overrides_model_change(backend):
+    s = backend.session()
+    s.append_message(U("q"))
+    s.append_model_change("openai", "gpt-4.1")
+    s.append_message(A("r", model="claude-sonnet-4-5"))
+    check_both(
+        backend,
+        s,
+        lambda x: str(x.build_context().model) == "anthropic/claude-sonnet-4-5" or pytest.fail(),
+    )
+
+
+def test_compaction_first_kept_cut(backend):
+    s = backend.session()
+    s.append_message(U("first"))
+    s.append_message(A("response1"))
+    k = s.append_message(U("second"))
+    s.append_message(A("response2"))
+    s.append_compaction("sum", k, 100)
+    s.append_message(U("third"))
+    s.append_message(A("response3"))
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert roles(msgs)[0] == "compactionSummary"
+        assert texts(msgs)[1:] == ["second", "response2", "third", "response3"]
+
+    check_both(backend, s, check)
+
+
+def test_two_compactions_use_the_latest(backend):
+    s = backend.session()
+    s.append_message(U("1"))
+    k1 = s.append_message(U("2"))
+    s.append_compaction("first", k1, 1)
+    s.append_message(U("3"))
+    k2 = s.append_message(U("4"))
+    s.append_compaction("second", k2, 2)
+    s.append_message(U("5"))
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert msgs[0]["summary"] == "second"
+        assert texts(msgs)[1:] == ["4", "5"]
+        assert len(msgs) == 3
+
+    check_both(backend, s, check)
+
+
+def test_compaction_first_kept_is_first_entry(backend):
+    s = backend.session()
+    first = s.append_message(U("a"))
+    s.append_message(A("b"))
+    s.append_message(U("c"))
+    s.append_compaction("sum", first, 1)
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert roles(msgs) == ["compactionSummary", "user", "assistant", "user"]
+
+    check_both(backend, s, check)
+
+
+def test_branch_summary_on_path(backend):
+    s = backend.session()
+    one = s.append_message(U("start"))
+    s.append_message(A("r1"))
+    s.append_message(U("abandoned"))
+    s.move_to(one, "tried something")
+    s.append_message(U("better approach"))
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert roles(msgs) == ["user", "branchSummary", "user"]
+        assert msgs[1]["summary"] == "tried something"
+
+    check_both(backend, s, check)
+
+
+def test_empty_branch_summary_not_in_context(backend):
+    s = backend.session()
+    one = s.append_message(U("start"))
+    s.move_to(one, "")
+    check_both(backend, s, lambda x: roles(x.build_context().messages) == ["user"] or pytest.fail())
+
+
+def test_state_from_full_root_path_survives_compaction(backend):
+    """Decision 5: thinking/model/tools set before the kept range still apply."""
+    s = backend.session()
+    s.append_thinking_level_change("high")
+    s.append_model_change("openai", "gpt-5")
+    s.append_active_tools_change(["read", "bash"])
+    s.append_message(U("old"))
+    kept = s.append_message(U("kept"))
+    s.append_compaction("sum", kept, 10)
+    s.append_message(U("new"))
+
+    def check(x):
+        c = x.build_context()
+        assert (c.thinking_level, str(c.model), c.active_tool_names) == (
+            "high",
+            "openai/gpt-5",
+            ["read", "bash"],
+        )
+        assert next(e.type for e in x.get_branch()) == "message"  # bounded path starts at kept
+
+    check_both(backend, s, check)
+
+
+def test_tail_compaction_state_survives(backend):
+    s = backend.session()
+    s.append_thinking_level_change("medium")
+    s.append_message(U("old"))
+    s.append_compaction("sum", None, 10, retained_tail=[U("tail")])
+    s.append_message(U("new"))
+    check_both(backend, s, lambda x: x.build_context().thinking_level == "medium" or pytest.fail())
+
+
+# --- tree reads ---------------------------------------------------------------------------------
+
+
+def test_tree_reads(backend):
+    s = backend.session()
+    e1 = s.append_message(U("1"))
+    e2 = s.append_message(A("2"))
+    e3 = s.append_message(U("3"))
+    s.move_to(e2)
+    e4 = s.append_message(U("4"))
+    s.move_to(e2)
+    e5 = s.append_message(U("5"))
+
+    def check(x):
+        assert [e.id for e in x.get_children(e2)] == [e3, e4, e5]
+        assert [e.id for e in x.get_branch(e3)] == [e1, e2, e3]
+        assert [e.id for e in x.get_path(e4)] == [e1, e2, e4]
+        assert x.get_entry("nope") is None
+        assert x.get_entry(e1).to_dict()["message"] == U("1")
+        with pytest.raises(SessionError) as err:
+            x.get_branch("nope")
+        assert err.value.code == "not_found"
+
+    check_both(backend, s, check)
+
+
+def test_settings_entries_chain_parents(backend):
+    s = backend.session()
+    m = s.append_message(U("1"))
+    t = s.append_thinking_level_change("low")
+    c = s.append_custom_entry("ext")
+    m2 = s.append_message(U("2"))
+    assert s.get_entry(t).parent_id == m
+    assert s.get_entry(c).parent_id == t
+    assert s.get_entry(m2).parent_id == c
+    assert "data" not in s.get_entry(c).to_dict()  # undefined stays absent
+    assert len(s.build_context().messages) == 2
+
+
+# --- §13.8 sessiontree decisions ----------------------------------------------------------------
+
+
+def test_move_to_current_leaf_still_writes_leaf_entry(backend):
+    s = backend.session()
+    u = s.append_message(U("1"))
+    s.move_to(u)
+    leafs = [e for e in s.get_entries() if isinstance(e, LeafEntry)]
+    assert len(leafs) == 1 and leafs[0].target_id == u and leafs[0].parent_id == u
+
+
+def test_summary_from_id_is_old_leaf(backend):
+    s = backend.session()
+    t = s.append_message(U("t"))
+    x = s.append_message(A("x"))
+    sid = s.move_to(t, "left x")
+    entries = s.get_entries()
+    leaf, summary = entries[-2], entries[-1]
+    assert isinstance(leaf, LeafEntry) and leaf.parent_id == x and leaf.target_id == t
+    assert isinstance(summary, BranchSummaryEntry) and summary.id == sid
+    assert summary.parent_id == t and summary.from_id == x
+
+
+def test_summary_from_root(backend):
+    s = backend.session()
+    u = s.append_message(U("t"))
+    s.move_to(None)
+    sid = s.move_to(u, "from nothing")
+    assert s.get_entry(sid).from_id == "root"
+
+
+def test_move_to_unknown_id(backend):
+    s = backend.session()
+    s.append_message(U("1"))
+    before = [e.to_dict() for e in s.get_entries()]
+    with pytest.raises(SessionError, match="Entry ghost not found") as err:
+        s.move_to("ghost", "summary")
+    assert err.value.code == "not_found"
+    assert [e.to_dict() for e in s.get_entries()] == before
+
+
+def test_new_ids_are_8_hex_and_unique(backend):
+    s = backend.session()
+    for n in range(50):
+        s.append_message(U(str(n)))
+    ids = [e.id for e in s.get_entries()]
+    assert all(re.fullmatch(r"[0-9a-f]{8}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+
+
+def test_navigate_user_message_goes_to_parent(backend):
+    s = backend.session()
+    u1 = s.append_message(U("first"))
+    a1 = s.append_message(A("answer"))
+    u2 = s.append_message(U("second question"))
+    s.append_message(A("answer 2"))
+    nav = s.navigate(u2)
+    assert nav.new_leaf_id == a1 and nav.editor_text == "second question"
+    assert s.leaf_id == a1
+    nav = s.navigate(a1)
+    assert nav.moved is False  # already there: nothing written
+    nav = s.navigate(u1, "summary of the detour")
+    assert nav.new_leaf_id == nav.summary_id and s.get_entry(nav.summary_id).parent_id is None
+
+
+def test_stats(backend):
+    s = backend.session()
+    s.append_message(U("q"))
+    s.append_message(
+        A(
+            "r",
+            usage=zero_usage(input=1000, output=500, cacheRead=200, cacheWrite=100, cost={"total": 0.5}),
+        )
+    )
+    s.append_message(A("bad usage", usage={"input": "x"}))
+    st = s.stats()
+    assert st.message_count == 3 and st.entry_count == 3
+    assert st.total_tokens == 1800 and st.cached_tokens == 200 and st.uncached_tokens == 1100
+    assert st.cost_total == 0.5

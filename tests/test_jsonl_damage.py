@@ -1,0 +1,322 @@
+"""Bad input on real files: each case ends in a clear SessionError or a diagnostic, and the file is
+never silently rewritten (byte-identical unless an append repairs a torn tail, which keeps the
+fragment's bytes in a sidecar)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from helpers import U
+from sessiontree import JsonlStorage, Session, SessionError, open_session
+
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "s-1",
+    "timestamp": "2025-01-01T00:00:00.000Z",
+    "cwd": "/p",
+}
+
+
+def line(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def msg(eid: str, parent: str | None, text: str = "x") -> dict:
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2025-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1},
+    }
+
+
+def write(tmp_path: Path, *chunks: bytes, name: str = "s.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(b"".join(chunks))
+    return path
+
+
+def test_empty_file(tmp_path):
+    path = write(tmp_path, b"")
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.open(path)
+    assert err.value.code == "invalid_session" and "empty" in str(err.value)
+    assert path.read_bytes() == b""
+
+
+def test_missing_header(tmp_path):
+    path = write(tmp_path, line(msg("a", None)))
+    before = path.read_bytes()
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.open(path)
+    assert err.value.code == "invalid_session" and "header" in str(err.value)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("header", "needle"),
+    [
+        (b"not json\n", "not valid JSON"),
+        (b"[1,2]\n", "not a JSON object"),
+        (line({**HEADER, "version": 9}), "unsupported session version 9"),
+        (line({**HEADER, "id": ""}), "missing session id"),
+        (line({"kind": "header", "version": 4, "id": "x"}), "v4"),
+        (line({**HEADER, "metadata": [1]}), "metadata"),
+    ],
+)
+def test_invalid_header(tmp_path, header, needle):
+    path = write(tmp_path, header, line(msg("a", None)))
+    with pytest.raises(SessionError, match=needle) as err:
+        JsonlStorage.open(path)
+    assert err.value.code == "invalid_session"
+    assert str(path) in str(err.value)
+
+
+def test_blank_lines_are_ignored(tmp_path):
+    path = write(
+        tmp_path,
+        b"\n  \n",
+        line(HEADER),
+        b"\n",
+        line(msg("a", None)),
+        b"   \n\n",
+        line(msg("b", "a")),
+    )
+    with open_session(path) as s:
+        assert [e.id for e in s.get_entries()] == ["a", "b"]
+        assert s.diagnostics == [] and not s.read_only
+        assert s.storage.line_number("b") == 8
+
+
+def test_interior_garbage_line_opens_read_only(tmp_path):
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), b"{garbage\n", line(msg("b", "a")))
+    before = path.read_bytes()
+    with open_session(path) as s:
+        assert [e.id for e in s.get_entries()] == ["a", "b"]
+        (d,) = s.diagnostics
+        assert d.line == 3 and d.severity == "error" and "not valid JSON" in d.message
+        assert s.read_only and "line 3" in s.read_only_reason
+        with pytest.raises(SessionError) as err:
+            s.append_message(U("more"))
+        assert err.value.code == "read_only"
+    assert path.read_bytes() == before
+
+
+def test_invalid_entry_shapes_are_diagnosed(tmp_path):
+    bad = [
+        {
+            "type": "message",
+            "id": "",
+            "parentId": None,
+            "timestamp": "t",
+            "message": {"role": "user"},
+        },
+        {"type": "message", "id": "q", "timestamp": "t", "message": {"role": "user"}},
+        {"type": "leaf", "id": "l", "parentId": None, "timestamp": "t", "targetId": 5},
+        {"type": "label", "id": "m", "parentId": None, "timestamp": "t"},
+        [1, 2],
+    ]
+    path = write(tmp_path, line(HEADER), *(line(b) for b in bad))
+    with open_session(path) as s:
+        messages = [d.message for d in s.diagnostics]
+        assert [d.line for d in s.diagnostics] == [2, 3, 4, 5, 6]
+        assert "missing entry id" in messages[0]
+        assert "invalid parentId" in messages[1]
+        assert "invalid targetId" in messages[2]
+        assert "missing targetId" in messages[3]
+        assert "not a valid session entry" in messages[4]
+        assert s.entry_count() == 0 and s.read_only
+
+
+def test_unknown_type_kept_verbatim(tmp_path):
+    odd = {
+        "type": "future_thing",
+        "id": "f",
+        "parentId": "a",
+        "timestamp": "t",
+        "payload": {"x": [1, 2.5, None]},
+    }
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(odd))
+    with open_session(path) as s:
+        assert s.get_entry("f").to_dict() == odd
+        assert s.leaf_id == "f" and not s.read_only
+        s.append_message(U("after"))
+    again = [json.loads(x) for x in path.read_text().splitlines()]
+    assert again[2] == odd and again[3]["parentId"] == "f"
+
+
+def test_torn_final_line_set_aside_before_next_append(tmp_path):
+    fragment = b'{"type":"message","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:0'
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "a")), fragment)
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.severity == "warning" and d.code == "torn_tail" and d.line == 4
+        assert not s.read_only and s.leaf_id == "b"
+        assert path.read_bytes().endswith(fragment)  # nothing changed by opening
+        new = s.append_message(U("after crash"))
+        sidecar = Path(s.storage.repairs[0])
+    assert sidecar.read_bytes() == fragment
+    assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
+    lines = path.read_bytes().split(b"\n")
+    assert json.loads(lines[3])["id"] == new and json.loads(lines[3])["parentId"] == "b"
+    assert lines[4] == b""
+    with open_session(path) as s:
+        assert s.diagnostics == [] and [e.id for e in s.get_entries()] == ["a", "b", new]
+
+
+def test_valid_final_line_without_newline_is_not_glued(tmp_path):
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "a"))[:-1])
+    with open_session(path) as s:
+        assert s.diagnostics == [] and s.leaf_id == "b"
+        new = s.append_message(U("next"))
+    objs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [o["id"] for o in objs[1:]] == ["a", "b", new]
+
+
+def test_duplicate_id_opens_read_only(tmp_path):
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("a", None, "again")))
+    before = path.read_bytes()
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.code == "duplicate_id" and d.line == 3
+        assert s.read_only
+        assert s.get_entry("a").message["content"] == "again"  # later wins, as in Pi
+        assert s.entry_count() == 2  # both kept in the log
+    assert path.read_bytes() == before
+
+
+def test_missing_parent_is_orphan_root(tmp_path):
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "zzz")))
+    before = path.read_bytes()
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.code == "missing_parent" and d.line == 3 and "zzz" in d.message
+        assert s.read_only
+        assert [e.id for e in s.get_children(None)] == ["a", "b"]
+        assert [e.id for e in s.get_branch()] == ["b"]  # walks stop at the orphan
+    assert path.read_bytes() == before
+
+
+def test_leaf_entry_pointing_nowhere(tmp_path):
+    dangling = {"type": "leaf", "id": "l", "parentId": "a", "timestamp": "t", "targetId": "ghost"}
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(dangling))
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.code == "dangling_leaf" and d.line == 3
+        assert s.leaf_id == "a" and s.read_only
+
+
+def test_leaf_entry_null_target(tmp_path):
+    to_null = {"type": "leaf", "id": "l", "parentId": "a", "timestamp": "t", "targetId": None}
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(to_null))
+    with open_session(path) as s:
+        assert s.leaf_id is None and s.build_context().messages == []
+
+
+def test_non_utf8_bytes(tmp_path):
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), b'{"type":"message","id":"b\xff\xfe"}\n')
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.line == 3 and "not valid JSON" in d.message
+        assert s.read_only and s.entry_count() == 1
+
+
+def test_50mb_single_line(tmp_path):
+    big = "y" * (50 * 1024 * 1024)
+    path = write(
+        tmp_path,
+        line(HEADER),
+        line(msg("a", None)),
+        line(msg("big", "a", big)),
+        line(msg("c", "big")),
+    )
+    with open_session(path) as s:
+        assert s.diagnostics == [] and s.leaf_id == "c"
+        assert len(s.get_entry("big").message["content"]) == len(big)
+        s.append_message(U("after"))
+        assert s.entry_count() == 4
+
+
+def test_second_writer_refused_reader_allowed(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as writer:
+        writer.append_message(U("1"))
+        with pytest.raises(SessionError) as err:
+            JsonlStorage.open(path)
+        assert err.value.code == "locked"
+        code = textwrap.dedent(
+            f"""
+            import sys
+            from sessiontree import JsonlStorage, SessionError
+            try:
+                JsonlStorage.open({str(path)!r})
+            except SessionError as e:
+                print(e.code, e)
+                sys.exit(0)
+            sys.exit(1)
+            """
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert done.stdout.startswith("locked") and f"pid {os.getpid()}" in done.stdout
+        with open_session(path, read_only=True) as reader:
+            assert reader.entry_count() == 1
+            writer.append_message(U("2"))
+            assert reader.refresh() == 1 and reader.entry_count() == 2
+    # released on close
+    with open_session(path) as again:
+        assert again.entry_count() == 2
+
+
+def test_created_files_are_private(tmp_path):
+    os.umask(0)
+    path = tmp_path / "new.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("x"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_create_refuses_existing_file(tmp_path):
+    path = write(tmp_path, line(HEADER))
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.create(path, cwd="/p")
+    assert err.value.code == "invalid_argument"
+    assert path.read_bytes() == line(HEADER)
+
+
+def test_open_missing_file(tmp_path):
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.open(tmp_path / "nope.jsonl")
+    assert err.value.code == "not_found"
+
+
+def test_invalid_entries_never_written(tmp_path):
+    with Session(JsonlStorage.create(tmp_path / "s.jsonl", cwd="/p")) as s:
+        with pytest.raises(SessionError) as err:
+            s.append_message({"content": "no role"})
+        assert err.value.code == "invalid_argument"
+        with pytest.raises(SessionError) as err:
+            s.append_message({"role": "user", "content": object()})
+        assert err.value.code == "invalid_entry"
+        assert s.entry_count() == 0
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1
+
+
+def test_external_append_is_followed(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        a = s.append_message(U("mine"))
+        with open(path, "ab") as f:  # another program (Pi) appends without our lock
+            f.write(line(msg("pi1", a)))
+        b = s.append_message(U("after pi"))
+        assert s.get_entry(b).parent_id == "pi1"  # caught up before appending
+        assert [e.id for e in s.get_entries()] == [a, "pi1", b]

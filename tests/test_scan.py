@@ -1,0 +1,120 @@
+"""The fast msgspec scanner and the full validator must agree on what is a valid entry."""
+
+from __future__ import annotations
+
+import msgspec
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessiontree.model.entries import ENTRY_TYPES, validate_entry
+from sessiontree.storage.index import TreeIndex
+from sessiontree.storage.scan import LineError, decode_entry_dict, fast_decode
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=3),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["role", "x", "type", "text"]), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+keys = st.sampled_from(
+    [
+        "id",
+        "parentId",
+        "timestamp",
+        "message",
+        "targetId",
+        "label",
+        "name",
+        "summary",
+        "fromId",
+        "tokensBefore",
+        "firstKeptEntryId",
+        "retainedTail",
+        "fromHook",
+        "usage",
+        "customType",
+        "content",
+        "display",
+        "data",
+        "provider",
+        "modelId",
+        "thinkingLevel",
+        "activeToolNames",
+        "details",
+    ]
+)
+
+
+@st.composite
+def entry_like(draw):
+    obj = {"type": draw(st.sampled_from([*ENTRY_TYPES, "other", 3]))}
+    if draw(st.booleans()):  # mostly plausible base fields, so payload rules get exercised
+        obj.update(
+            {
+                "id": draw(st.sampled_from(["a", "", 5])),
+                "parentId": draw(st.sampled_from([None, "p", 1])),
+                "timestamp": draw(st.sampled_from(["t", ""])),
+            }
+        )
+    obj.update(draw(st.dictionaries(keys, values, max_size=5)))
+    if obj.get("type") == "message" and draw(st.booleans()):
+        obj["message"] = {"role": draw(st.sampled_from(["user", "assistant", 7])), "content": "c"}
+    return obj
+
+
+def fast_accepts(raw: bytes) -> bool:
+    try:
+        fast_decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return True
+
+
+@settings(max_examples=1500, deadline=None)
+@given(entry_like())
+def test_fast_path_never_accepts_what_validation_rejects(obj):
+    raw = orjson.dumps(obj)
+    valid = validate_entry(orjson.loads(raw)) is None
+    if fast_accepts(raw):
+        assert valid, (obj, validate_entry(obj))
+    try:
+        decode_entry_dict(raw)
+        assert valid
+    except LineError:
+        assert not valid
+
+
+@settings(max_examples=500, deadline=None)
+@given(entry_like())
+def test_fast_and_slow_index_the_same(obj):
+    raw = orjson.dumps(obj)
+    if validate_entry(obj) is not None:
+        return
+    a, b = TreeIndex(), TreeIndex()
+    try:
+        fast_decode(raw).feed(a, 1)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return  # handled by the slow path, which is the reference
+    from sessiontree.storage.scan import add_dict
+
+    add_dict(b, decode_entry_dict(raw), 1)
+    assert (
+        a.ids,
+        list(a.parent),
+        a.kind,
+        a.role,
+        a.leaf,
+        a.labels,
+        a.session_name,
+        a.compactions,
+    ) == (b.ids, list(b.parent), b.kind, b.role, b.leaf, b.labels, b.session_name, b.compactions)

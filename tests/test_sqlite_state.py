@@ -1,0 +1,142 @@
+"""SQLite: many sessions per database, and the materialised state that `open` relies on."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+
+import pytest
+
+from helpers import A, U
+from sessiontree import Session, SessionError, SqliteStorage, open_session
+
+
+def build(db, sid="s1") -> tuple[Session, dict[str, str]]:
+    s = Session(SqliteStorage.create(db, cwd="/p", session_id=sid))
+    ids = {}
+    ids["u1"] = s.append_message(U("one"))
+    ids["a1"] = s.append_message(A("two"))
+    s.append_thinking_level_change("high")
+    s.append_label(ids["u1"], "start")
+    s.append_session_name("my session")
+    ids["u2"] = s.append_message(U("three"))
+    s.append_compaction("sum", ids["u2"], 50)
+    ids["u3"] = s.append_message(U("four"))
+    return s, ids
+
+
+def test_open_uses_materialised_state_without_loading_the_tree(tmp_path):
+    db = tmp_path / "db.sqlite"
+    s, ids = build(db)
+    expected = s.build_context()
+    s.close()
+    storage = SqliteStorage.open(db, "s1")
+    session = Session(storage)
+    statements: list[str] = []
+    storage._conn.set_trace_callback(statements.append)
+    c = session.build_context()
+    assert not storage.index_loaded
+    assert not any("FROM entries WHERE session_id = ? AND seq" in q for q in statements)
+    assert c.messages == expected.messages and c.thinking_level == "high"
+    assert session.leaf_id == ids["u3"] and session.session_name == "my session"
+    assert session.get_label(ids["u1"]) == "start"
+    assert [e.id for e in session.get_branch()] == [ids["u2"], _compaction_id(session), ids["u3"]]
+    assert storage.verify_state() == []
+    session.close()
+
+
+def _compaction_id(session):
+    return next(e.id for e in session.get_branch() if e.type == "compaction")
+
+
+def test_state_is_really_read_back(tmp_path):
+    """Tampering with the projection changes what open reports — and verify_state notices."""
+    db = tmp_path / "db.sqlite"
+    s, _ids = build(db)
+    s.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE session_state SET session_name = 'tampered'")
+    with open_session(f"{db}#s1", read_only=True) as session:
+        assert session.session_name == "tampered"
+        problems = session.storage.verify_state()
+        assert any("name" in p for p in problems)
+
+
+def test_state_matches_log_after_moves(tmp_path):
+    db = tmp_path / "db.sqlite"
+    s, ids = build(db)
+    s.move_to(ids["a1"], "left the compacted branch")
+    s.append_label(ids["u1"], None)
+    s.append_message(U("five"))
+    s.move_to(None)
+    s.append_message(U("new root"))
+    s.move_to(ids["u3"])
+    assert s.storage.verify_state() == []
+    s.close()
+    with open_session(f"{db}#s1") as again:
+        assert again.storage.verify_state() == []
+        assert again.leaf_id == ids["u3"] and again.get_label(ids["u1"]) is None
+
+
+def test_many_sessions_in_one_database(tmp_path):
+    db = tmp_path / "db.sqlite"
+    a = Session(SqliteStorage.create(db, cwd="/a", session_id="a"))
+    b = Session(SqliteStorage.create(db, cwd="/b", session_id="b"))
+    a.append_message(U("in a"))
+    b.append_message(U("in b"))
+    b.append_message(U("more b"))
+    assert {x["id"]: x["entry_count"] for x in SqliteStorage.list_sessions(db)} == {"a": 1, "b": 2}
+    a.close()
+    b.close()
+    with open_session(f"{db}#b") as s:
+        assert [m["content"] for m in s.build_context().messages] == ["in b", "more b"]
+    with pytest.raises(SessionError) as err:
+        SqliteStorage.open(db, "zzz")
+    assert err.value.code == "not_found"
+
+
+def test_wal_and_private_file(tmp_path):
+    import os
+
+    os.umask(0)
+    db = tmp_path / "db.sqlite"
+    s = Session(SqliteStorage.create(db, cwd="/p"))
+    s.append_message(U("x"))
+    assert s.storage._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    s.close()
+
+
+def test_second_writer_locked_reader_follows(tmp_path):
+    db = tmp_path / "db.sqlite"
+    w = Session(SqliteStorage.create(db, cwd="/p", session_id="x"))
+    w.append_message(U("1"))
+    with pytest.raises(SessionError) as err:
+        SqliteStorage.open(db, "x")
+    assert err.value.code == "locked"
+    r = open_session(f"{db}#x", read_only=True)
+    r.get_children(None)  # load the tree so follow has to extend it
+    w.append_message(U("2"))
+    assert r.refresh() == 1
+    assert [m["content"] for m in r.build_context().messages] == ["1", "2"]
+    assert len(r.tree) == 2
+    r.close()
+    w.close()
+
+
+def test_failed_transaction_changes_nothing(tmp_path):
+    db = tmp_path / "db.sqlite"
+    s = Session(SqliteStorage.create(db, cwd="/p"))
+    s.append_message(U("1"))
+    before = (s.leaf_id, s.entry_count())
+    s.storage._conn.execute(
+        "CREATE TRIGGER boom BEFORE INSERT ON active_branch BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+    )
+    with pytest.raises(SessionError) as err:
+        s.append_message(U("2"))
+    assert err.value.code == "storage"
+    assert (s.leaf_id, s.entry_count()) == before
+    s.storage._conn.execute("DROP TRIGGER boom")
+    s.append_message(U("3"))
+    assert s.storage.verify_state() == []
+    s.close()

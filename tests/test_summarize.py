@@ -1,0 +1,136 @@
+"""Branch collection, transcript format and both summarizers."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from helpers import A, U
+from sessiontree import MemoryStorage, Session
+from sessiontree.summarize import (
+    NO_CONTENT,
+    PREAMBLE,
+    SummarizerError,
+    collect_branch,
+    summarize_branch,
+    transcript,
+)
+
+
+def tool_call(name, **args):
+    return {"type": "toolCall", "id": name, "name": name, "arguments": args}
+
+
+def build():
+    s = Session(MemoryStorage())
+    root = s.append_message(U("fix the parser"))
+    s.append_message(A("ok"))
+    s.append_message(U("try approach B"))
+    s.append_message(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "editing"},
+                tool_call("read", path="a.py"),
+                tool_call("edit", path="b.py"),
+            ],
+            "provider": "p",
+            "model": "m",
+        }
+    )
+    s.append_message(
+        {
+            "role": "toolResult",
+            "toolCallId": "read",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "x" * 5000}],
+            "isError": False,
+        }
+    )
+    return s, root
+
+
+def test_collect_walks_back_to_common_ancestor():
+    s, root = build()
+    branch = collect_branch(s, root)
+    assert branch.common_ancestor_id == root
+    assert len(branch.entries) == 4
+    assert [m["role"] for m in branch.messages] == [
+        "assistant",
+        "user",
+        "assistant",
+    ]  # no toolResult
+    assert branch.files.details() == {"readFiles": ["a.py"], "modifiedFiles": ["b.py"]}
+
+
+def test_transcript_format():
+    text = transcript(
+        [
+            U("hi"),
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "t"},
+                    {"type": "text", "text": "a"},
+                    tool_call("read", path="x"),
+                ],
+            },
+            {"role": "toolResult", "content": [{"type": "text", "text": "y" * 5000}]},
+        ]
+    )
+    parts = text.split("\n\n")
+    assert parts[:4] == [
+        "[User]: hi",
+        "[Assistant thinking]: t",
+        "[Assistant]: a",
+        '[Assistant tool calls]: read(path="x")',
+    ]
+    assert text.endswith("[... 3000 more characters truncated]")
+
+
+def test_extractive_draft():
+    s, root = build()
+    summary = summarize_branch(collect_branch(s, root), custom_instructions="parser only")
+    assert summary.summary.startswith(PREAMBLE)
+    assert "## Goal" in summary.summary and "try approach B" not in summary.summary.split("## Goal")[0]
+    assert 'edit(path="b.py")' in summary.summary
+    assert summary.summary.endswith(
+        "<read-files>\na.py\n</read-files>\n\n<modified-files>\nb.py\n</modified-files>"
+    )
+    assert summary.details == {"readFiles": ["a.py"], "modifiedFiles": ["b.py"]}
+
+
+def test_nothing_to_summarize():
+    s = Session(MemoryStorage())
+    u = s.append_message(U("only"))
+    assert summarize_branch(collect_branch(s, u)).summary == NO_CONTENT
+
+
+def test_command_summarizer_gets_prompt_on_stdin(tmp_path):
+    s, root = build()
+    script = tmp_path / "summ.py"
+    script.write_text(
+        "import os, sys\n"
+        "data = sys.stdin.read()\n"
+        "assert data.startswith('<conversation>') and 'Additional focus: be brief' in data\n"
+        "print('SUMMARY of', data.count('[User]'), 'user turns;', os.environ['SESSIONTREE_INSTRUCTIONS'])\n"
+    )
+    out = summarize_branch(
+        collect_branch(s, root),
+        command=f"{sys.executable} {script}",
+        custom_instructions="be brief",
+    )
+    assert "SUMMARY of 1 user turns; be brief" in out.summary
+
+
+def test_command_summarizer_failures(tmp_path):
+    s, root = build()
+    branch = collect_branch(s, root)
+    with pytest.raises(SummarizerError, match="not found"):
+        summarize_branch(branch, command="definitely-not-a-command-xyz")
+    with pytest.raises(SummarizerError, match="exited with code 3"):
+        summarize_branch(branch, command=f"{sys.executable} -c 'import sys; sys.exit(3)'")
+    with pytest.raises(SummarizerError, match="printed nothing"):
+        summarize_branch(branch, command=f"{sys.executable} -c 'pass'")
