@@ -547,3 +547,20 @@ def test_stats(backend):
     assert st.message_count == 3 and st.entry_count == 3
     assert st.total_tokens == 1800 and st.cached_tokens == 200 and st.uncached_tokens == 1100
     assert st.cost_total == 0.5
+
+
+def test_limited_context_keeps_newest_and_the_summary(backend):
+    s = backend.session()
+    for n in range(5):
+        s.append_message(U(f"old {n}"))
+    kept = s.append_message(U("kept"))
+    s.append_compaction("sum", kept, 1)
+    for n in range(4):
+        s.append_message(U(f"new {n}"))
+    full = s.build_context()
+    assert len(full.messages) == 6 and full.omitted == 0
+    c = s.build_context(limit=3)
+    assert c.omitted == 3
+    assert roles(c.messages) == ["compactionSummary", "user", "user"]
+    assert texts(c.messages)[1:] == ["new 2", "new 3"]
+    assert s.build_context(limit=50).messages == full.messages

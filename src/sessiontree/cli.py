@@ -213,6 +213,9 @@ def _browser_parser() -> argparse.ArgumentParser:
         help=f"command that reads a transcript on stdin and prints a summary (env {SUMMARIZER_ENV})",
     )
     parser.add_argument("--no-follow", action="store_true", help="do not watch the file for new entries")
+    parser.add_argument(
+        "--pick", action="store_true", help=f"choose a session from PATH or {DEFAULT_SESSIONS_DIR}"
+    )
     parser.add_argument("--version", action="version", version=f"sessiontree {__version__}")
     return parser
 
@@ -242,6 +245,7 @@ def run_browser(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         summarizer=args.summarizer,
         follow=not args.no_follow,
+        pick=args.pick,
     )
 
 

@@ -61,6 +61,7 @@ class SessionContext:
     model: ModelRef | None = None
     active_tool_names: list[str] | None = None
     entries: list[Entry] = field(default_factory=list)
+    omitted: int = 0  # context entries left out by a `limit` (the oldest ones)
 
     @property
     def tokens(self) -> int:
@@ -73,30 +74,39 @@ class SessionContext:
 # --- entries → context entries ------------------------------------------------------------------
 
 
-def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
-    """Pi's default compaction transform: the newest compaction moves to the front, followed by
-    its retained range (`retainedTail` messages travel inside the entry; otherwise the entries
-    from `firstKeptEntryId` up to the compaction), then everything after it."""
-    last = -1
-    for k in range(len(path) - 1, -1, -1):
-        if isinstance(path[k], CompactionEntry):
-            last = k
-            break
+def select_indices(
+    n: int,
+    is_compaction: Callable[[int], bool],
+    compaction_info: Callable[[int], tuple[str | None, bool]],
+    id_at: Callable[[int], str],
+) -> list[int]:
+    """Pi's default compaction transform over a path of `n` items, as indices into the path:
+    the newest compaction moves to the front, followed by its retained range (`retainedTail`
+    messages travel inside the entry; otherwise the items from `firstKeptEntryId` up to the
+    compaction), then everything after it. Works on decoded entries and on index positions."""
+    last = next((k for k in range(n - 1, -1, -1) if is_compaction(k)), -1)
     if last < 0:
-        return list(path)
-    compaction = path[last]
-    assert isinstance(compaction, CompactionEntry)
-    after = list(path[last + 1 :])
-    if compaction.retained_tail is not None:
-        return [compaction, *after]
-    kept: list[Entry] = []
-    first_kept = compaction.first_kept_entry_id
-    if first_kept is not None:
-        for k in range(last):
-            if path[k].id == first_kept:
-                kept = list(path[k:last])
-                break
-    return [compaction, *kept, *after]
+        return list(range(n))
+    first_kept, has_tail = compaction_info(last)
+    after = list(range(last + 1, n))
+    if has_tail or first_kept is None:
+        return [last, *after]
+    start = next((k for k in range(last) if id_at(k) == first_kept), last)
+    return [last, *range(start, last), *after]
+
+
+def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
+    """`select_indices` over decoded entries."""
+
+    def info(k: int) -> tuple[str | None, bool]:
+        entry = path[k]
+        assert isinstance(entry, CompactionEntry)
+        return entry.first_kept_entry_id, entry.retained_tail is not None
+
+    chosen = select_indices(
+        len(path), lambda k: isinstance(path[k], CompactionEntry), info, lambda k: path[k].id
+    )
+    return [path[k] for k in chosen]
 
 
 def project(entries: list[Entry], projectors: Mapping[str, Projector] | None = None) -> list[Message]:

@@ -67,7 +67,7 @@ def one_line(text: str, limit: int = 200) -> str:
 GLYPHS = {
     "user": "›",
     "assistant": "‹",
-    "toolResult": "⚙",
+    "toolResult": "↳",
     "bashExecution": "$",
     "custom": "◆",
     "compaction": "▤",
@@ -78,7 +78,7 @@ GLYPHS = {
     "leaf": "⇢",
     "thinking_level_change": "◐",
     "model_change": "◎",
-    "active_tools_change": "⚒",
+    "active_tools_change": "≡",
     "custom_entry": "◇",
     "unknown": "?",
 }

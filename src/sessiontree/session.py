@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from .context import (
     derive_state,
     project,
     select_context_entries,
+    select_indices,
 )
 from .model.entries import (
     CustomMessageEntry,
@@ -33,7 +34,7 @@ from .model.header import SessionHeader
 from .model.ids import iso_now, now_ms
 from .model.messages import content_text
 from .storage.base import SessionStorage
-from .storage.index import TreeIndex
+from .storage.index import COMPACTION, TreeIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +105,17 @@ class Session:
         *,
         transforms: Sequence[Transform] = (),
         projectors: Mapping[str, Projector] | None = None,
+        clock: Callable[[], str] = iso_now,
+        id_factory: Callable[[], str] | None = None,
     ) -> None:
+        """`transforms`/`projectors` apply to every context build (Pi's instance options).
+        `clock` (ISO timestamps) and `id_factory` exist for reproducible files: demos,
+        benchmarks, tests."""
         self.storage = storage
         self._transforms = list(transforms)
         self._projectors = dict(projectors or {})
+        self._clock = clock
+        self._new_id = id_factory or storage.new_entry_id
 
     # --- identity and health ------------------------------------------------------------------
 
@@ -167,6 +175,10 @@ class Session:
         if entry is None:
             raise SessionError("not_found", f"Entry {entry_id} not found")
         return entry
+
+    def entry_at(self, position: int) -> Entry:
+        """The entry at a position of `tree` (file order); decoded on demand."""
+        return self.storage.load_entry(position)
 
     def get_entries(self) -> list[Entry]:
         """The append log: every entry of every branch, in file order."""
@@ -235,12 +247,23 @@ class Session:
         projectors: Mapping[str, Projector] | None = None,
         *,
         at: str | None = None,
+        limit: int | None = None,
     ) -> SessionContext:
         """Messages from the bounded path; thinking level, model and active tools from the full
-        root path (Decision 5), so a compaction does not reset them."""
+        root path (Decision 5), so a compaction does not reset them.
+
+        `limit` caps how many context entries are decoded: the newest `limit` are kept (plus the
+        compaction summary that heads them) and `omitted` says how many older ones were left
+        out — for previews of huge sessions. Transforms then see only the kept entries."""
         if at is None and self.leaf_id is None:
             return SessionContext(messages=[], entries=[])
-        entries = self.build_context_entries(transforms, at=at)
+        omitted = 0
+        if limit is None:
+            entries = self.build_context_entries(transforms, at=at)
+        else:
+            entries, omitted = self._limited_context_entries(at, limit)
+            for transform in [*self._transforms, *transforms]:
+                entries = list(transform(entries))
         merged = {**self._projectors, **(projectors or {})}
         level, model, tools = derive_state(*self.storage.state_entries(at))
         return SessionContext(
@@ -249,7 +272,26 @@ class Session:
             model=model,
             active_tool_names=tools,
             entries=entries,
+            omitted=omitted,
         )
+
+    def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int]:
+        index = self.tree
+        start = index.leaf if at is None else self._pos(at)
+        path = index.bounded_path(start)
+        chosen = select_indices(
+            len(path),
+            lambda k: index.kind[path[k]] == COMPACTION,
+            lambda k: index.compactions[path[k]],
+            lambda k: index.ids[path[k]],
+        )
+        omitted = 0
+        if len(chosen) > limit:
+            head = chosen[:1] if index.kind[path[chosen[0]]] == COMPACTION else []
+            keep = max(limit - len(head), 0)
+            omitted = len(chosen) - len(head) - keep
+            chosen = head + chosen[len(chosen) - keep :]
+        return [self.storage.load_entry(path[k]) for k in chosen], omitted
 
     # --- appending ----------------------------------------------------------------------------
 
@@ -262,9 +304,9 @@ class Session:
     def _make(self, etype: str, payload: dict[str, Any], parent_id: str | None) -> Entry:
         data: dict[str, Any] = {
             "type": etype,
-            "id": self.storage.new_entry_id(),
+            "id": self._new_id(),
             "parentId": parent_id,
-            "timestamp": iso_now(),
+            "timestamp": self._clock(),
         }
         data.update(payload)
         return entry_from_dict(data)
@@ -370,7 +412,7 @@ class Session:
                 "type": "branch_summary",
                 "id": self._fresh_id(exclude={leaf.id}),
                 "parentId": entry_id,
-                "timestamp": iso_now(),
+                "timestamp": self._clock(),
                 **payload,
             }
             batch.append(entry_from_dict(data))
@@ -379,7 +421,7 @@ class Session:
 
     def _fresh_id(self, exclude: set[str]) -> str:
         while True:
-            candidate = self.storage.new_entry_id()
+            candidate = self._new_id()
             if candidate not in exclude:
                 return candidate
 
@@ -393,18 +435,11 @@ class Session:
         """Pi's tree navigation: a user or custom message moves the leaf to its *parent* and
         returns its text to re-send; any other entry becomes the leaf. Navigating to the
         current leaf writes nothing."""
-        target = self.require_entry(target_id)
         old = self.storage.leaf_id
         if target_id == old:
+            self.require_entry(target_id)
             return Navigation(old, old, moved=False)
-        editor_text = None
-        new_leaf: str | None = target_id
-        if isinstance(target, MessageEntry) and target.role == "user":
-            new_leaf = target.parent_id
-            editor_text = content_text(target.message.get("content"), image_placeholder="")
-        elif isinstance(target, CustomMessageEntry):
-            new_leaf = target.parent_id
-            editor_text = content_text(target.content, image_placeholder="")
+        new_leaf, editor_text = self.navigation_target(target_id)
         result = self.move_to(new_leaf, summary)
         return Navigation(
             new_leaf_id=result,
@@ -412,6 +447,15 @@ class Session:
             editor_text=editor_text,
             summary_id=result if summary is not None else None,
         )
+
+    def navigation_target(self, target_id: str) -> tuple[str | None, str | None]:
+        """Where `navigate(target_id)` puts the leaf, and the text it hands back to re-send."""
+        target = self.require_entry(target_id)
+        if isinstance(target, MessageEntry) and target.role == "user":
+            return target.parent_id, content_text(target.message.get("content"), image_placeholder="")
+        if isinstance(target, CustomMessageEntry):
+            return target.parent_id, content_text(target.content, image_placeholder="")
+        return target_id, None
 
     # --- statistics ---------------------------------------------------------------------------
 

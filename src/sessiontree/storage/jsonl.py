@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -65,6 +66,7 @@ class JsonlStorage(SessionStorage):
         self._torn: Diagnostic | None = None
         self._cache: OrderedDict[int, tuple[Entry, int]] = OrderedDict()
         self._cache_bytes = 0
+        self._cache_lock = threading.Lock()  # the browser decodes from worker threads too
         self.repairs: list[str] = []  # sidecar files written by tail repairs
         self.version = 3
         if lock is None:
@@ -468,10 +470,11 @@ class JsonlStorage(SessionStorage):
     def _load(self, i: int) -> Entry:
         if self._eager is not None:
             return self._eager[i]
-        hit = self._cache.get(i)
-        if hit is not None:
-            self._cache.move_to_end(i)
-            return hit[0]
+        with self._cache_lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit[0]
         raw = self.raw_line(i)
         try:
             data = decode_entry_dict(raw)
@@ -492,11 +495,15 @@ class JsonlStorage(SessionStorage):
         return entry
 
     def _remember(self, i: int, entry: Entry, size: int) -> None:
-        self._cache[i] = (entry, size)
-        self._cache_bytes += size
-        while self._cache and (self._cache_bytes > CACHE_BYTES or len(self._cache) > CACHE_ENTRIES):
-            _, (_, old) = self._cache.popitem(last=False)
-            self._cache_bytes -= old
+        with self._cache_lock:
+            previous = self._cache.pop(i, None)
+            if previous is not None:
+                self._cache_bytes -= previous[1]
+            self._cache[i] = (entry, size)
+            self._cache_bytes += size
+            while self._cache and (self._cache_bytes > CACHE_BYTES or len(self._cache) > CACHE_ENTRIES):
+                _, (_, old) = self._cache.popitem(last=False)
+                self._cache_bytes -= old
 
     # --- writing ------------------------------------------------------------------------------
 

@@ -1,0 +1,110 @@
+"""Regenerate screenshots/*.svg (and .png where cairosvg is installed) from the bundled demo.
+
+    python scripts/screenshots.py
+
+Each picture is the real app, driven headless with Textual's pilot, on a private copy of the
+demo session; nothing here is drawn by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from pathlib import Path
+
+from sessiontree import open_session
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.tree_view import SessionTreeView
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZE = (132, 40)
+
+Steps = Callable[[object], Awaitable[None]]
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def go_to(pilot, entry_id: str) -> None:
+    tree = pilot.app.query_one(SessionTreeView)
+    tree.go_to_position(pilot.app.session.tree.pos[entry_id])
+    await settle(pilot)
+
+
+async def browser(pilot) -> None:
+    await go_to(pilot, "3a7c137e")
+
+
+async def everything(pilot) -> None:
+    await pilot.press("f", "f")
+    await go_to(pilot, "3a7c2509")
+
+
+async def as_sent(pilot) -> None:
+    await go_to(pilot, "3a7c26fc")
+    await pilot.press("p")
+    await settle(pilot)
+
+
+async def summary_prompt(pilot) -> None:
+    await go_to(pilot, "3a7c2123")
+    await pilot.press("s")
+    await settle(pilot)
+    await pilot.click("#kind-draft")
+    await pilot.click("#instructions")
+    await pilot.press(*"keep it short", "enter")
+    await settle(pilot)
+
+
+SHOTS: dict[str, Steps] = {
+    "browser": browser,
+    "everything-filter": everything,
+    "preview-as-sent": as_sent,
+    "summary-prompt": summary_prompt,
+}
+
+
+async def shoot(name: str, steps: Steps, workdir: Path) -> Path:
+    session_file = workdir / f"{name}.jsonl"
+    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
+        shutil.copyfile(src, session_file)
+    app = SessionTreeApp(open_session(session_file), follow=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await steps(pilot)
+        path = OUT / f"{name}.svg"
+        app.save_screenshot(filename=path.name, path=str(OUT))
+    return path
+
+
+def to_png(svg: Path) -> Path | None:
+    try:
+        import cairosvg
+    except ImportError:
+        return None
+    png = svg.with_suffix(".png")
+    cairosvg.svg2png(url=str(svg), write_to=str(png))
+    return png
+
+
+async def main() -> None:
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, steps in SHOTS.items():
+            svg = await shoot(name, steps, Path(tmp))
+            png = to_png(svg)
+            print(f"wrote {svg.relative_to(OUT.parent)}" + (f" and {png.name}" if png else ""))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,73 @@
+"""From command-line arguments to a running browser."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from ..files import DEFAULT_SESSIONS_DIR, open_session
+from ..model.errors import SessionError
+from ..session import Session
+
+
+def demo_copy() -> Path:
+    """A private copy of the bundled demo session, so moves can be tried safely."""
+    directory = Path(tempfile.mkdtemp(prefix="sessiontree-demo-"))
+    target = directory / "demo.jsonl"
+    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as source:
+        shutil.copyfile(source, target)
+    target.chmod(0o600)
+    return target
+
+
+def open_for_browsing(path: str | Path, *, read_only: bool) -> tuple[Session, str | None]:
+    """Open writable when possible; a session locked by another writer opens read-only, with a
+    note saying why."""
+    if read_only:
+        return open_session(path, read_only=True), None
+    try:
+        return open_session(path), None
+    except SessionError as exc:
+        if exc.code != "locked":
+            raise
+        session = open_session(path, read_only=True)
+        session.storage.read_only_reason = f"{exc.detail}. Opened read-only; moves are disabled"
+        return session, session.storage.read_only_reason
+
+
+def build_app(
+    path: str | None,
+    *,
+    read_only: bool = False,
+    summarizer: str | None = None,
+    follow: bool = True,
+    pick: bool = False,
+):
+    from .app import SessionTreeApp
+
+    def opener(chosen: Path) -> Session:
+        return open_for_browsing(chosen, read_only=read_only)[0]
+
+    note = None
+    if pick or (path is not None and Path(path).is_dir()):
+        directory = Path(path) if path else DEFAULT_SESSIONS_DIR
+        return SessionTreeApp(None, summarizer=summarizer, follow=follow, picker_dir=directory, opener=opener)
+    if path is None:
+        path = str(demo_copy())
+        note = f"This is a copy of the bundled demo session ({path}); moves are safe to try."
+    session, locked_note = open_for_browsing(path, read_only=read_only)
+    return SessionTreeApp(
+        session,
+        summarizer=summarizer,
+        follow=follow,
+        note=locked_note or note,
+        opener=opener,
+    )
+
+
+def launch(path: str | None, **options) -> int:
+    app = build_app(path, **options)
+    app.run()
+    return 0

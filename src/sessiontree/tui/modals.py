@@ -1,0 +1,242 @@
+"""Dialogs: the branch-summary prompt, one-line text prompts, the navigation history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from ..display import one_line
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryChoice:
+    """What the summary prompt decided: no summary (text None) or this text."""
+
+    text: str | None
+    drafted_by: str | None = None
+
+
+class SummaryPrompt(ModalScreen[SummaryChoice | None]):
+    """Before a move: no summary, write one, or draft one (then edit it). Cancel writes nothing."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "confirm", "Move"),
+    ]
+
+    def __init__(
+        self,
+        *,
+        target_text: str,
+        branch_size: int,
+        drafter: Callable[[str], str],
+        drafter_name: str,
+    ) -> None:
+        super().__init__()
+        self.target_text = target_text
+        self.branch_size = branch_size
+        self.drafter = drafter
+        self.drafter_name = drafter_name
+        self._drafted = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="summary-dialog", classes="dialog"):
+            yield Label(f"Move the leaf to {self.target_text}", classes="dialog-title")
+            leaving = (
+                f"The branch being left has {self.branch_size} entries."
+                if self.branch_size
+                else "Nothing is left behind by this move (no abandoned entries)."
+            )
+            yield Static(leaving, classes="dialog-help")
+            with RadioSet(id="summary-kind"):
+                yield RadioButton("No summary", value=True, id="kind-none")
+                yield RadioButton("Write a summary", id="kind-write")
+                yield RadioButton(f"Draft a summary ({self.drafter_name})", id="kind-draft")
+            yield Input(placeholder="Instructions for the draft (optional), then Enter", id="instructions")
+            yield TextArea(id="summary-text", soft_wrap=True)
+            yield Static("", id="summary-status", classes="dialog-help")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Move", variant="primary", id="confirm")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self._sync_kind("kind-none")
+
+    def _kind(self) -> str:
+        pressed = self.query_one(RadioSet).pressed_button
+        return pressed.id if pressed and pressed.id else "kind-none"
+
+    def _sync_kind(self, kind: str) -> None:
+        text = self.query_one("#summary-text", TextArea)
+        instructions = self.query_one("#instructions", Input)
+        text.display = kind != "kind-none"
+        instructions.display = kind == "kind-draft"
+        status = self.query_one("#summary-status", Static)
+        if kind == "kind-none":
+            status.update("Only a leaf entry is written.")
+        elif kind == "kind-write":
+            status.update("A branch_summary entry with this text is written after the leaf entry.")
+            text.focus()
+        else:
+            status.update("Enter in the instructions box (or Ctrl+D) makes a draft you can edit.")
+            instructions.focus()
+
+    @on(RadioSet.Changed)
+    def _kind_changed(self, event: RadioSet.Changed) -> None:
+        self._sync_kind(event.pressed.id or "kind-none")
+
+    @on(Input.Submitted, "#instructions")
+    def _instructions_entered(self) -> None:
+        self.action_draft()
+
+    def action_draft(self) -> None:
+        if self._kind() != "kind-draft":
+            return
+        self.query_one("#summary-status", Static).update(f"Drafting with {self.drafter_name}…")
+        self.query_one("#confirm", Button).disabled = True
+        self._run_draft(self.query_one("#instructions", Input).value)
+
+    @work(thread=True, exclusive=True, group="draft")
+    def _run_draft(self, instructions: str) -> None:
+        worker = get_current_worker()
+        try:
+            text = self.drafter(instructions)
+        except Exception as exc:  # the summarizer's failure is shown, never raised into the app
+            if not worker.is_cancelled:
+                self.app.call_from_thread(self._draft_failed, str(exc))
+            return
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._draft_ready, text)
+
+    def _draft_ready(self, text: str) -> None:
+        area = self.query_one("#summary-text", TextArea)
+        area.text = text
+        area.focus()
+        self._drafted = True
+        self.query_one("#confirm", Button).disabled = False
+        self.query_one("#summary-status", Static).update("Draft ready: edit it, then Move (Ctrl+S).")
+
+    def _draft_failed(self, message: str) -> None:
+        self.query_one("#confirm", Button).disabled = False
+        self.query_one("#summary-status", Static).update(f"Draft failed: {message}")
+
+    @on(Button.Pressed, "#confirm")
+    def action_confirm(self) -> None:
+        kind = self._kind()
+        if kind == "kind-none":
+            self.dismiss(SummaryChoice(None))
+            return
+        text = self.query_one("#summary-text", TextArea).text
+        if not text.strip():
+            self.query_one("#summary-status", Static).update(
+                "The summary is empty: write something, or pick No summary."
+            )
+            return
+        self.dismiss(
+            SummaryChoice(text, self.drafter_name if kind == "kind-draft" and self._drafted else None)
+        )
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "draft")
+        self.dismiss(None)
+
+    def key_ctrl_d(self) -> None:
+        self.action_draft()
+
+
+class TextPrompt(ModalScreen[str | None]):
+    """One line of text (labels, the session name). Escape cancels; an empty value is allowed
+    and means "clear"."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, value: str = "", help_text: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.value = value
+        self.help_text = help_text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog small-dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(value=self.value, id="prompt-input")
+            if self.help_text:
+                yield Static(self.help_text, classes="dialog-help")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryItem:
+    leaf_entry_id: str
+    timestamp: str
+    from_id: str | None
+    to_id: str | None
+    to_text: str
+
+
+class HistoryScreen(ModalScreen[str | None]):
+    """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close")]
+
+    def __init__(self, items: list[HistoryItem]) -> None:
+        super().__init__()
+        self.items = items
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide-dialog"):
+            yield Label(f"Navigation history ({len(self.items)} moves)", classes="dialog-title")
+            if not self.items:
+                yield Static("No leaf moves are recorded in this session yet.", classes="dialog-help")
+            options = [
+                Option(
+                    f"{item.timestamp[:19].replace('T', ' ')}  {item.from_id or 'start'} → "
+                    f"{item.to_id or 'start'}  {one_line(item.to_text, 60)}",
+                    id=str(k),
+                )
+                for k, item in reversed(list(enumerate(self.items)))
+            ]
+            yield OptionList(*options, id="history-list", markup=False)
+            yield Static("Enter: show that entry · b (in the browser): move back", classes="dialog-help")
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.items[int(event.option.id or 0)].to_id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide-dialog"):
+            yield Label("sessiontree keys", classes="dialog-title")
+            yield Static(self.text, markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

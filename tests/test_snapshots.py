@@ -1,0 +1,77 @@
+"""Pictures of the browser (pytest-textual-snapshot). Regenerate with
+`python -m pytest tests/test_snapshots.py --snapshot-update` after a deliberate visual change.
+
+pytest-textual-snapshot 1.1 pins syrupy 4.8, which needs pytest < 9: the test extra pins
+`pytest>=8,<9` for that reason."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from importlib import resources
+
+import pytest
+
+from sessiontree import open_session
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.tree_view import SessionTreeView
+
+SIZE = (120, 36)
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+
+
+@pytest.fixture
+def demo_app(tmp_path):
+    target = tmp_path / "demo.jsonl"
+    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
+        shutil.copyfile(src, target)
+    return SessionTreeApp(open_session(target), follow=False)
+
+
+async def _settle(pilot):
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_snapshot_default(snap_compare, demo_app):
+    assert snap_compare(demo_app, terminal_size=SIZE, run_before=_settle)
+
+
+def test_snapshot_everything_filter_at_fork(snap_compare, demo_app):
+    async def before(pilot):
+        await pilot.press("f", "f")
+        tree = pilot.app.query_one(SessionTreeView)
+        tree.go_to_position(pilot.app.session.tree.pos["3a7c137e"])
+        await _settle(pilot)
+
+    assert snap_compare(demo_app, terminal_size=SIZE, run_before=before)
+
+
+def test_snapshot_llm_preview(snap_compare, demo_app):
+    async def before(pilot):
+        tree = pilot.app.query_one(SessionTreeView)
+        tree.go_to_position(pilot.app.session.tree.pos["3a7c26fc"])
+        await pilot.press("p")
+        await _settle(pilot)
+
+    assert snap_compare(demo_app, terminal_size=SIZE, run_before=before)
+
+
+def test_snapshot_summary_prompt(snap_compare, demo_app):
+    async def before(pilot):
+        tree = pilot.app.query_one(SessionTreeView)
+        tree.go_to_position(pilot.app.session.tree.pos["3a7c2123"])
+        await pilot.press("s")
+        await _settle(pilot)
+        await pilot.click("#kind-draft")
+        await pilot.click("#instructions")
+        await pilot.press("enter")
+        await _settle(pilot)
+
+    assert snap_compare(demo_app, terminal_size=(120, 44), run_before=before)

@@ -1,0 +1,527 @@
+"""The browser under `App.run_test()`: every binding, through real JSONL files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from helpers import A, U
+from sessiontree import JsonlStorage, Session, open_session
+from sessiontree.outline import Filter
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.launch import build_app, open_for_browsing
+from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
+from sessiontree.tui.picker import PickerScreen
+from sessiontree.tui.preview import PreviewMode, PreviewView
+from sessiontree.tui.tree_view import SessionTreeView
+
+SIZE = (150, 45)
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+
+
+@pytest.fixture
+def demo(tmp_path) -> Path:
+    target = tmp_path / "demo.jsonl"
+    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
+        shutil.copyfile(src, target)
+    return target
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def rows(app) -> list[str]:
+    tree = app.query_one(SessionTreeView)
+    return [tree.render_line(y).text for y in range(tree.size.height)]
+
+
+def cursor_id(app) -> str:
+    return app.query_one(SessionTreeView).current_target().entry_id
+
+
+async def settle(app, pilot) -> None:
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def preview_text(app) -> str:
+    return app.query_one(PreviewView).plain_text()
+
+
+def make_app(path: Path, **kw) -> SessionTreeApp:
+    session, note = open_for_browsing(path, read_only=kw.pop("read_only", False))
+    return SessionTreeApp(session, note=note, **kw)
+
+
+def row_of(app, entry_id: str) -> int:
+    tree = app.query_one(SessionTreeView)
+    return tree.outline.row_for(app.session.tree.pos[entry_id])
+
+
+async def put_cursor(app, pilot, entry_id: str) -> None:
+    tree = app.query_one(SessionTreeView)
+    tree.set_cursor(row_of(app, entry_id))
+    await settle(app, pilot)
+
+
+# --- opening and drawing ----------------------------------------------------------------------
+
+
+async def test_opens_at_the_leaf_with_header_and_preview(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert cursor_id(app) == app.session.leaf_id == "3a7c55c4"
+        assert app.title == "Fix flaky date parsing in weather-cli"
+        assert "demo.jsonl · 46 entries · leaf 3a7c55c4" in app.sub_title
+        text = "\n".join(rows(app))
+        assert "← active" in text and "├─ " in text and "└─ " in text
+        assert "[diagnosis]" in text
+        assert "if the leaf were at 3a7c55c4: 8 messages" in preview_text(app)
+        assert "compactionSummary" in preview_text(app)
+
+
+async def test_cursor_keys(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.query_one(SessionTreeView)
+        await pilot.press("g")
+        assert tree.cursor_row == 0
+        await pilot.press("j", "down")
+        assert tree.cursor_row == 2
+        await pilot.press("k")
+        assert tree.cursor_row == 1
+        await pilot.press("G")
+        assert tree.cursor_row == len(tree.outline) - 1
+        await pilot.press("pageup")
+        assert tree.cursor_row < len(tree.outline) - 1
+        await pilot.press("a")
+        assert cursor_id(app) == app.session.leaf_id
+        await pilot.press("h")  # parent
+        assert cursor_id(app) == "3a7c53d1"
+        await pilot.press("g", "]")  # next fork: the diagnosis
+        assert cursor_id(app) == "3a7c137e"
+        await pilot.press("]")
+        assert cursor_id(app) == "3a7c30bb"
+        await pilot.press("[")
+        assert cursor_id(app) == "3a7c137e"
+        await settle(app, pilot)
+        assert "if the leaf were at 3a7c137e: 6 messages" in preview_text(app)
+
+
+async def test_click_selects_row(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.click(SessionTreeView, offset=(5, 2))
+        assert app.query_one(SessionTreeView).cursor_row == 2
+
+
+async def test_fold_and_unfold(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.query_one(SessionTreeView)
+        before = len(tree.outline)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("space")
+        assert len(tree.outline) == 6 and cursor_id(app) == "3a7c137e"
+        assert "▸2" in rows(app)[5]
+        await pilot.press("space")
+        assert len(tree.outline) == before
+
+
+async def test_filters_cycle_and_show_in_footer(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.query_one(SessionTreeView)
+        counts = {}
+        for expected in (Filter.USER, Filter.ALL, Filter.LABELED, Filter.DEFAULT):
+            await pilot.press("f")
+            assert tree.filter is expected
+            counts[expected] = len(tree.outline)
+            footer = app.screen.active_bindings["f"].binding.description
+            assert footer == f"Filter: {_short(expected)}"
+        assert counts[Filter.ALL] == 46
+        assert counts[Filter.USER] == 7
+        assert counts[Filter.LABELED] == 3
+        assert counts[Filter.DEFAULT] == 36  # 46 minus 4 settings, 3 labels, 3 leaf entries
+
+
+def _short(flt: Filter) -> str:
+    return {"user messages": "user msgs"}.get(flt.value, flt.value)
+
+
+async def test_search_next_previous(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash")
+        await pilot.press(*"pytest", "enter")
+        await settle(app, pilot)
+        assert len(app._match_rows()) == 5
+        first = cursor_id(app)
+        await pilot.press("n")
+        second = cursor_id(app)
+        assert second != first
+        await pilot.press("N")
+        assert cursor_id(app) == first
+        assert "match 1/5" in app.sub_title or "match" in app.sub_title
+        await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
+        await settle(app, pilot)
+        assert app._matches == []
+
+
+# --- moving -----------------------------------------------------------------------------------
+
+
+async def test_enter_moves_leaf_to_other_entry(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        last = lines(demo)[-1]
+        assert last["type"] == "leaf" and last["targetId"] == "3a7c137e" and last["parentId"] == "3a7c55c4"
+        assert app.session.leaf_id == "3a7c137e"
+        assert "leaf 3a7c137e" in app.sub_title
+        assert (
+            "← active"
+            in rows(app)[row_of(app, "3a7c137e") - int(app.query_one(SessionTreeView).scroll_offset.y)]
+        )
+    with open_session(demo, read_only=True) as again:
+        assert again.leaf_id == "3a7c137e"
+
+
+async def test_enter_on_user_message_goes_to_parent_and_offers_text(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c3c6d")  # "Now add a --tz option ..."
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c30bb"  # its parent
+        assert lines(demo)[-1]["targetId"] == "3a7c30bb"
+        assert app.clipboard.startswith("Now add a `--tz` option")
+
+
+async def test_move_with_summary_write(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt)
+        await pilot.click("#kind-write")
+        app.screen.query_one("#summary-text").text = "left the --tz work for later"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        leaf, summary = lines(demo)[-2:]
+        assert leaf == {**leaf, "type": "leaf", "parentId": "3a7c55c4", "targetId": "3a7c2123"}
+        assert summary["type"] == "branch_summary" and summary["parentId"] == "3a7c2123"
+        assert summary["fromId"] == "3a7c55c4" and summary["summary"] == "left the --tz work for later"
+        assert set(summary["details"]) == {"readFiles", "modifiedFiles"}
+        assert app.session.leaf_id == summary["id"]
+
+
+async def test_move_with_summary_draft(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.click("#kind-draft")
+        await pilot.click("#instructions")
+        await pilot.press(*"keep it short", "enter")
+        await settle(app, pilot)
+        draft = app.screen.query_one("#summary-text").text
+        assert draft.startswith("The user explored a different conversation branch")
+        assert "Focus requested: keep it short" in draft
+        app.screen.query_one("#summary-text").text = draft + "\nEdited by hand."
+        await pilot.click("#confirm")
+        await settle(app, pilot)
+        summary = lines(demo)[-1]
+        assert summary["type"] == "branch_summary" and summary["summary"].endswith("Edited by hand.")
+
+
+async def test_move_with_summary_none_and_cancel(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        before = demo.read_bytes()
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert demo.read_bytes() == before  # cancel writes nothing
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.click("#confirm")  # "No summary" is the default
+        await settle(app, pilot)
+        assert lines(demo)[-1]["type"] == "leaf"
+
+
+async def test_draft_with_failing_command_shows_error(demo):
+    app = make_app(demo, summarizer="definitely-not-a-summarizer-xyz")
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.click("#kind-draft")
+        await pilot.click("#instructions")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        status = app.screen.query_one("#summary-status").render()
+        assert "Draft failed: summarizer not found" in str(status)
+
+
+async def test_label_set_and_clear(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c26fc")
+        await pilot.press("m")
+        assert isinstance(app.screen, TextPrompt)
+        await pilot.press(*"plan-b", "enter")
+        await settle(app, pilot)
+        assert app.session.get_label("3a7c26fc") == "plan-b"
+        assert lines(demo)[-1] == {
+            **lines(demo)[-1],
+            "type": "label",
+            "targetId": "3a7c26fc",
+            "label": "plan-b",
+        }
+        await pilot.press("f", "f", "f")  # labeled only
+        assert any("[plan-b]" in r for r in rows(app))
+        await put_cursor(app, pilot, "3a7c26fc")
+        await pilot.press("m")
+        await pilot.press("ctrl+u", "enter")  # empty clears
+        await settle(app, pilot)
+        assert app.session.get_label("3a7c26fc") is None
+        assert "label" not in lines(demo)[-1]
+
+
+async def test_rename(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r")
+        await pilot.press("ctrl+u", *"Time zones", "enter")
+        await settle(app, pilot)
+        assert app.title == "Time zones"
+        assert lines(demo)[-1]["name"] == "Time zones"
+
+
+async def test_back_and_history(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c2123"
+        await pilot.press("b")
+        assert app.session.leaf_id == "3a7c137e"
+        await pilot.press("b")
+        assert app.session.leaf_id == "3a7c55c4"  # the demo's original leaf
+        await pilot.press("H")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HistoryScreen)
+        assert len(app.screen.items) == 7  # 3 in the demo + 2 moves + 2 backs
+        await pilot.press("enter")  # newest move first
+        await settle(app, pilot)
+        assert cursor_id(app) == "3a7c55c4"
+
+
+async def test_preview_modes_and_expand(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c26fc")  # just after the branch summary
+        text = preview_text(app)
+        assert "branchSummary" in text
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert app.preview_mode is PreviewMode.LLM
+        text = preview_text(app)
+        assert "The following is a summary of a branch that this conversation came back from:" in text
+        assert "<summary>" in text
+        await pilot.press("p")
+        await settle(app, pilot)
+        text = preview_text(app)
+        assert '"type": "message"' in text and '"id": "3a7c26fc"' in text
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert app.preview_mode is PreviewMode.CONTEXT
+        await put_cursor(app, pilot, "3a7c118b")  # a long pytest output
+        assert "more lines" in preview_text(app)
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert "more lines" not in preview_text(app) and "1 failed, 13 passed" in preview_text(app)
+
+
+async def test_tab_focuses_preview(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("tab")
+        assert app.focused is app.query_one(PreviewView)
+
+
+async def test_help(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert app.screen.__class__.__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert isinstance(app.screen.query_one(SessionTreeView), SessionTreeView)
+
+
+# --- read-only, locking, damage, follow -------------------------------------------------------
+
+
+async def test_read_only_mode_refuses_moves(demo):
+    before = demo.read_bytes()
+    app = make_app(demo, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        for key in ("enter", "s", "m", "r", "b"):
+            await pilot.press(key)
+        await settle(app, pilot)
+        assert app.query_one("#banner").display
+        assert any("read-only" in str(n.message).lower() for n in app._notifications)
+    assert demo.read_bytes() == before
+
+
+async def test_locked_file_opens_read_only(demo):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(demo)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        app = make_app(demo)
+        assert app.session.read_only
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            banner = str(app.query_one("#banner").render())
+            assert f"being written by another process (pid {holder.pid})" in banner
+            await pilot.press("enter")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_LOCK = """
+import sys, time
+from sessiontree import open_session
+session = open_session(sys.argv[1])
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_damaged_file_opens_read_only(demo):
+    with open(demo, "ab") as f:
+        f.write(b"{not json}\n")
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.session.read_only
+        assert "line 48" in str(app.query_one("#banner").render())
+
+
+async def test_live_follow(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        record = {
+            "type": "message",
+            "id": "feed0001",
+            "parentId": "3a7c59aa",
+            "timestamp": "2026-03-14T10:00:00.000Z",
+            "message": {"role": "user", "content": "appended by another process", "timestamp": 1},
+        }
+        with open(demo, "ab") as f:  # Pi (no lock) appends while we browse
+            f.write(json.dumps(record).encode() + b"\n")
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.entry_count() == 47:
+                break
+        assert app.session.leaf_id == "feed0001"
+        assert cursor_id(app) == "feed0001"  # the cursor followed the leaf
+        assert any("appended by another process" in r for r in rows(app))
+
+
+# --- hostile content --------------------------------------------------------------------------
+
+HOSTILE = [
+    "[bold red]not bold[/] and [link=https://evil.example]click[/link]",
+    "\x1b[31mred\x1b[0m \x1b]0;pwned title\x07 \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
+    "zero\u200bwidth and \u202eesrever\u202c bidi",
+]
+
+
+async def test_hostile_content_is_inert(tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_session_name("[blink]name[/blink] \x1b]0;title\x07")
+        for text in HOSTILE:
+            s.append_message(U(text))
+        s.append_message(A("x" * 1_000_000))
+        s.append_label(s.leaf_id, "[red]lbl[/red]")
+    app = make_app(path)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(app, pilot)
+        text = "\n".join(rows(app))
+        assert "[bold red]not bold[/]" in text and "[link=https://evil.example]click[/link]" in text
+        assert "\x1b" not in text and "␛[31mred" in text and "␛]0;pwned title␇" in text
+        assert "⟨U+200B⟩" in text and "⟨U+202E⟩" in text
+        assert "[[red]lbl[/red]]" in text
+        assert "\x1b" not in app.title and "[blink]" in app.title
+        tree = app.query_one(SessionTreeView)
+        for y in range(tree.size.height):
+            for segment in tree.render_line(y):
+                assert segment.style is None or segment.style.link is None  # no OSC 8 links made
+        entries = app.session.get_entries()
+        await put_cursor(app, pilot, entries[2].id)
+        assert "␛]8;;https://evil.example" in preview_text(app)
+        start = time.perf_counter()
+        await put_cursor(app, pilot, entries[4].id)  # the 1 MB message
+        assert time.perf_counter() - start < 5
+        assert "more characters" in preview_text(app)
+
+
+# --- picker -----------------------------------------------------------------------------------
+
+
+async def test_picker_lists_searches_and_opens(tmp_path, demo):
+    root = tmp_path / "sessions"
+    (root / "--home-dev-a--").mkdir(parents=True)
+    shutil.copy(demo, root / "--home-dev-a--" / "one.jsonl")
+    with Session(JsonlStorage.create(root / "--home-dev-a--" / "two.jsonl", cwd="/home/dev/a")) as s:
+        s.append_message(U("a question about [bold]markup[/bold]"))
+    (root / "broken.jsonl").write_text("nonsense\n")
+    app = build_app(str(root))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        picker = app.screen
+        assert isinstance(picker, PickerScreen)
+        table = picker.query_one("DataTable")
+        assert table.row_count == 3
+        titles = {str(table.get_row(k)[0]) for k in table.rows}
+        assert "Fix flaky date parsing in weather-cli" in titles
+        assert "a question about [bold]markup[/bold]" in titles
+        assert any(t.startswith("⚠") for t in titles)
+        await pilot.press("slash", *"flaky")
+        await settle(app, pilot)
+        assert table.row_count == 1
+        await pilot.press("enter", "enter")
+        await settle(app, pilot)
+        assert app.session is not None and app.session.session_name == "Fix flaky date parsing in weather-cli"
+        assert len(rows(app)) > 10
