@@ -7,6 +7,7 @@ take about a millisecond.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ..outline import Filter
 from ..session import BranchSummary, Session
 from ..storage.index import LEAF
 from ..summarize import collect_branch, summarize_branch
-from . import CSS_DIR
+from . import CSS_DIR, deliver
 from .modals import HelpScreen, HistoryItem, HistoryScreen, SummaryChoice, SummaryPrompt, TextPrompt
 from .picker import PickerScreen
 from .preview import Line, PreviewMode, PreviewView, context_lines, llm_lines, raw_lines
@@ -237,10 +238,12 @@ class SessionTreeApp(App[None]):
         except SessionError as exc:
             lines = [Line(f"cannot build the preview: {exc}", "preview--error")]
         if not worker.is_cancelled:
-            self.call_from_thread(self._show_preview, target, lines)
+            deliver(self, self._show_preview, target, lines)
 
     def _show_preview(self, target: RowTarget, lines: list[Line]) -> None:
-        if self._preview_target == target:
+        if self._preview_target != target:
+            return
+        with contextlib.suppress(NoMatches):  # the app closed while the worker ran
             self.query_one(PreviewView).set_lines(lines)
 
     def watch_preview_mode(self) -> None:
@@ -514,12 +517,15 @@ class SessionTreeApp(App[None]):
             if needle.search(entry_summary(entry)) or needle.search(label) or entry.id.startswith(query):
                 found.append(row)
             if row % 5000 == 4999:
-                self.call_from_thread(self.notify, f"searching… {100 * row // total}%", timeout=1)
+                deliver(self, self.notify, f"searching… {100 * row // total}%", timeout=1)
         if not worker.is_cancelled:
-            self.call_from_thread(self._search_done, query, outline, found)
+            deliver(self, self._search_done, query, outline, found)
 
     def _search_done(self, query: str, outline, rows: list[int]) -> None:
-        tree = self._tree()
+        try:
+            tree = self._tree()
+        except NoMatches:  # the app closed while the worker ran
+            return
         self._set_matches([outline.rows_pos[r] for r in rows])
         if not rows:
             self.notify(f"No entry matches {query!r}", severity="warning", markup=False)
@@ -561,11 +567,12 @@ class SessionTreeApp(App[None]):
         """Live follow: pick up entries other processes appended. Rebuilding the rows costs
         O(entries), so on huge sessions rebuilds are spaced by ten times their own cost."""
         session = self.session
-        if session is None or not self.follow:
+        if session is None or not self.follow or time.monotonic() < self._follow_wait:
             return
-        if time.monotonic() < self._follow_wait:
+        try:
+            tree = self._tree()
+        except NoMatches:  # the interval fired while the app shuts down
             return
-        tree = self._tree()
         followed_leaf = tree.current_position() == session.tree.leaf
         try:
             added = session.refresh()

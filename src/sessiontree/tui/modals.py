@@ -15,6 +15,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from ..display import one_line
+from . import deliver
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +113,14 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
             text = self.drafter(instructions)
         except Exception as exc:  # the summarizer's failure is shown, never raised into the app
             if not worker.is_cancelled:
-                self.app.call_from_thread(self._draft_failed, str(exc))
+                deliver(self.app, self._draft_failed, str(exc))
             return
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._draft_ready, text)
+            deliver(self.app, self._draft_ready, text)
 
     def _draft_ready(self, text: str) -> None:
+        if not self.is_attached:  # dismissed while the summarizer ran
+            return
         area = self.query_one("#summary-text", TextArea)
         area.text = text
         area.focus()
@@ -126,6 +129,8 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         self.query_one("#summary-status", Static).update("Draft ready: edit it, then Move (Ctrl+S).")
 
     def _draft_failed(self, message: str) -> None:
+        if not self.is_attached:
+            return
         self.query_one("#confirm", Button).disabled = False
         self.query_one("#summary-status", Static).update(f"Draft failed: {message}")
 

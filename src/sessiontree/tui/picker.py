@@ -16,6 +16,7 @@ from textual.worker import get_current_worker
 
 from ..catalog import SessionListing, describe, find_session_files
 from ..display import one_line
+from . import deliver
 
 
 class PickerScreen(Screen[Path | None]):
@@ -87,9 +88,11 @@ class PickerScreen(Screen[Path | None]):
             if worker.is_cancelled:
                 return
             listing = describe(path)
-            self.app.call_from_thread(self._update, listing, n, len(files))
+            deliver(self.app, self._update, listing, n, len(files))
 
     def _update(self, listing: SessionListing, done: int, total: int) -> None:
+        if not self.is_attached:
+            return
         key = str(listing.path)
         self.listings[key] = listing
         table = self.query_one(DataTable)
