@@ -320,3 +320,35 @@ def test_external_append_is_followed(tmp_path):
         b = s.append_message(U("after pi"))
         assert s.get_entry(b).parent_id == "pi1"  # caught up before appending
         assert [e.id for e in s.get_entries()] == [a, "pi1", b]
+
+
+def test_invalid_utf8_inside_message_content_is_damage(tmp_path):
+    bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), bad, line(msg("c", "a")))
+    with open_session(path) as s:
+        (d,) = s.diagnostics
+        assert d.line == 3 and "UTF-8" in d.message and s.read_only
+        assert [e.id for e in s.get_entries()] == ["a", "c"]
+
+
+def test_out_of_range_float_reads_as_infinity(tmp_path):
+    odd = line(msg("b", "a"))[:-2] + b',"weight":1e999}\n'
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), odd)
+    with open_session(path) as s:
+        assert s.diagnostics == [] and s.get_entry("b").get("weight") == float("inf")
+
+
+def test_integer_too_large_is_found_when_read(tmp_path):
+    """msgspec skips unnamed fields without range checks, so a 5,000-digit integer inside a
+    message passes indexing; decoding the entry reports it as damage, never as a crash."""
+    huge = line(msg("b", "a"))[:-2] + b',"n":1' + b"0" * 5000 + b"}\n"
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), huge)
+    with open_session(path) as s:
+        assert not s.read_only
+        with pytest.raises(SessionError) as err:
+            s.build_context()
+        assert err.value.code == "invalid_entry" and err.value.line == 3
+        assert s.read_only and any(d.code == "unreadable_line" and d.line == 3 for d in s.diagnostics)
+        with pytest.raises(SessionError) as err:
+            s.append_message(U("no"))
+        assert err.value.code == "read_only"

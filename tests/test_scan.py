@@ -118,3 +118,64 @@ def test_fast_and_slow_index_the_same(obj):
         a.session_name,
         a.compactions,
     ) == (b.ids, list(b.parent), b.kind, b.role, b.leaf, b.labels, b.session_name, b.compactions)
+
+
+@st.composite
+def entry_sequences(draw):
+    """Valid entries whose parents are earlier ids, later ids, unknown ids or null, with some
+    duplicate ids — the cases where the inlined fast path must step aside."""
+    n = draw(st.integers(1, 25))
+    ids = [draw(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"])) for _ in range(n)]
+    out = []
+    for k, eid in enumerate(ids):
+        parent = draw(st.sampled_from([None, "zz", *ids[: k + 2]]))
+        kind = draw(
+            st.sampled_from(["message", "message", "message", "label", "leaf", "compaction", "custom"])
+        )
+        base = {"type": kind, "id": eid, "parentId": parent, "timestamp": "t"}
+        if kind == "message":
+            base["message"] = {"role": draw(st.sampled_from(["user", "assistant", "toolResult", "odd"]))}
+        elif kind == "label":
+            base.update(targetId=draw(st.sampled_from(ids)), label=draw(st.sampled_from(["x", None, " "])))
+        elif kind == "leaf":
+            base["targetId"] = draw(st.sampled_from([None, "zz", *ids]))
+        elif kind == "compaction":
+            base.update(summary="s", tokensBefore=1, firstKeptEntryId=draw(st.sampled_from(ids)))
+        else:
+            base["customType"] = "c"
+        out.append(base)
+    return out
+
+
+def _state(index: TreeIndex):
+    return (
+        index.ids,
+        list(index.parent),
+        bytes(index.kind),
+        bytes(index.role),
+        list(index.first_child),
+        list(index.next_sibling),
+        index.roots,
+        index.leaf,
+        index.labels,
+        index.compactions,
+        index.leaf_targets,
+        [(d.code, d.line) for d in index.diagnostics],
+    )
+
+
+@settings(max_examples=800, deadline=None)
+@given(entry_sequences())
+def test_bulk_feed_matches_one_by_one(entries):
+    from sessiontree.storage.scan import add_dict, decode_all, feed_rows
+
+    lines = [orjson.dumps(e) for e in entries]
+    bulk, single = TreeIndex(), TreeIndex()
+    rows = decode_all(lines)
+    assert rows is not None
+    feed_rows(bulk, rows, 2)
+    for n, raw in enumerate(lines, 2):
+        add_dict(single, decode_entry_dict(raw), n)
+    bulk.finish_load()
+    single.finish_load()
+    assert _state(bulk) == _state(single)

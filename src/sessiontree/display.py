@@ -29,9 +29,12 @@ from .model.messages import (
     content_text,
     format_tool_call,
     json_compact,
+    pretty_json,
     thinking_text,
     tool_calls,
 )
+
+__all__ = ["entry_glyph", "entry_kind", "entry_preview", "entry_summary", "inert", "one_line", "pretty_json"]
 
 # C0 controls except \t \n, DEL, C1 controls; bidi embeddings/overrides/isolates and marks;
 # zero-width and other invisible format characters.

@@ -91,6 +91,19 @@ class Outline:
         self.row_of = array("i", [-1]) * len(index)
         self._build()
 
+    @classmethod
+    def empty(cls, index: TreeIndex) -> Outline:
+        """No rows (a placeholder until the first real build); costs nothing."""
+        outline = cls.__new__(cls)
+        outline.index = index
+        outline.vis = bytearray()
+        outline.folded = set()
+        outline.prefixes = [""]
+        outline.rows_pos = array("i")
+        outline.rows_prefix = array("i")
+        outline.row_of = array("i")
+        return outline
+
     def __len__(self) -> int:
         return len(self.rows_pos)
 
@@ -153,18 +166,30 @@ class Outline:
             stack.append((roots[0], 0, ""))
         else:
             self._push_fork(stack, roots, "", pid, limit)
+        index, vis = self.index, self.vis
+        first_child, next_sibling = index.first_child, index.next_sibling
+        n = len(rows_pos)
         while stack:
             i, line_pid, cont = stack.pop()
-            row_of[i] = len(rows_pos)
-            rows_pos.append(i)
-            rows_prefix.append(line_pid)
-            if i in folded:
-                continue
-            kids = visible_children(i)
-            if len(kids) == 1:
-                stack.append((kids[0], pid(cont), cont))
-            elif kids:
-                self._push_fork(stack, kids, cont, pid, limit)
+            cont_pid = pid(cont)
+            while True:  # walk a chain: every link is drawn in the same column
+                row_of[i] = n
+                n += 1
+                rows_pos.append(i)
+                rows_prefix.append(line_pid)
+                if i in folded:
+                    break
+                c = first_child[i]
+                if c != NONE and next_sibling[c] == NONE and vis[c]:
+                    i, line_pid = c, cont_pid
+                    continue
+                kids = visible_children(i)
+                if len(kids) == 1:
+                    i, line_pid = kids[0], cont_pid
+                    continue
+                if kids:
+                    self._push_fork(stack, kids, cont, pid, limit)
+                break
 
     @staticmethod
     def _push_fork(stack, kids: list[int], cont: str, pid, limit: int) -> None:

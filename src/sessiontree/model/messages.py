@@ -5,6 +5,7 @@ Content from files is untrusted: every helper accepts arbitrary JSON values and 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -37,10 +38,23 @@ def count_images(content: Any) -> int:
 
 def json_compact(value: Any) -> str:
     """Compact JSON for display (`arguments` of a tool call); never raises."""
+    return _to_json(value, 0)
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for display; never raises."""
+    return _to_json(value, orjson.OPT_INDENT_2)
+
+
+def _to_json(value: Any, option: int) -> str:
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value, option=option).decode()
     except (TypeError, orjson.JSONEncodeError):
-        return repr(value)
+        pass  # integers beyond 64 bits, nesting beyond orjson's limit: try the slow encoder
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2 if option else None, default=str)
+    except (ValueError, RecursionError, TypeError):  # e.g. a 5,000-digit integer
+        return "<value too large or too deeply nested to show>"
 
 
 def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:

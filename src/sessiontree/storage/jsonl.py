@@ -19,6 +19,8 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any
 
 import msgspec
@@ -33,12 +35,21 @@ from .base import SessionStorage
 from .index import TreeIndex
 from .lock import WriterLock
 from .migrate import migrate_entries
-from .scan import LineError, add_dict, decode_entry_dict, fast_decode, full_decode, index_line
+from .scan import (
+    LineError,
+    add_dict,
+    decode_all,
+    decode_entry_dict,
+    feed_rows,
+    full_decode,
+    index_line,
+)
 
 CHUNK = 8 << 20
-CACHE_BYTES = 64 << 20
-CACHE_ENTRIES = 4096
-_FAST_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+# Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
+# every cached entry is a tree of Python objects the garbage collector walks in full collections.
+CACHE_BYTES = 16 << 20
+CACHE_ENTRIES = 512
 
 Progress = Callable[[int, int], None]
 
@@ -238,33 +249,42 @@ class JsonlStorage(SessionStorage):
         assert fd is not None
         size = os.fstat(fd).st_size
         before = len(self._index)
-        pos = self._end
-        carry = b""
-        carry_off = pos
+        start = self._end  # offset of the first byte not yet consumed
+        want = CHUNK
         line_no = self._next_line
         index = self._index
         offsets, lengths, lines = self._offsets, self._lengths, self._lines
         diags = self._diagnostics
-        while pos < size:
-            chunk = os.pread(fd, min(CHUNK, size - pos), pos)
+        while start < size:
+            # read from the first unconsumed byte: a partial line is read again next time
+            # instead of being glued to the next chunk (no extra copies of the data)
+            chunk = os.pread(fd, min(want, size - start), start)
             if not chunk:
                 break
-            pos += len(chunk)
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                carry = buf
+            batch = chunk.split(b"\n")
+            rest = batch.pop()  # after the last newline: part of a line, or b""
+            if not batch:  # no newline: a line longer than the read, or the unterminated tail
+                if start + len(chunk) >= size:
+                    break
+                want *= 2
                 continue
-            carry = buf[cut + 1 :]
-            off = carry_off
-            for raw in buf[:cut].split(b"\n"):
-                n = len(raw)
-                if raw[:1] == b"{" or raw.strip():
-                    try:
-                        fast_decode(raw).feed(index, line_no)
-                    except _FAST_ERRORS:
+            want = CHUNK
+            off = start
+            rows = decode_all(batch)
+            if rows is not None:  # every line valid: index in bulk
+                sizes = list(map(len, batch))
+                starts = list(accumulate(map(add, sizes, repeat(1)), initial=off))
+                feed_rows(index, rows, line_no)
+                offsets.extend(starts[:-1])
+                lengths.extend(sizes)
+                lines.extend(range(line_no, line_no + len(batch)))
+                line_no += len(batch)
+            else:
+                for raw in batch:
+                    n = len(raw)
+                    if raw.startswith(b"{") or raw.strip():
                         try:
-                            add_dict(index, decode_entry_dict(raw), line_no)
+                            index_line(index, raw, line_no)
                         except LineError as exc:
                             diags.append(
                                 Diagnostic("error", "invalid_line", f"line {line_no} {exc.reason}", line_no)
@@ -272,14 +292,16 @@ class JsonlStorage(SessionStorage):
                             off += n + 1
                             line_no += 1
                             continue
-                    offsets.append(off)
-                    lengths.append(n)
-                    lines.append(line_no)
-                off += n + 1
-                line_no += 1
-            carry_off = off
+                        offsets.append(off)
+                        lengths.append(n)
+                        lines.append(line_no)
+                    off += n + 1
+                    line_no += 1
+            start += len(chunk) - len(rest)
             if progress is not None:
-                progress(pos, size)
+                progress(start, size)
+        carry_off = start
+        carry = os.pread(fd, size - start, start) if start < size else b""
         self._end = carry_off
         self._next_line = line_no
         self._tail_len = len(carry)
@@ -479,20 +501,25 @@ class JsonlStorage(SessionStorage):
         try:
             data = decode_entry_dict(raw)
         except LineError as exc:
-            raise SessionError(
-                "storage",
-                f"line {self._lines[i]} changed on disk after it was read ({exc.reason})",
-                path=self.path,
-            ) from None
-        if data["id"] != self._index.ids[i]:
-            raise SessionError(
-                "storage",
-                f"line {self._lines[i]} changed on disk after it was read",
-                path=self.path,
-            )
+            raise self._late_damage(i, exc.reason) from None
+        if data["id"] != self._index.ids[i] or data["type"] != self._index.type_name(i):
+            raise self._late_damage(i, "does not say what it said when the file was indexed")
         entry = entry_from_dict(data)
         self._remember(i, entry, len(raw))
         return entry
+
+    def _late_damage(self, i: int, reason: str) -> SessionError:
+        """A line that passed indexing but fails a full decode: an integer too large to
+        represent, a key given twice, or bytes changed on disk since. Reported like any damaged
+        line (diagnostic, read-only from now on); the caller gets a SessionError."""
+        line = self._lines[i]
+        message = f"line {line} {reason}"
+        if not any(d.line == line and d.code == "unreadable_line" for d in self._diagnostics):
+            self._diagnostics.append(
+                Diagnostic("error", "unreadable_line", message, line, self._index.ids[i])
+            )
+            self._mark_damaged()
+        return SessionError("invalid_entry", message, path=self.path, line=line)
 
     def _remember(self, i: int, entry: Entry, size: int) -> None:
         with self._cache_lock:

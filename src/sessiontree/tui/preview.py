@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-import orjson
 from rich.cells import cell_len
 from rich.segment import Segment
 from textual import events
@@ -22,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens
-from ..display import inert
+from ..display import inert, pretty_json
 from ..model.entries import Entry
 from ..model.messages import (
     assistant_text,
@@ -213,8 +212,7 @@ def raw_lines(entry: Entry, line_number: int | None, expanded: bool) -> list[Lin
         Line(f"{entry.type} {entry.id}{where} · parent {entry.parent_id or '(root)'}", "preview--meta"),
         Line(""),
     ]
-    text = orjson.dumps(entry.to_dict(), option=orjson.OPT_INDENT_2).decode()
-    lines = text.split("\n")
+    lines = pretty_json(entry.to_dict()).split("\n")
     shown = lines if expanded else lines[:RAW_LINES]
     for line in shown:
         if not expanded and len(line) > RAW_LINE_CHARS:

@@ -23,9 +23,12 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..display import entry_glyph, entry_kind, entry_preview, inert
+from ..display import entry_glyph, entry_kind, entry_preview, inert, one_line
+from ..model.errors import SessionError
 from ..outline import Filter, Outline, active_marks
 from ..session import Session
+
+PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 
 KIND_CLASS = {
     "user": "tree--user",
@@ -95,11 +98,13 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.filter = Filter.DEFAULT
         self.folded: set[int] = set()
         self.matches: set[int] = set()
-        self.outline = Outline(session.tree, self.filter, session.labels())
-        self._marks = active_marks(session.tree, session.tree.leaf)
-        self._labels = session.labels()
+        self.outline = Outline.empty(session.tree)  # built by the first rebuild()
+        self._marks = bytearray()
+        self._labels: dict[str, str] = {}
         self._version = 0
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self._styles: dict[tuple[str, bool], Style] = {}
+        self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._last_highlight: int | None = None
 
     # --- data ---------------------------------------------------------------------------------
@@ -236,7 +241,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         row = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
         if row >= len(self.outline) or width <= 0:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._style(""))
         key = (row, width, row == self.cursor_row, self._version, self.has_focus)
         strip = self._cache.get(key)
         if strip is None:
@@ -245,13 +250,46 @@ class SessionTreeView(ScrollView, can_focus=True):
         return strip
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+        """Component styles, cached: Textual resolves them through the CSS cascade each time,
+        which would otherwise dominate drawing a row."""
+        key = (name, self.has_focus)
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = (
+                self.rich_style if name == "" else self.get_component_rich_style(name, partial=True)
+            )
+        return style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._cache.clear()
+
+    def _row_info(self, i: int) -> tuple[str, str, str, str, str]:
+        """(kind, glyph, id, preview text, local time) of entry `i`. Cached as plain strings, so
+        drawing rows keeps no decoded entries alive (they are what makes garbage collection
+        pauses long on big sessions)."""
+        info = self._info.get(i)
+        if info is None:
+            try:
+                entry = self.session.entry_at(i)
+            except SessionError as exc:  # a line that cannot be decoded: say so, in the row
+                return ("unknown", "⚠", self.session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
+            info = (
+                entry_kind(entry),
+                entry_glyph(entry),
+                entry.id,
+                entry_preview(entry, PREVIEW_CHARS),
+                _local_time(entry.timestamp),
+            )
+            self._info[i] = info
+        return info
 
     def _render_row(self, row: int, width: int) -> Strip:
         tree = self.session.tree
         i = self.outline.rows_pos[row]
-        entry = self.session.entry_at(i)
-        base = self.rich_style
+        kind, glyph, entry_id, preview, when = self._row_info(i)
+        base = self._style("")
         on_path = bool(self._marks[i])
         leaf_row = self.outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
         row_style = base + self._style("tree--path" if on_path else "tree--off-path")
@@ -260,15 +298,12 @@ class SessionTreeView(ScrollView, can_focus=True):
             Segment("▌" if on_path else " ", row_style + self._style("tree--leaf") if on_path else row_style),
             Segment(self.outline.prefix(row), row_style + self._style("tree--guide")),
         ]
-        kind = entry_kind(entry)
-        kind_style = (
-            row_style + self._style(KIND_CLASS.get(kind, "tree--custom")) if kind in KIND_CLASS else row_style
-        )
-        left.append(Segment(entry_glyph(entry) + " ", kind_style))
+        kind_style = row_style + self._style(KIND_CLASS[kind]) if kind in KIND_CLASS else row_style
+        left.append(Segment(glyph + " ", kind_style))
         if i in self.folded:
             hidden = len(self.outline.visible_children(i)) or 1
             left.append(Segment(f"▸{hidden} ", row_style + self._style("tree--fold")))
-        label = self._labels.get(entry.id)
+        label = self._labels.get(entry_id)
         if label:
             left.append(Segment(f"[{inert(label)}] ", row_style + self._style("tree--label")))
 
@@ -277,11 +312,11 @@ class SessionTreeView(ScrollView, can_focus=True):
             marker = " ← active" if i == tree.leaf else " ← active (hidden below)"
             right.append(Segment(marker, row_style + self._style("tree--leaf")))
         if width >= 100:
-            right.append(Segment(f" {_local_time(entry.timestamp)}", row_style + self._style("tree--time")))
+            right.append(Segment(f" {when}", row_style + self._style("tree--time")))
 
         used = sum(cell_len(s.text) for s in left) + sum(cell_len(s.text) for s in right)
         room = max(width - used, 0)
-        text = entry_preview(entry, max(room, 1))
+        text = preview if cell_len(preview) <= room else set_cell_size(preview, max(room - 1, 0)) + "…"
         text_style = kind_style if kind in ("compaction", "branch_summary") else row_style
         if i in self.matches:
             text_style = text_style + self._style("tree--match")

@@ -1,0 +1,333 @@
+"""Benchmarks: sessiontree against the parse floor and against Pi, measured in one run.
+
+    python bench/run.py                       # 10k and 100k entries
+    python bench/run.py --sizes 10000,100000,1000000
+    python bench/run.py --sizes 100000 --repeat 5 --json out.json
+
+Every figure is also printed as a ratio to the *floor* measured in the same run on the same file:
+reading the bytes and `orjson.loads` of every line (what any loader that parses everything must
+pay). With node and Pi's package installed (`cd bench && npm ci`), a second ratio compares with
+Pi's own `SessionManager.open` on the same file; without them that column says "n/a".
+
+Each measurement runs in its own subprocess, so peak RSS is that of the measured work alone.
+Times are the best of `--repeat` runs (machines here are noisy; ratios are what to compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+sys.path.insert(0, str(HERE))
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --- measurements (each runs in a fresh process) -----------------------------------------------
+
+
+def measure_floor(path: str) -> dict:
+    import orjson
+
+    start = time.perf_counter()
+    with open(path, "rb") as f:
+        data = f.read()
+    parsed = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "lines": len(parsed), "rss_mb": peak_rss_mb()}
+
+
+def measure_open(path: str) -> dict:
+    from sessiontree import open_session
+
+    start = time.perf_counter()
+    session = open_session(path, read_only=True)
+    opened = time.perf_counter() - start
+    start = time.perf_counter()
+    context = session.build_context()
+    build = time.perf_counter() - start
+    out = {
+        "open_s": opened,
+        "build_context_s": build,
+        "context_messages": len(context.messages),
+        "entries": session.entry_count(),
+        "rss_mb": peak_rss_mb(),
+    }
+    session.close()
+    return out
+
+
+def measure_tui(path: str) -> dict:
+    from sessiontree import open_session
+    from sessiontree.tui.app import SessionTreeApp
+    from sessiontree.tui.tree_view import SessionTreeView
+
+    first_paint: list[float] = []
+    original = SessionTreeView.render_line
+
+    def probe(self, y):
+        if not first_paint and len(self.outline):  # the first line of actual rows
+            first_paint.append(time.perf_counter())
+        return original(self, y)
+
+    SessionTreeView.render_line = probe
+    result: dict = {}
+
+    async def run() -> None:
+        start = time.perf_counter()
+        app = SessionTreeApp(open_session(path, read_only=True), follow=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            while not first_paint:
+                await asyncio.sleep(0.001)
+            result["first_paint_s"] = first_paint[0] - start
+            tree = app.query_one(SessionTreeView)
+            rng = random.Random(7)
+            rows = len(tree.outline)
+            samples = []
+            for _ in range(300):
+                tree.set_cursor(rng.randrange(rows), center=True)
+                for y in range(tree.size.height):
+                    tree.render_line(y)
+                t0 = time.perf_counter()
+                tree.action_cursor(1 if rng.random() < 0.7 else -1)  # the binding's code path
+                for y in range(tree.size.height):  # a full repaint of the visible tree
+                    tree.render_line(y)
+                samples.append(time.perf_counter() - t0)
+            samples.sort()
+            result["cursor_p50_ms"] = 1000 * samples[len(samples) // 2]
+            result["cursor_p95_ms"] = 1000 * samples[int(len(samples) * 0.95)]
+            page = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                tree.action_page(1)
+                for y in range(tree.size.height):
+                    tree.render_line(y)
+                page.append(time.perf_counter() - t0)
+            result["page_down_p95_ms"] = 1000 * sorted(page)[int(len(page) * 0.95)]
+            filters = []
+            for _ in range(4):  # default → user → everything → labeled → default
+                t0 = time.perf_counter()
+                app.action_set_filter(tree.filter.next().value)
+                filters.append(time.perf_counter() - t0)
+            result["filter_ms"] = 1000 * max(filters)
+            tree.action_jump_active()
+            fork = tree.outline.next_fork_row(tree.cursor_row, -1)
+            if fork >= 0:
+                tree.set_cursor(fork)
+            t0 = time.perf_counter()
+            tree.action_fold()
+            result["fold_ms"] = 1000 * (time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            tree.action_fold()
+            result["unfold_ms"] = 1000 * (time.perf_counter() - t0)
+            await pilot.pause()
+        result["rss_mb"] = peak_rss_mb()
+
+    asyncio.run(run())
+    return result
+
+
+def measure_write(path: str) -> dict:
+    """move_to and append latency, on a private copy of the file."""
+    from sessiontree import open_session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "copy.jsonl"
+        shutil.copyfile(path, copy)
+        session = open_session(copy)
+        rng = random.Random(3)
+        ids = session.tree.ids
+        moves, appends = [], []
+        for _ in range(200):
+            target = ids[rng.randrange(len(ids))]
+            t0 = time.perf_counter()
+            session.move_to(target)
+            moves.append(time.perf_counter() - t0)
+        for n in range(200):
+            t0 = time.perf_counter()
+            session.append_message({"role": "user", "content": f"benchmark message {n}", "timestamp": n})
+            appends.append(time.perf_counter() - t0)
+        session.close()
+    return {
+        "move_to_p50_ms": 1000 * statistics.median(moves),
+        "move_to_p95_ms": 1000 * sorted(moves)[int(len(moves) * 0.95)],
+        "append_p50_ms": 1000 * statistics.median(appends),
+        "rss_mb": peak_rss_mb(),
+    }
+
+
+MEASURES = {"floor": measure_floor, "open": measure_open, "tui": measure_tui, "write": measure_write}
+
+
+# --- driver -------------------------------------------------------------------------------------
+
+
+def run_measure(kind: str, path: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, "--measure", kind, str(path)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def best(kind: str, path: Path, repeat: int, key: str) -> dict:
+    runs = [run_measure(kind, path) for _ in range(repeat)]
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    return min(ok, key=lambda r: r[key])
+
+
+def pi_open(path: Path, repeat: int) -> dict | None:
+    script = HERE / "pi_open.mjs"
+    if (
+        shutil.which("node") is None
+        or not (HERE / "node_modules" / "@mariozechner" / "pi-coding-agent").is_dir()
+    ):
+        return None
+    done = subprocess.run(
+        ["node", "--max-old-space-size=16384", str(script), str(path), str(repeat)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=HERE,
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        errors = [x.strip() for x in lines if "Error" in x] or lines or ["failed"]
+        return {"error": "fails: " + errors[0][:100]}
+    return json.loads(done.stdout)
+
+
+def ensure_file(n: int) -> Path:
+    path = DATA / f"session-{n}.jsonl"
+    if not path.exists():
+        from make_session import generate
+
+        DATA.mkdir(parents=True, exist_ok=True)
+        generate(path, n)
+    return path
+
+
+def fmt_ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "n/a"
+    return f"{value / base:.2f}×"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--measure", choices=sorted(MEASURES), help=argparse.SUPPRESS)
+    parser.add_argument("file", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(MEASURES[args.measure](args.file)))
+        return
+
+    results = {}
+    for n in (int(s) for s in args.sizes.split(",")):
+        path = ensure_file(n)
+        size_mb = path.stat().st_size / 1e6
+        print(f"\n== {n:,} entries ({size_mb:.0f} MB) ==", flush=True)
+        floor = best("floor", path, args.repeat, "seconds")
+        opened = best("open", path, args.repeat, "open_s")
+        tui = best("tui", path, max(1, args.repeat - 1), "first_paint_s")
+        write = best("write", path, 1, "move_to_p50_ms")
+        pi = pi_open(path, args.repeat)
+        results[n] = {
+            "size_mb": size_mb,
+            "floor": floor,
+            "open": opened,
+            "tui": tui,
+            "write": write,
+            "pi": pi,
+        }
+        report(n, results[n])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def report(n: int, r: dict) -> None:
+    floor_s = r["floor"].get("seconds")
+    pi = r["pi"] or {}
+    pi_s = pi.get("open_ms", 0) / 1000 if "open_ms" in pi else None
+    rows = []
+
+    def add(name: str, seconds: float | None, note: str = "") -> None:
+        if seconds is None:
+            shown = "error"
+        elif seconds < 0.01:
+            shown = f"{seconds * 1000:.3f} ms"
+        elif seconds < 1:
+            shown = f"{seconds * 1000:.1f} ms"
+        else:
+            shown = f"{seconds:.2f} s"
+        rows.append((name, shown, fmt_ratio(seconds, floor_s), fmt_ratio(seconds, pi_s), note))
+
+    add("floor: read + orjson every line", floor_s)
+    if pi_s is not None:
+        add("Pi SessionManager.open (node)", pi_s)
+    elif pi:
+        rows.append(("Pi SessionManager.open (node)", "", "", "", pi.get("error", "?")))
+    add("open (index the file)", r["open"].get("open_s"))
+    add(
+        "build_context at the leaf",
+        r["open"].get("build_context_s"),
+        f"{r['open'].get('context_messages')} msgs",
+    )
+    add("open → first paint (headless TUI)", r["tui"].get("first_paint_s"))
+    t = r["tui"]
+    for key, label in (
+        ("cursor_p50_ms", "cursor move p50"),
+        ("cursor_p95_ms", "cursor move p95"),
+        ("page_down_p95_ms", "page down p95"),
+        ("filter_ms", "filter change (worst of 4)"),
+        ("fold_ms", "fold at a fork"),
+        ("unfold_ms", "unfold"),
+    ):
+        add(label, t[key] / 1000 if key in t else None)
+    w = r["write"]
+    add("move_to p50", w["move_to_p50_ms"] / 1000 if "move_to_p50_ms" in w else None)
+    add("move_to p95", w["move_to_p95_ms"] / 1000 if "move_to_p95_ms" in w else None)
+    add("append_message p50", w["append_p50_ms"] / 1000 if "append_p50_ms" in w else None)
+    width = max(len(x[0]) for x in rows)
+    print(f"{'':{width}}  {'time':>10}  {'÷ floor':>8}  {'÷ Pi':>8}")
+    for name, shown, rf, rp, note in rows:
+        print(f"{name:{width}}  {shown:>10}  {rf:>8}  {rp:>8}  {note}")
+    mem = [
+        ("peak RSS: floor (full parse)", r["floor"].get("rss_mb")),
+        ("peak RSS: Pi open", pi.get("rss_mb")),
+        ("peak RSS: open + build_context", r["open"].get("rss_mb")),
+        ("peak RSS: TUI session", r["tui"].get("rss_mb")),
+    ]
+    floor_mb = r["floor"].get("rss_mb")
+    for name, mb in mem:
+        if mb is not None:
+            print(f"{name:{width}}  {mb:>7.0f} MB  {fmt_ratio(mb, floor_mb):>8}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TZ", "UTC")
+    main()

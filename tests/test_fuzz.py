@@ -1,0 +1,64 @@
+"""Fuzzing the loader and everything that reads a loaded session: any bytes give a session
+(maybe read-only, with diagnostics) or a SessionError — never another exception, never a hang.
+
+Inputs are mutations (bit flips, truncations, invalid UTF-8, huge numbers, deep nesting,
+shuffled/duplicated lines, a wrong type in any field) of real files: the demo session and Pi's
+fixtures. `scripts/fuzz.py` runs the same check for as long as you like and counts inputs."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import PI_FIXTURES
+from sessiontree import open_session
+from sessiontree.fuzzing import exercise, mutate
+
+DEMO = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
+SMALL_V1 = b"\n".join(PI_FIXTURES.joinpath("large-session.jsonl").read_bytes().split(b"\n")[:60]) + b"\n"
+SEEDS = [DEMO, SMALL_V1]
+TRIED = {"inputs": 0, "opened": 0, "refused": 0}
+
+
+@settings(max_examples=400, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SEEDS), st.integers(0, 2**32), st.integers(1, 3), st.booleans())
+def test_mutated_files_never_crash(seed, salt, rounds, writable):
+    rng = random.Random(salt)
+    data = seed
+    for _ in range(rounds):
+        data = mutate(data, rng)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.jsonl"
+        path.write_bytes(data)
+        outcome = exercise(str(path), open_session, writable=writable)
+    TRIED["inputs"] += 1
+    TRIED["opened" if outcome == "opened" else "refused"] += 1
+
+
+@settings(max_examples=200, deadline=5000)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_crash(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bytes.jsonl"
+        path.write_bytes(data)
+        exercise(str(path), open_session)
+
+
+@settings(max_examples=200, deadline=5000)
+@given(st.binary(max_size=200))
+def test_arbitrary_lines_after_a_valid_header(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lines.jsonl"
+        path.write_bytes(DEMO.split(b"\n", 1)[0] + b"\n" + data)
+        assert exercise(str(path), open_session, writable=True) in ("opened", "refused-later")
+
+
+def test_fuzz_saw_both_outcomes():
+    # the mutation test above ran first (same module): make sure it exercised both paths
+    assert TRIED["inputs"] >= 100
+    assert TRIED["opened"] > 0 and TRIED["refused"] > 0

@@ -1,0 +1,86 @@
+"""Files sessiontree writes, read back by Pi's own SessionManager (node, @mariozechner/pi-coding-agent
+0.73.1): the same leaf, the same context messages, the same thinking level and model.
+
+Needs node and `cd bench && npm ci`; `.ci/run` installs them when the npm registry is reachable.
+Without them these tests are skipped, and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import PI_FIXTURES, A, U
+from sessiontree import JsonlStorage, Session
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+PI_PACKAGE = BENCH / "node_modules" / "@mariozechner" / "pi-coding-agent"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or not PI_PACKAGE.is_dir(),
+    reason="Pi's SessionManager is not installed (needs node, then `cd bench && npm ci`)",
+)
+
+
+def pi_reads(path: Path) -> dict:
+    done = subprocess.run(
+        ["node", str(BENCH / "pi_open.mjs"), str(path)], capture_output=True, text=True, check=True, cwd=BENCH
+    )
+    return json.loads(done.stdout)
+
+
+def assert_same(session: Session, path: Path) -> dict:
+    pi = pi_reads(path)
+    ours = session.build_context()
+    assert pi["entries"] == session.entry_count()
+    assert pi["leaf_id"] == session.leaf_id
+    assert pi["roles"] == [m["role"] for m in ours.messages]
+    assert pi["thinking_level"] == ours.thinking_level
+    assert pi["model"] == (str(ours.model) if ours.model else None)
+    return pi
+
+
+def test_branches_summaries_labels_and_compaction(tmp_path):
+    path = tmp_path / "written.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_model_change("openai", "gpt-5")
+        s.append_thinking_level_change("high")
+        u1 = s.append_message(U("start"))
+        a1 = s.append_message(A("answer"))
+        s.append_label(u1, "first")
+        s.append_message(U("abandoned"))
+        s.append_message(A("abandoned answer"))
+        s.move_to(a1, "tried something else")  # leaf entry + branch_summary
+        s.append_message(U("second try"))
+        kept = s.append_message(A("kept answer"))
+        s.append_custom_message_entry("note", "a note for the model", True)
+        s.append_message(U("more"))
+        s.append_compaction("summary of the early part", kept, 1234)
+        s.append_message(U("after the compaction"))
+        s.append_session_name("compat")
+        s.append_message(A("last", model="claude-sonnet-4-5"))
+        pi = assert_same(s, path)
+    assert pi["roles"][0] == "compactionSummary"
+
+
+def test_move_to_root_and_new_root(tmp_path):
+    path = tmp_path / "roots.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("one"))
+        s.move_to(None)
+        s.append_message(U("a new beginning"))
+        s.append_message(A("reply"))
+        assert_same(s, path)
+
+
+def test_upgraded_fixture_reads_the_same(tmp_path):
+    path = tmp_path / "upgraded.jsonl"
+    shutil.copy(PI_FIXTURES / "before-compaction.jsonl", path)
+    JsonlStorage.upgrade(path)
+    with Session(JsonlStorage.open(path)) as s:
+        pi = assert_same(s, path)
+    assert pi["context_messages"] == 446
