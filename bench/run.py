@@ -171,7 +171,34 @@ def measure_write(path: str) -> dict:
     }
 
 
-MEASURES = {"floor": measure_floor, "open": measure_open, "tui": measure_tui, "write": measure_write}
+def measure_durability(_path: str) -> dict:
+    """Append latency with and without an fsync per append (JSONL) / synchronous=FULL (SQLite)."""
+    from sessiontree import JsonlStorage, Session, SqliteStorage
+
+    out = {}
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        for name, make in (
+            ("jsonl", lambda d: JsonlStorage.create(Path(tmp) / f"{d}.jsonl", cwd="/b", durable=d)),
+            ("sqlite", lambda d: SqliteStorage.create(Path(tmp) / f"{d}.db", cwd="/b", durable=d)),
+        ):
+            for durable in (False, True):
+                with Session(make(durable)) as session:
+                    times = []
+                    for n in range(300):
+                        t0 = time.perf_counter()
+                        session.append_message({"role": "user", "content": f"m{n}", "timestamp": n})
+                        times.append(time.perf_counter() - t0)
+                out[f"{name}_{'durable' if durable else 'default'}_ms"] = 1000 * statistics.median(times)
+    return out
+
+
+MEASURES = {
+    "floor": measure_floor,
+    "open": measure_open,
+    "tui": measure_tui,
+    "write": measure_write,
+    "durability": measure_durability,
+}
 
 
 # --- driver -------------------------------------------------------------------------------------
@@ -264,6 +291,14 @@ def main() -> None:
             "pi": pi,
         }
         report(n, results[n])
+    durability = run_measure("durability", DATA)
+    results["durability"] = durability
+    if "error" not in durability:
+        print("\n== append latency, p50 (a fresh file on this disk) ==")
+        for backend in ("jsonl", "sqlite"):
+            plain, durable = durability[f"{backend}_default_ms"], durability[f"{backend}_durable_ms"]
+            slower = durable / plain
+            print(f"{backend:7} default {plain:.3f} ms · durable {durable:.3f} ms ({slower:.0f}× slower)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -460,41 +460,67 @@ async def test_live_follow(demo):
 
 # --- hostile content --------------------------------------------------------------------------
 
-HOSTILE = [
-    "[bold red]not bold[/] and [link=https://evil.example]click[/link]",
-    "\x1b[31mred\x1b[0m \x1b]0;pwned title\x07 \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
-    "zero\u200bwidth and \u202eesrever\u202c bidi",
-]
+HOSTILE = {
+    "rich markup": ("[bold red]not bold[/] [link=https://evil.example]click[/link]", "[bold red]not bold[/]"),
+    "ANSI colour": ("\x1b[31mred\x1b[0m text", "␛[31mred␛[0m text"),
+    "terminal title (OSC 0)": ("\x1b]0;pwned title\x07 after", "␛]0;pwned title␇ after"),
+    "OSC 8 hyperlink": (
+        "\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
+        "␛]8;;https://evil.example␛\\link",
+    ),
+    "zero-width": ("zero\u200bwidth\ufeff", "zero⟨U+200B⟩width⟨U+FEFF⟩"),
+    "bidi override": ("\u202eesrever\u202c \u2066iso\u2069", "⟨U+202E⟩esrever⟨U+202C⟩ ⟨U+2066⟩iso⟨U+2069⟩"),
+    "C1 control (CSI)": ("a\x9b31mb", "a⟨U+009B⟩31mb"),
+}
 
 
-async def test_hostile_content_is_inert(tmp_path):
+@pytest.mark.parametrize("case", list(HOSTILE))
+async def test_hostile_content_is_shown_inert(tmp_path, case):
+    text, shown = HOSTILE[case]
     path = tmp_path / "hostile.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
-        s.append_session_name("[blink]name[/blink] \x1b]0;title\x07")
-        for text in HOSTILE:
-            s.append_message(U(text))
-        s.append_message(A("x" * 1_000_000))
-        s.append_label(s.leaf_id, "[red]lbl[/red]")
+        s.append_session_name(text)
+        target = s.append_message(U(text))
+        s.append_label(target, text)
     app = make_app(path)
-    async with app.run_test(size=(200, 40)) as pilot:
-        await settle(app, pilot)
-        text = "\n".join(rows(app))
-        assert "[bold red]not bold[/]" in text and "[link=https://evil.example]click[/link]" in text
-        assert "\x1b" not in text and "␛[31mred" in text and "␛]0;pwned title␇" in text
-        assert "⟨U+200B⟩" in text and "⟨U+202E⟩" in text
-        assert "[[red]lbl[/red]]" in text
-        assert "\x1b" not in app.title and "[blink]" in app.title
+    async with app.run_test(size=(200, 30)) as pilot:
+        await put_cursor(app, pilot, target)
+        drawn = "\n".join(rows(app))
+        assert shown in drawn
+        assert not any(ch in drawn for ch in "\x1b\x07\x9b\u202e\u200b")
+        assert f"[{shown[:20]}" in drawn  # the label, too
         tree = app.query_one(SessionTreeView)
         for y in range(tree.size.height):
             for segment in tree.render_line(y):
-                assert segment.style is None or segment.style.link is None  # no OSC 8 links made
-        entries = app.session.get_entries()
-        await put_cursor(app, pilot, entries[2].id)
-        assert "␛]8;;https://evil.example" in preview_text(app)
+                assert segment.style is None or segment.style.link is None  # no hyperlink was made
+        assert shown in preview_text(app)
+        assert "\x1b" not in app.title and "\x1b" not in app.sub_title
+        await pilot.press("p", "p")  # raw JSON of the entry, escaped by JSON and made inert
+        await settle(app, pilot)
+        assert "\x1b" not in preview_text(app)
+
+
+async def test_one_megabyte_line_stays_responsive(tmp_path):
+    path = tmp_path / "big.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("before"))
+        big = s.append_message(A("x" * 1_000_000 + " end"))
+        s.append_message(U("y" * 1_000_000))
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
         start = time.perf_counter()
-        await put_cursor(app, pilot, entries[4].id)  # the 1 MB message
+        await put_cursor(app, pilot, big)
+        await pilot.press("k", "j", "j", "k")
+        await settle(app, pilot)
         assert time.perf_counter() - start < 5
         assert "more characters" in preview_text(app)
+        assert all(len(r) <= SIZE[0] for r in rows(app))
+        await pilot.press("p", "p")  # raw JSON: cut, with a way to expand
+        await settle(app, pilot)
+        assert "more characters" in preview_text(app)
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert " end" in preview_text(app)
 
 
 # --- picker -----------------------------------------------------------------------------------

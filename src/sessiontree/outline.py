@@ -29,15 +29,19 @@ from .storage.index import (
 MAX_INDENT_LEVELS = 24
 
 
-class Filter(Enum):
+class Cycle(Enum):
+    """An enum whose `next()` goes round its members (filters, preview modes)."""
+
+    def next(self):
+        members = list(type(self))
+        return members[(members.index(self) + 1) % len(members)]
+
+
+class Filter(Cycle):
     DEFAULT = "default"
     USER = "user messages"
     ALL = "everything"
     LABELED = "labeled"
-
-    def next(self) -> Filter:
-        members = list(Filter)
-        return members[(members.index(self) + 1) % len(members)]
 
 
 _HIDDEN_BY_DEFAULT = {

@@ -79,29 +79,25 @@ def format_tool_call(call: dict[str, Any], *, max_args: int = 80) -> str:
     return f"{name}({inner})"
 
 
+def _blocks(message: dict[str, Any], kind: str, key: str) -> str:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(
+        b[key]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == kind and isinstance(b.get(key), str)
+    )
+
+
 def assistant_text(message: dict[str, Any]) -> str:
     """The visible text blocks of an assistant message."""
     content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        b["text"]
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-    )
+    return content if isinstance(content, str) else _blocks(message, "text", "text")
 
 
 def thinking_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        b["thinking"]
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
-    )
+    return _blocks(message, "thinking", "thinking")
 
 
 def message_text(message: Any) -> str:

@@ -74,12 +74,10 @@ class TreeIndex:
         "first_child",
         "ids",
         "kind",
-        "label_entries",
         "labels",
         "last_child",
         "leaf",
         "leaf_targets",
-        "name_entry",
         "next_sibling",
         "parent",
         "pos",
@@ -101,9 +99,7 @@ class TreeIndex:
         self.roots: list[int] = []
         self.leaf: int = NONE
         self.labels: dict[str, str] = {}  # target id -> current label
-        self.label_entries: list[int] = []
         self.session_name: str | None = None
-        self.name_entry: int = NONE
         self.compactions: dict[int, tuple[str | None, bool]] = {}  # pos -> (firstKept, has tail)
         self.leaf_targets: dict[int, int] = {}  # leaf-entry pos -> target pos (NONE = null)
         self.unknown_types: dict[int, str] = {}
@@ -201,14 +197,12 @@ class TreeIndex:
         else:
             self.leaf = i
             if code == LABEL and target_id is not None:
-                self.label_entries.append(i)
                 text = normalize_label(label)
                 if text is None:
                     self.labels.pop(target_id, None)
                 else:
                     self.labels[target_id] = text
             elif code == SESSION_INFO:
-                self.name_entry = i
                 self.session_name = name.strip() or None if isinstance(name, str) else None
             elif code == COMPACTION:
                 self.compactions[i] = (first_kept, has_tail)
@@ -275,14 +269,6 @@ class TreeIndex:
             yield c
             c = self.next_sibling[c]
 
-    def child_count(self, i: int, limit: int = 1 << 30) -> int:
-        n = 0
-        c = self.first_child[i]
-        while c != NONE and n < limit:
-            n += 1
-            c = self.next_sibling[c]
-        return n
-
     def is_fork(self, i: int) -> bool:
         c = self.first_child[i]
         return c != NONE and self.next_sibling[c] != NONE
@@ -334,19 +320,3 @@ class TreeIndex:
                 tools = i
             i = parent[i]
         return thinking, model, tools
-
-    def depth_first(self, roots: list[int] | None = None) -> Iterator[int]:
-        """Every position in pre-order, children oldest first; iterative (no recursion limit)."""
-        stack = list(reversed(self.roots if roots is None else roots))
-        first_child, next_sibling = self.first_child, self.next_sibling
-        while stack:
-            i = stack.pop()
-            yield i
-            c = first_child[i]
-            if c != NONE:
-                kids = []
-                while c != NONE:
-                    kids.append(c)
-                    c = next_sibling[c]
-                kids.reverse()
-                stack.extend(kids)

@@ -476,6 +476,13 @@ class JsonlStorage(SessionStorage):
             out.append(self._torn)
         return sorted(out, key=lambda d: d.line or 0)
 
+    def torn_tail(self) -> bytes | None:
+        """The bytes of an incomplete final line found at open (set aside before the next
+        append), or None."""
+        if self._tail_state != "torn" or self._fd is None:
+            return None
+        return os.pread(self._fd, self._tail_len, self._end)
+
     def line_number(self, entry_id: str) -> int | None:
         i = self._index.pos.get(entry_id)
         return None if i is None or i >= len(self._lines) else self._lines[i]
@@ -545,7 +552,14 @@ class JsonlStorage(SessionStorage):
                 path=self.path,
             )
         if self._tail_state == "torn":
-            self._set_aside_torn_tail()
+            try:
+                self._set_aside_torn_tail()
+            except OSError as exc:
+                raise SessionError(
+                    "storage",
+                    f"could not set the incomplete last line aside ({exc}); nothing was written",
+                    path=self.path,
+                ) from None
         payload = b"\n".join(encoded) + b"\n"
         if self._tail_state in ("entry", "blank"):
             payload = b"\n" + payload

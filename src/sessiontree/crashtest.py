@@ -1,0 +1,282 @@
+"""Kill a writer at random moments and check that nothing acknowledged is ever lost.
+
+A writer process appends entries to a session (small and multi-MB messages, moves with branch
+summaries, labels) and, after each append returns, records the new ids in an acknowledgement
+file. The harness kills it with SIGKILL at a random moment, then reopens the session and checks:
+
+- every acknowledged id is present, and the log still starts with every entry it had before
+  (append-only: no line lost, none rewritten);
+- no line is glued to another and nothing else is damaged (only a torn final line is allowed);
+- a torn final line is set aside by the next writer, byte for byte, in a `.torn` sidecar;
+- the tree is consistent: every parent exists, the leaf exists; for SQLite the materialised
+  state equals a fold of the log and `PRAGMA integrity_check` passes.
+
+Used by tests/test_crash.py (a few dozen kills) and scripts/crashtest.py (a thousand or more).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .model.errors import SessionError
+from .session import Session
+from .storage.jsonl import JsonlStorage
+from .storage.sqlite import SqliteStorage
+
+SESSION_ID = "crash-test"
+
+
+def _open_writer(backend: str, path: Path) -> Session:
+    if backend == "jsonl":
+        if path.exists():
+            return Session(JsonlStorage.open(path))
+        return Session(JsonlStorage.create(path, cwd="/crash", session_id=SESSION_ID))
+    if path.exists():
+        try:
+            return Session(SqliteStorage.open(path, SESSION_ID))
+        except SessionError as exc:
+            if exc.code != "not_found":
+                raise
+    return Session(SqliteStorage.create(path, cwd="/crash", session_id=SESSION_ID))
+
+
+def writer(
+    backend: str, path: Path, ack_path: Path, seed: int, ready: Callable[[], None] | None = None
+) -> None:
+    """Append until killed; acknowledge each append after it returned."""
+    rng = random.Random(seed)
+    session = _open_writer(backend, path)
+    ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    if ready is not None:
+        ready()
+    n = 0
+    while True:
+        n += 1
+        before = session.entry_count()
+        ids = session.tree.ids
+        roll = rng.random()
+        if roll < 0.12 and ids:
+            summary = f"left branch {n}" if rng.random() < 0.5 else None
+            session.move_to(ids[rng.randrange(len(ids))], summary)
+        elif roll < 0.15 and ids:
+            session.append_label(ids[rng.randrange(len(ids))], f"label {n}")
+        elif roll < 0.40:
+            size = rng.choice([256 << 10, 2 << 20, 8 << 20])  # big tool outputs: torn writes happen here
+            session.append_message({"role": "toolResult", "toolName": "bash", "content": "x" * size, "n": n})
+        else:
+            session.append_message({"role": "user", "content": f"message {n}", "n": n})
+        os.write(ack, (" ".join(session.tree.ids[before:]) + "\n").encode())
+
+
+def writer_main() -> None:
+    """Entry point of a writer subprocess: argv = backend path ack_path seed."""
+    backend, path, ack, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+
+    def ready() -> None:
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+
+    writer(backend, path, ack, seed, ready)
+
+
+@dataclass
+class Report:
+    backend: str
+    kills: int = 0
+    acknowledged: int = 0
+    entries: int = 0
+    torn_tails: int = 0
+    set_aside: int = 0
+    lost: int = 0
+    epochs: int = 0
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.backend}: {self.kills} kills in {self.seconds:.0f} s, {self.acknowledged} acknowledged"
+            f" appends, {self.entries} entries at the end, {self.torn_tails} torn tails found and"
+            f" {self.set_aside} set aside, {self.lost} lost, {len(self.problems)} problems"
+            f" ({self.epochs + 1} session files)"
+        )
+
+
+class Harness:
+    max_bytes = 96 << 20
+
+    def __init__(self, backend: str, workdir: Path, seed: int = 0, spawn: str = "subprocess") -> None:
+        self.backend = backend
+        self.workdir = workdir
+        self.path = workdir / ("session.jsonl" if backend == "jsonl" else "sessions.sqlite")
+        self.ack = workdir / "acknowledged.txt"
+        self.rng = random.Random(seed)
+        self.spawn = spawn
+        self.report = Report(backend)
+        self._previous: list[str] = []
+        self._pending_fragment: bytes | None = None
+        self._acked_before = 0  # acknowledged appends of earlier session files
+
+    # --- one round ----------------------------------------------------------------------------
+
+    def round(self) -> None:
+        if self.path.exists() and self.path.stat().st_size > self.max_bytes:
+            self._new_epoch()
+        seed = self.rng.randrange(1 << 30)
+        patient = self.rng.random() < 0.85  # usually kill while appending, sometimes while opening
+        if self.spawn == "fork":
+            read_end, write_end = os.pipe()
+            pid = self._fork(seed, write_end)
+            os.close(write_end)
+            if patient:
+                os.read(read_end, 1)  # the writer has opened the session (and repaired it)
+                time.sleep(self.rng.uniform(0.0, 0.03))
+            else:
+                time.sleep(self.rng.uniform(0.0, 0.02))
+            os.close(read_end)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        else:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "from sessiontree.crashtest import writer_main; writer_main()",
+                    self.backend,
+                    str(self.path),
+                    str(self.ack),
+                    str(seed),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            if patient:
+                proc.stdout.readline()
+                time.sleep(self.rng.uniform(0.0, 0.06))
+            else:
+                time.sleep(self.rng.uniform(0.05, 0.25))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+        self.report.kills += 1
+        self.verify()
+
+    def _fork(self, seed: int, ready_fd: int) -> int:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            try:
+                writer(self.backend, self.path, self.ack, seed, lambda: os.write(ready_fd, b"r"))
+            finally:
+                os._exit(0)
+        return pid
+
+    def _new_epoch(self) -> None:
+        """Start a fresh session once the file is big (keeps a 1000-kill run on a modest disk)."""
+        self._acked_before += len(self._acknowledged())
+        for p in self.workdir.iterdir():
+            p.unlink()
+        self._previous = []
+        self._pending_fragment = None
+        self.report.epochs += 1
+
+    # --- checks -------------------------------------------------------------------------------
+
+    def _acknowledged(self) -> set[str]:
+        if not self.ack.exists():
+            return set()
+        text = self.ack.read_bytes()
+        complete = text[: text.rfind(b"\n") + 1].decode()
+        return {i for line in complete.splitlines() for i in line.split()}
+
+    def verify(self) -> None:
+        if not self.path.exists():
+            return
+        acked = self._acknowledged()
+        if self.backend == "jsonl":
+            self._verify_jsonl(acked)
+        else:
+            self._verify_sqlite(acked)
+
+    def _problem(self, text: str) -> None:
+        self.report.problems.append(f"after kill {self.report.kills}: {text}")
+
+    def _common(self, session: Session, acked: set[str]) -> None:
+        ids = list(session.tree.ids)
+        present = set(ids)
+        missing = acked - present
+        if missing:
+            self.report.lost += len(missing)
+            self._problem(f"{len(missing)} acknowledged entries missing, e.g. {sorted(missing)[:3]}")
+        if ids[: len(self._previous)] != self._previous:
+            self._problem("the log no longer starts with the entries it had before the kill")
+        self._previous = ids
+        tree = session.tree
+        if any(p == -2 for p in tree.parent):
+            self._problem("an entry's parent is missing")
+        if session.leaf_id is not None and session.leaf_id not in present:
+            self._problem("the leaf points at no entry")
+        self.report.acknowledged = self._acked_before + len(acked)
+        self.report.entries = len(ids)
+
+    def _verify_jsonl(self, acked: set[str]) -> None:
+        storage = JsonlStorage.open(self.path, read_only=True)
+        session = Session(storage)
+        try:
+            for d in session.diagnostics:
+                if d.severity == "error":
+                    self._problem(f"damage: {d.format()}")
+            fragment = storage.torn_tail()
+            pending = self._pending_fragment
+            if pending is not None and fragment != pending:
+                # the writer that ran since the last kill repaired the tail: it must have kept
+                # the fragment's exact bytes in a sidecar
+                kept = [p.read_bytes() for p in self.workdir.glob("session.jsonl.torn*")]
+                if pending in kept:
+                    self.report.set_aside += 1
+                else:
+                    self._problem("a torn fragment disappeared without being set aside")
+            if fragment is not None and fragment != pending:
+                self.report.torn_tails += 1
+            self._pending_fragment = fragment
+            self._common(session, acked)
+        finally:
+            session.close()
+
+    def _verify_sqlite(self, acked: set[str]) -> None:
+        try:
+            session = Session(SqliteStorage.open(self.path, SESSION_ID, read_only=True))
+        except SessionError as exc:
+            if exc.code == "not_found":  # killed before the session row was committed
+                return
+            raise
+        try:
+            for problem in session.storage.verify_state():  # type: ignore[attr-defined]
+                self._problem(f"materialised state: {problem}")
+            with sqlite3.connect(self.path) as conn:
+                check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            if check != "ok":
+                self._problem(f"integrity_check: {check}")
+            self._common(session, acked)
+        finally:
+            session.close()
+
+
+def run(
+    backend: str, workdir: Path, *, kills: int, seconds: float, seed: int = 0, spawn: str = "subprocess"
+) -> Report:
+    """Up to `kills` kill/verify rounds, stopping early after `seconds`."""
+    harness = Harness(backend, workdir, seed, spawn)
+    start = time.monotonic()
+    while harness.report.kills < kills and time.monotonic() - start < seconds:
+        harness.round()
+    harness.report.seconds = time.monotonic() - start
+    return harness.report

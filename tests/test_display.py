@@ -1,0 +1,66 @@
+"""Display helpers shared by the CLI and the browser."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+
+from sessiontree.display import inert, one_line
+from sessiontree.outline import Filter, Outline
+from sessiontree.storage.index import TreeIndex
+from sessiontree.tui.preview import wrap
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab  xyz日本é\t")), max_size=200), st.integers(2, 40))
+def test_wrap_keeps_every_character_and_fits(text, width):
+    pieces = wrap(text, width)
+    assert "".join(pieces) == text
+    assert all(cell_len(p) <= width for p in pieces)
+
+
+def test_wrap_is_linear_on_huge_lines():
+    import time
+
+    start = time.perf_counter()
+    assert len(wrap("x" * 2_000_000, 80)) == 25_000
+    assert time.perf_counter() - start < 2
+
+
+def test_inert_makes_controls_visible():
+    assert inert("a\x1b[31mb\x07") == "a␛[31mb␇"
+    assert inert("x\u202ey\u200bz") == "x⟨U+202E⟩y⟨U+200B⟩z"
+    assert inert("tab\tand\nnewline") == "tab\tand\nnewline"
+    assert one_line("a\n\nb   c", 10) == "a b c"
+    assert one_line("x" * 50, 10) == "x" * 9 + "…"
+
+
+def _chain(n: int) -> TreeIndex:
+    index = TreeIndex()
+    parent = None
+    for k in range(n):
+        index.add(f"e{k}", parent, "message", "user")
+        parent = f"e{k}"
+    return index
+
+
+def test_deep_chain_is_flat_and_needs_no_recursion():
+    index = _chain(20_000)  # far beyond Python's recursion limit
+    outline = Outline(index, Filter.ALL)
+    assert len(outline) == 20_000
+    assert {outline.prefix(r) for r in range(len(outline))} == {""}
+
+
+def test_forks_indent_and_nested_forks_stay_bounded():
+    index = TreeIndex()
+    index.add("root", None, "message", "user")
+    parent = "root"
+    for depth in range(60):  # 60 nested forks: the indentation is capped, not unbounded
+        index.add(f"a{depth}", parent, "message", "user")
+        index.add(f"b{depth}", parent, "message", "user")
+        parent = f"b{depth}"
+    outline = Outline(index, Filter.ALL)
+    assert len(outline) == 121
+    assert outline.prefix(1) == "├─ "
+    assert max(len(outline.prefix(r)) for r in range(len(outline))) <= 3 * 24 + 3
