@@ -73,8 +73,8 @@ def measure_open(path: str) -> dict:
 
 
 def measure_tui(path: str) -> dict:
-    from sessiontree import open_session
     from sessiontree.tui.app import SessionTreeApp
+    from sessiontree.tui.launch import open_for_browsing
     from sessiontree.tui.tree_view import SessionTreeView
 
     first_paint: list[float] = []
@@ -90,7 +90,8 @@ def measure_tui(path: str) -> dict:
 
     async def run() -> None:
         start = time.perf_counter()
-        app = SessionTreeApp(open_session(path, read_only=True), follow=False)
+        session, _ = open_for_browsing(path, read_only=True)  # exactly as `sessiontree FILE` opens it
+        app = SessionTreeApp(session, follow=False)
         async with app.run_test(size=(160, 50)) as pilot:
             while not first_paint:
                 await asyncio.sleep(0.001)

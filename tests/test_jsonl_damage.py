@@ -322,13 +322,27 @@ def test_external_append_is_followed(tmp_path):
         assert [e.id for e in s.get_entries()] == [a, "pi1", b]
 
 
-def test_invalid_utf8_inside_message_content_is_damage(tmp_path):
+@pytest.mark.parametrize("mapped", [False, True])
+def test_invalid_utf8_inside_message_content_is_damage(tmp_path, monkeypatch, mapped):
+    """The fast scan skips message text; the byte check (run at open, or later for the
+    browser, and always before a write) finds bad UTF-8 there and makes the file read-only."""
+    monkeypatch.setattr("sessiontree.storage.jsonl.MMAP_MIN", 0 if mapped else 1 << 40)
     bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
     path = write(tmp_path, line(HEADER), line(msg("a", None)), bad, line(msg("c", "a")))
     with open_session(path) as s:
         (d,) = s.diagnostics
-        assert d.line == 3 and "UTF-8" in d.message and s.read_only
-        assert [e.id for e in s.get_entries()] == ["a", "c"]
+        assert d.line == 3 and d.code == "invalid_utf8" and s.read_only
+        assert [e for e in s.tree.ids] == ["a", "b", "c"]  # the damaged line stays visible in the tree
+        with pytest.raises(SessionError) as err:
+            s.get_entry("b")
+        assert err.value.code == "invalid_entry"
+    with open_session(path, verify="later") as s:
+        assert s.diagnostics == [] and not s.read_only  # not checked yet
+        with pytest.raises(SessionError) as err:
+            s.append_message(U("x"))  # a write runs the check first
+        assert err.value.code == "read_only"
+        assert [d.code for d in s.diagnostics] == ["invalid_utf8"]
+    assert path.read_bytes().count(b"\n") == 4
 
 
 def test_out_of_range_float_reads_as_infinity(tmp_path):

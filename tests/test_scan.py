@@ -179,3 +179,67 @@ def test_bulk_feed_matches_one_by_one(entries):
     bulk.finish_load()
     single.finish_load()
     assert _state(bulk) == _state(single)
+
+
+def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
+    """Open-time indexing through mmap and through chunked reads, with tiny batches so that
+    batch edges fall everywhere, including next to blank and damaged lines."""
+    from helpers import A, U
+
+    from sessiontree import JsonlStorage, Session
+
+    path = tmp_path / "mixed.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(400):
+            s.append_message(U(f"question {n} é") if n % 3 else A(f"answer {n}"))
+            if n % 37 == 0:
+                s.move_to(s.tree.ids[n // 2], "detour" if n % 2 else None)
+            if n % 53 == 0:
+                s.append_label(s.tree.ids[n], f"mark {n}")
+            if n == 250:
+                s.append_compaction("sum", s.tree.ids[200], 10)
+    data = path.read_bytes().split(b"\n")
+    data.insert(100, b"")
+    data.insert(200, b"   ")
+    data.insert(300, b'{"broken": ')
+    path.write_bytes(b"\n".join(data))
+
+    def snapshot(mmap_min: int, batch: int, parallel_min: int = 1 << 40):
+        monkeypatch.setattr("sessiontree.storage.jsonl.MMAP_MIN", mmap_min)
+        monkeypatch.setattr("sessiontree.storage.jsonl.PARALLEL_MIN", parallel_min)
+        monkeypatch.setattr("sessiontree.storage.jsonl.BATCH_LINES", batch)
+        monkeypatch.setattr("sessiontree.storage.jsonl.CHUNK", 4096)
+        storage = JsonlStorage.open(path, read_only=True)
+        try:
+            return (
+                _state(storage.index),
+                list(storage._offsets),
+                list(storage._lengths),
+                list(storage._lines),
+                [(d.code, d.line) for d in storage.diagnostics],
+            )
+        finally:
+            storage.close()
+
+    reference = snapshot(1 << 40, 8192)
+    assert reference[4] == [("invalid_line", 301)]
+    assert snapshot(0, 7) == reference
+    assert snapshot(0, 8192) == reference
+    assert snapshot(1 << 40, 5) == reference
+    import os
+
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr("sessiontree.storage.jsonl.os.fork", lambda: forks.append(1) or real_fork())
+    assert snapshot(0, 7, parallel_min=0) == reference  # the forked helper does the second half
+    assert snapshot(0, 64, parallel_min=0) == reference
+    assert len(forks) == 2
+
+    def broken_child():  # a helper that dies at once: the parent redoes its half
+        pid = real_fork()
+        if pid == 0:
+            os._exit(3)
+        return pid
+
+    monkeypatch.setattr("sessiontree.storage.jsonl.os.fork", broken_child)
+    assert snapshot(0, 64, parallel_min=0) == reference

@@ -551,3 +551,15 @@ async def test_picker_lists_searches_and_opens(tmp_path, demo):
         await settle(app, pilot)
         assert app.session is not None and app.session.session_name == "Fix flaky date parsing in weather-cli"
         assert len(rows(app)) > 10
+
+
+async def test_damage_found_after_first_paint_turns_read_only(demo):
+    data = demo.read_bytes().replace(b"Found it.", b"Found it \xff.", 1)
+    demo.write_bytes(data)
+    app = make_app(demo)
+    assert not app.session.read_only  # the UTF-8 check runs after the first paint
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.session.read_only
+        assert "not valid UTF-8" in str(app.query_one("#banner").render())
+        assert any("⚠" in r and "unreadable" in r for r in rows(app))

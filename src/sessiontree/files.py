@@ -35,6 +35,7 @@ def open_session(
     session_id: str | None = None,
     durable: bool = False,
     progress: Progress | None = None,
+    verify: str = "now",
 ) -> Session:
     """Open a JSONL file, or a session in a SQLite database (`db.sqlite#<id>` or `session_id=`;
     with neither, the database's only/newest session)."""
@@ -48,7 +49,9 @@ def open_session(
                 raise SessionError("not_found", "the database holds no sessions", path=db)
             sid = sessions[0]["id"]
         return Session(SqliteStorage.open(db, sid, read_only=read_only, durable=durable))
-    return Session(JsonlStorage.open(target, read_only=read_only, durable=durable, progress=progress))
+    return Session(
+        JsonlStorage.open(target, read_only=read_only, durable=durable, progress=progress, verify=verify)
+    )
 
 
 def encode_cwd(cwd: str) -> str:

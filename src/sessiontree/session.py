@@ -148,6 +148,11 @@ class Session:
         """Pick up entries another process appended; returns how many arrived."""
         return self.storage.refresh()
 
+    def finish_verification(self) -> None:
+        """Run checks the storage deferred at open (see `open_session(verify="later")`);
+        afterwards `diagnostics` and `read_only` are final."""
+        self.storage.finish_verification()
+
     def close(self) -> None:
         self.storage.close()
 

@@ -50,6 +50,9 @@ class SessionStorage(ABC):
         """Pick up entries appended by other processes; returns how many were added."""
         return 0
 
+    def finish_verification(self) -> None:  # noqa: B027 - optional hook
+        """Complete any checks deferred at open (JSONL: the UTF-8 of message text)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook; memory storage holds nothing
         """Release locks and file handles. Idempotent."""
 
@@ -111,6 +114,7 @@ class SessionStorage(ABC):
     def append(self, entries: Sequence[Entry]) -> None:
         """Validate and persist `entries` (in one write where the backend allows)."""
         self.refresh()
+        self.finish_verification()
         self.check_writable()
         seen: set[str] = set()
         encoded = []

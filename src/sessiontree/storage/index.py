@@ -169,7 +169,7 @@ class TreeIndex:
                 self._orphans.setdefault(parent_id, []).append(i)
             else:
                 self.parent.append(p)
-                self._link(p, i)
+                self.link(p, i)
         waiting = self._orphans.pop(eid, None)
         if waiting:  # children that were written before their parent
             self._adopt(i, waiting, line)
@@ -225,9 +225,10 @@ class TreeIndex:
                 continue
             self.parent[child] = i
             self.roots.remove(child)
-            self._link(i, child)
+            self.link(i, child)
 
-    def _link(self, p: int, i: int) -> None:
+    def link(self, p: int, i: int) -> None:
+        """Append `i` to the children of `p` (oldest first)."""
         last = self.last_child[p]
         if last == NONE:
             self.first_child[p] = i

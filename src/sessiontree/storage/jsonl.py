@@ -14,13 +14,15 @@ appending to it stay valid). Any other damage is a diagnostic and makes the sess
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
+import sys
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
-from operator import add
+from operator import add, sub
 from typing import Any
 
 import msgspec
@@ -37,15 +39,20 @@ from .lock import WriterLock
 from .migrate import migrate_entries
 from .scan import (
     LineError,
+    RowType,
     add_dict,
     decode_all,
     decode_entry_dict,
     feed_rows,
     full_decode,
     index_line,
+    utf8_ok,
 )
 
 CHUNK = 8 << 20
+MMAP_MIN = 4 << 20  # files (or parts) at least this big are indexed through mmap at open
+PARALLEL_MIN = 48 << 20  # ...and from this size on, with a forked helper for the second half
+BATCH_LINES = 8192
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
 # every cached entry is a tree of Python objects the garbage collector walks in full collections.
 CACHE_BYTES = 16 << 20
@@ -79,6 +86,9 @@ class JsonlStorage(SessionStorage):
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()  # the browser decodes from worker threads too
         self.repairs: list[str] = []  # sidecar files written by tail repairs
+        self._verified = 0  # entries whose bytes finish_verification() has checked
+        self._verify_later = False
+        self._verify_lock = threading.Lock()
         self.version = 3
         if lock is None:
             self.read_only_reason = "opened read-only"
@@ -143,10 +153,13 @@ class JsonlStorage(SessionStorage):
         read_only: bool = False,
         durable: bool = False,
         progress: Progress | None = None,
+        verify: str = "now",
     ) -> JsonlStorage:
         """Open an existing session. Writers take the single-writer lock first (`locked` if
         another process holds it); readers never lock. `progress(done, total)` gets byte counts
-        while a large file is indexed."""
+        while a large file is indexed. `verify="later"` returns before the UTF-8 check of the
+        message text (`finish_verification`), which a browser runs after its first paint;
+        writes always wait for it."""
         path = os.fspath(path)
         if os.path.isdir(path):
             raise SessionError("invalid_argument", "is a directory, not a session file", path=path)
@@ -167,6 +180,7 @@ class JsonlStorage(SessionStorage):
                 lock.release()
                 lock = None
             storage = cls(path, fd, lock, durable)
+            storage._verify_later = verify == "later"
             try:
                 storage._open_scan(progress)
             except BaseException:
@@ -192,6 +206,8 @@ class JsonlStorage(SessionStorage):
             self._scan(at_open=True, progress=progress)
         self._index.finish_load(self.line_number)
         self._mark_damaged()
+        if not self._verify_later:
+            self.finish_verification()
 
     def _read_header(self) -> tuple[int, int]:
         """Parse the first non-blank line; returns (offset after it, its line number)."""
@@ -249,57 +265,12 @@ class JsonlStorage(SessionStorage):
         assert fd is not None
         size = os.fstat(fd).st_size
         before = len(self._index)
-        start = self._end  # offset of the first byte not yet consumed
-        want = CHUNK
-        line_no = self._next_line
+        if at_open and size - self._end >= MMAP_MIN:
+            start, line_no = self._scan_mapped(size, progress)
+        else:
+            start, line_no = self._scan_read(size, progress)
         index = self._index
         offsets, lengths, lines = self._offsets, self._lengths, self._lines
-        diags = self._diagnostics
-        while start < size:
-            # read from the first unconsumed byte: a partial line is read again next time
-            # instead of being glued to the next chunk (no extra copies of the data)
-            chunk = os.pread(fd, min(want, size - start), start)
-            if not chunk:
-                break
-            batch = chunk.split(b"\n")
-            rest = batch.pop()  # after the last newline: part of a line, or b""
-            if not batch:  # no newline: a line longer than the read, or the unterminated tail
-                if start + len(chunk) >= size:
-                    break
-                want *= 2
-                continue
-            want = CHUNK
-            off = start
-            rows = decode_all(batch)
-            if rows is not None:  # every line valid: index in bulk
-                sizes = list(map(len, batch))
-                starts = list(accumulate(map(add, sizes, repeat(1)), initial=off))
-                feed_rows(index, rows, line_no)
-                offsets.extend(starts[:-1])
-                lengths.extend(sizes)
-                lines.extend(range(line_no, line_no + len(batch)))
-                line_no += len(batch)
-            else:
-                for raw in batch:
-                    n = len(raw)
-                    if raw.startswith(b"{") or raw.strip():
-                        try:
-                            index_line(index, raw, line_no)
-                        except LineError as exc:
-                            diags.append(
-                                Diagnostic("error", "invalid_line", f"line {line_no} {exc.reason}", line_no)
-                            )
-                            off += n + 1
-                            line_no += 1
-                            continue
-                        offsets.append(off)
-                        lengths.append(n)
-                        lines.append(line_no)
-                    off += n + 1
-                    line_no += 1
-            start += len(chunk) - len(rest)
-            if progress is not None:
-                progress(start, size)
         carry_off = start
         carry = os.pread(fd, size - start, start) if start < size else b""
         self._end = carry_off
@@ -331,6 +302,134 @@ class JsonlStorage(SessionStorage):
         elif self._torn is not None and self._tail_state != "pending":
             self._torn = None  # the fragment was completed or overwritten; judged as a line now
         return len(self._index) - before
+
+    def _scan_read(self, size: int, progress: Progress | None) -> tuple[int, int]:
+        """Lines from `_end` by chunked reads (appends seen in follow mode, small files)."""
+        fd = self._fd
+        assert fd is not None
+        start = self._end  # offset of the first byte not yet consumed
+        want = CHUNK
+        line_no = self._next_line
+        while start < size:
+            # read from the first unconsumed byte: a partial line is read again next time
+            # instead of being glued to the next chunk (no extra copies of the data)
+            chunk = os.pread(fd, min(want, size - start), start)
+            if not chunk:
+                break
+            batch = chunk.split(b"\n")
+            rest = batch.pop()  # after the last newline: part of a line, or b""
+            if not batch:  # no newline: a line longer than the read, or the unterminated tail
+                if start + len(chunk) >= size:
+                    break
+                want *= 2
+                continue
+            want = CHUNK
+            sizes = list(map(len, batch))
+            starts = list(accumulate(map(add, sizes, repeat(1)), initial=start))
+            starts.pop()
+            self._index_batch(batch, starts, sizes, line_no)
+            line_no += len(batch)
+            start += len(chunk) - len(rest)
+            if progress is not None:
+                progress(start, size)
+        return start, line_no
+
+    def _scan_mapped(self, size: int, progress: Progress | None) -> tuple[int, int]:
+        """Lines from `_end` of a big file at open: mmap, find the line breaks, and decode
+        memoryview slices — no copy of the data is made. On Linux, with no other thread
+        running, a forked helper decodes the second half of a large file on the other core
+        meanwhile (`_HalfIndexer`). v3 files are append-only, so the mapped part cannot shrink
+        under us; the map is dropped before open returns."""
+        fd = self._fd
+        assert fd is not None
+        start = self._end
+        line_no = self._next_line
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                helper = _HalfIndexer.start(mapped, view, start, size)
+                stop = helper.first_byte if helper else size
+                for batch, starts, sizes in _line_batches(mapped, view, start, stop):
+                    self._index_batch(batch, starts, sizes, line_no)
+                    line_no += len(starts)
+                    start = starts[-1] + sizes[-1] + 1
+                    del batch
+                    if progress is not None:
+                        progress(start, size)
+                if helper is not None:
+                    start, line_no = helper.finish(self, start, line_no)
+                    if progress is not None:
+                        progress(start, size)
+            finally:
+                view.release()
+        return start, line_no
+
+    def _index_batch(
+        self, batch: Sequence[bytes | memoryview], starts: list[int], sizes: list[int], line_no: int
+    ) -> None:
+        """Index consecutive complete lines: in bulk when every line takes the fast path, else
+        one by one (blank lines skipped, damaged ones reported)."""
+        index = self._index
+        rows = decode_all(batch)
+        if rows is not None:
+            self._feed_decoded(rows, starts, sizes, line_no)
+            return
+        for raw, off, n in zip(batch, starts, sizes, strict=True):
+            raw = bytes(raw)
+            if raw.startswith(b"{") or raw.strip():
+                try:
+                    index_line(index, raw, line_no)
+                except LineError as exc:
+                    self._diagnostics.append(
+                        Diagnostic("error", "invalid_line", f"line {line_no} {exc.reason}", line_no)
+                    )
+                else:
+                    self._offsets.append(off)
+                    self._lengths.append(n)
+                    self._lines.append(line_no)
+            line_no += 1
+
+    def _feed_decoded(self, rows: list, starts: Sequence[int], sizes: Sequence[int], line_no: int) -> None:
+        feed_rows(self._index, rows, line_no)
+        self._offsets.extend(starts)
+        self._lengths.extend(sizes)
+        self._lines.extend(range(line_no, line_no + len(rows)))
+
+    # --- the byte check -----------------------------------------------------------------------
+
+    def finish_verification(self) -> None:
+        """Check the UTF-8 of every indexed line not checked yet (the fast scan skips over the
+        text of messages without looking at its encoding). A line with invalid bytes is
+        damage: a diagnostic, and the session becomes read-only. Idempotent and thread-safe;
+        writes call it first, so they never happen before a file is fully checked."""
+        with self._verify_lock:
+            fd = self._fd
+            done = self._verified
+            total = len(self._lengths)
+            if fd is None or done >= total or self._eager is not None:
+                return
+            offsets, lengths, lines = self._offsets, self._lengths, self._lines
+            k = done
+            while k < total:
+                first = offsets[k]
+                stop = min(total, k + BATCH_LINES)
+                block = os.pread(fd, offsets[stop - 1] + lengths[stop - 1] - first, first)
+                if not block.isascii():
+                    for j in range(k, stop):
+                        raw = block[offsets[j] - first : offsets[j] - first + lengths[j]]
+                        if not utf8_ok(raw):
+                            self._diagnostics.append(
+                                Diagnostic(
+                                    "error",
+                                    "invalid_utf8",
+                                    f"line {lines[j]} is not valid UTF-8 text",
+                                    lines[j],
+                                    self._index.ids[j],
+                                )
+                            )
+                k = stop
+            self._verified = total
+            self._mark_damaged()
 
     def refresh(self) -> int:
         """Index lines other processes appended since the last scan (live follow)."""
@@ -383,6 +482,8 @@ class JsonlStorage(SessionStorage):
             self._tail_len = 0
             self._tail_state = None
         added = self._scan(at_open=False)
+        if not self._verify_later:
+            self.finish_verification()
         self._mark_damaged()
         return added
 
@@ -457,8 +558,13 @@ class JsonlStorage(SessionStorage):
                     path=storage.path,
                 )
             header = storage.header.upgraded()
-            chunks = [orjson.dumps(header.to_dict()) + b"\n"]
-            chunks.extend(orjson.dumps(e.to_dict()) + b"\n" for e in storage.iter_entries())
+            try:
+                chunks = [orjson.dumps(header.to_dict()) + b"\n"]
+                chunks.extend(orjson.dumps(e.to_dict()) + b"\n" for e in storage.iter_entries())
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise SessionError(
+                    "invalid_session", f"an entry cannot be written back as JSON ({exc}); nothing changed"
+                ) from None
             return atomic_rewrite(storage.path, chunks)
         finally:
             storage.close()
@@ -656,3 +762,102 @@ def _existing_copy(base: str, fragment: bytes) -> str | None:
             if not os.path.lexists(name):
                 return None
     return None
+
+
+def _line_batches(mapped: mmap.mmap, view: memoryview, start: int, stop: int):
+    """(line views, starts, sizes) for the complete lines in [start, stop), BATCH_LINES at a
+    time."""
+    find = mapped.find
+    end = find(b"\n", start, stop)
+    while end >= 0:
+        starts: list[int] = []
+        ends: list[int] = []
+        while end >= 0 and len(starts) < BATCH_LINES:
+            starts.append(start)
+            ends.append(end)
+            start = end + 1
+            end = find(b"\n", start, stop)
+        yield list(map(view.__getitem__, map(slice, starts, ends))), starts, list(map(sub, ends, starts))
+
+
+_HALF = msgspec.msgpack.Decoder(tuple[int, int, list[tuple[bytes, bytes, list[RowType] | None]]])
+_HALF_ENCODE = msgspec.msgpack.Encoder()
+
+
+class _HalfIndexer:
+    """Decodes the second half of a big file in a forked child while the parent does the
+    first half: the two cores of a laptop, for the part of opening that is pure CPU.
+
+    The child sends back the decoded rows of each batch (msgpack, through an anonymous memory
+    file) and exits; the parent feeds them through the very same `_index_batch` path, in file
+    order. A batch the fast path refused is sent back empty and redone by the parent, which is
+    also what happens to the whole half if the child fails in any way.
+    """
+
+    def __init__(self, pid: int, memfd: int, first_byte: int, stop: int, mapped: mmap.mmap, view: memoryview):
+        self.pid, self.memfd, self.first_byte, self.stop = pid, memfd, first_byte, stop
+        self.mapped, self.view = mapped, view
+
+    @classmethod
+    def start(cls, mapped: mmap.mmap, view: memoryview, start: int, size: int) -> _HalfIndexer | None:
+        if size - start < PARALLEL_MIN or not _can_fork():
+            return None
+        middle = mapped.find(b"\n", start + (size - start) // 2, size)
+        last = mapped.rfind(b"\n", start, size)
+        if middle < 0 or middle >= last:
+            return None
+        first_byte = middle + 1
+        memfd = os.memfd_create("sessiontree-index", os.MFD_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child, which never returns
+            code = 1
+            try:
+                batches = []
+                for batch, starts, sizes in _line_batches(mapped, view, first_byte, last + 1):
+                    rows = decode_all(batch)
+                    batches.append((array("q", starts).tobytes(), array("q", sizes).tobytes(), rows))
+                    del batch
+                _write_all(memfd, _HALF_ENCODE.encode((first_byte, last + 1, batches)))
+                code = 0
+            finally:
+                os._exit(code)
+        return cls(pid, memfd, first_byte, last + 1, mapped, view)
+
+    def finish(self, storage: JsonlStorage, start: int, line_no: int) -> tuple[int, int]:
+        """Wait for the child and index its half; redo it here if the child did not deliver."""
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            data = b""
+            if os.waitstatus_to_exitcode(status) == 0:
+                size = os.fstat(self.memfd).st_size
+                data = os.pread(self.memfd, size, 0)
+        finally:
+            os.close(self.memfd)
+        try:
+            first, stop, batches = _HALF.decode(data) if data else (None, None, [])
+        except msgspec.DecodeError:
+            first, stop, batches = None, None, []
+        if first != start or stop != self.stop:
+            for batch, starts, sizes in _line_batches(self.mapped, self.view, start, self.stop):
+                storage._index_batch(batch, starts, sizes, line_no)
+                line_no += len(starts)
+                del batch
+            return self.stop, line_no
+        for raw_starts, raw_sizes, rows in batches:
+            starts = array("q")
+            starts.frombytes(raw_starts)
+            sizes = array("q")
+            sizes.frombytes(raw_sizes)
+            if rows is None:  # the fast path refused a line here: do this batch line by line
+                views = [self.view[a : a + n] for a, n in zip(starts, sizes, strict=True)]
+                storage._index_batch(views, list(starts), list(sizes), line_no)
+                del views
+            else:
+                storage._feed_decoded(rows, starts, sizes, line_no)
+            line_no += len(starts)
+        return self.stop, line_no
+
+
+def _can_fork() -> bool:
+    """Forking is safe only in a single-threaded process, and memfd is Linux's."""
+    return sys.platform.startswith("linux") and hasattr(os, "memfd_create") and threading.active_count() == 1

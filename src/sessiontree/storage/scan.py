@@ -13,6 +13,10 @@ agree on what is valid; `tests/test_scan.py` checks that with generated inputs.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter, ge
 from typing import Annotated, Any
 
 import msgspec
@@ -134,7 +138,7 @@ _ROW_TYPES = (
     _Leaf,
 )
 
-fast_decode = msgspec.json.Decoder(
+RowType = (
     _Message
     | _Thinking
     | _Model
@@ -146,7 +150,8 @@ fast_decode = msgspec.json.Decoder(
     | _Label
     | _SessionInfo
     | _Leaf
-).decode
+)
+fast_decode = msgspec.json.Decoder(RowType).decode
 
 full_decode = msgspec.json.Decoder(float_hook=float).decode
 """Untyped decode of one line, with the same parser as the fast path. Out-of-range floats
@@ -215,56 +220,84 @@ def add_dict(index: TreeIndex, data: dict[str, Any], line: int | None) -> int:
 _FAST_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
-def decode_all(lines: list[bytes]) -> list[_Row] | None:
+def decode_all(lines: Sequence[bytes | memoryview]) -> list[_Row] | None:
     """Fast-decode a batch of lines in one C-level pass; None if any of them needs the slow
-    path (blank, damaged, unknown type), in which case the caller goes line by line."""
+    path (blank, damaged, unknown type), in which case the caller goes line by line.
+
+    UTF-8 inside the fields the structs skip is not checked here (see `JsonlStorage` for the
+    byte check that covers it)."""
     try:
-        rows = list(map(fast_decode, lines))
+        return list(map(fast_decode, lines))
     except _FAST_ERRORS:
         return None
-    if not all(map(bytes.isascii, lines)) and not all(map(utf8_ok, lines)):
-        return None
-    return rows
+
+
+_ID = attrgetter("id")
+_PARENT = attrgetter("parentId")
+_ROLE = attrgetter("message.role")
 
 
 def feed_rows(index: TreeIndex, rows: list[_Row], first_line: int) -> None:
     """Index fast-decoded rows of consecutive lines.
 
-    The common case — a message whose parent is already indexed, with a fresh id and no orphan
-    waiting for it — is inlined here (it is >95% of real files and this loop is the open-time hot
-    path); every other row goes through `TreeIndex.add`. Both produce the same index, which
-    `tests/test_scan.py` checks on generated sessions.
+    Runs of messages — >95% of real files, and the open-time hot path — are indexed with
+    C-level bulk operations when they are the common case (fresh unique ids, parents already
+    indexed, nothing waiting for them); every other row goes through `TreeIndex.add` in file
+    order. Both produce the same index, which `tests/test_scan.py` checks on generated sessions.
     """
-    ids, pos, parent, kind, role = index.ids, index.pos, index.parent, index.kind, index.role
+    k = 0
+    n = len(rows)
+    while k < n:
+        j = k
+        while j < n and type(rows[j]) is _Message:
+            j += 1
+        if j > k:
+            _feed_messages(index, rows[k:j], first_line + k)
+        if j < n:
+            rows[j].feed(index, first_line + j)
+            j += 1
+        k = j
+
+
+def _feed_messages(index: TreeIndex, run: list[_Row], first_line: int) -> None:
+    pos, ids = index.pos, index.ids
+    n = len(run)
+    i0 = len(ids)
+    new_ids = list(map(_ID, run))
+    if index.missing_parents or len(set(new_ids)) != n or not pos.keys().isdisjoint(new_ids):
+        _feed_each(index, run, first_line)
+        return
+    pos.update(zip(new_ids, range(i0, i0 + n), strict=True))
+    parents = list(map(pos.get, map(_PARENT, run)))
+    if None in parents or any(map(ge, parents, range(i0, i0 + n))):  # roots, gaps, forward refs
+        for eid in new_ids:
+            del pos[eid]
+        _feed_each(index, run, first_line)
+        return
+    ids.extend(new_ids)
+    index.kind.extend(bytes((MESSAGE,)) * n)
+    index.role.extend(bytes(map(ROLE_CODES.get, map(_ROLE, run), repeat(OTHER_ROLE))))
+    index.parent.extend(parents)
+    blank = array("i", (NONE,)) * n
     first_child, last_child, next_sibling = index.first_child, index.last_child, index.next_sibling
-    orphans = index.missing_parents
-    roles = ROLE_CODES
-    line = first_line
-    for row in rows:
-        if type(row) is _Message and not orphans:
-            eid = row.id
-            p = pos.get(row.parentId) if row.parentId is not None else None
-            if p is not None and eid not in pos:
-                i = len(ids)
-                ids.append(eid)
-                pos[eid] = i
-                kind.append(MESSAGE)
-                role.append(roles.get(row.message.role, OTHER_ROLE))
-                parent.append(p)
-                first_child.append(NONE)
-                last_child.append(NONE)
-                next_sibling.append(NONE)
-                last = last_child[p]
-                if last == NONE:
-                    first_child[p] = i
-                else:
-                    next_sibling[last] = i
-                last_child[p] = i
-                index.leaf = i
-                line += 1
-                continue
-        row.feed(index, line)
-        line += 1
+    first_child.extend(blank)
+    last_child.extend(blank)
+    next_sibling.extend(blank)
+    if parents[1:] == list(range(i0, i0 + n - 1)):  # a chain: each row continues the previous
+        index.link(parents[0], i0)
+        chain = array("i", range(i0 + 1, i0 + n))
+        first_child[i0 : i0 + n - 1] = chain
+        last_child[i0 : i0 + n - 1] = chain
+    else:
+        link = index.link
+        for i, p in zip(range(i0, i0 + n), parents, strict=True):
+            link(p, i)
+    index.leaf = i0 + n - 1
+
+
+def _feed_each(index: TreeIndex, run: list[_Row], first_line: int) -> None:
+    for k, row in enumerate(run):
+        row.feed(index, first_line + k)
 
 
 def index_line(index: TreeIndex, raw: bytes, line: int | None) -> int:

@@ -153,6 +153,7 @@ class SessionTreeApp(App[None]):
         # take it out of the garbage collector's full passes, which otherwise walk it every time
         # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
         gc.freeze()
+        self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
         if self.follow:
             self.set_interval(0.5, self._poll)
         if self.note:
@@ -178,6 +179,26 @@ class SessionTreeApp(App[None]):
             self.query_one(SessionTreeView).remove()
         self.query_one("#main").mount(SessionTreeView(session, id="tree"), before=0)
         self.call_after_refresh(self._session_ready)
+
+    @work(thread=True, exclusive=True, group="verify")
+    def _verify(self) -> None:
+        """The checks left for after the first paint (the UTF-8 of message text)."""
+        session = self.session
+        if session is None:
+            return
+        before = session.read_only
+        session.finish_verification()
+        if session.read_only and not before:
+            deliver(self, self._damage_found)
+
+    def _damage_found(self) -> None:
+        self._update_header()
+        self.notify(
+            self.session.read_only_reason or "damage found",
+            title="Read-only",
+            severity="warning",
+            markup=False,
+        )
 
     # --- header -------------------------------------------------------------------------------
 

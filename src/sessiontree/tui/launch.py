@@ -24,15 +24,16 @@ def demo_copy() -> Path:
 
 def open_for_browsing(path: str | Path, *, read_only: bool) -> tuple[Session, str | None]:
     """Open writable when possible; a session locked by another writer opens read-only, with a
-    note saying why."""
+    note saying why. The UTF-8 check of message text is left for after the first paint
+    (`SessionTreeApp` runs it in a worker; writes wait for it anyway)."""
     if read_only:
-        return open_session(path, read_only=True), None
+        return open_session(path, read_only=True, verify="later"), None
     try:
-        return open_session(path), None
+        return open_session(path, verify="later"), None
     except SessionError as exc:
         if exc.code != "locked":
             raise
-        session = open_session(path, read_only=True)
+        session = open_session(path, read_only=True, verify="later")
         session.storage.read_only_reason = f"{exc.detail}. Opened read-only; moves are disabled"
         return session, session.storage.read_only_reason
 

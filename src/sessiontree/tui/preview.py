@@ -248,8 +248,7 @@ def wrap(text: str, width: int) -> list[str]:
             end = space if space > start and cell_len(text[start:space]) >= width // 2 else k
             out.append(text[start:end])
             start, space = end, -1
-            cells = cell_len(text[start : k + 1]) if start <= k else 0
-            k += 1
+            cells = cell_len(text[start:k])  # what is carried over; `ch` is looked at again
             continue
         cells += w
         if ch == " ":
