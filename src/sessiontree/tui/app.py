@@ -121,6 +121,7 @@ class SessionTreeApp(App[None]):
         self._back_cursor: int | None = None
         self._matches: list[int] = []
         self._follow_cost = 0.0
+        self._damage_told = False
         self._follow_wait = 0.0
 
     # --- layout -------------------------------------------------------------------------------
@@ -186,19 +187,18 @@ class SessionTreeApp(App[None]):
         session = self.session
         if session is None:
             return
-        before = session.read_only
         session.finish_verification()
-        if session.read_only and not before:
-            deliver(self, self._damage_found)
+        deliver(self, self._damage_found)
 
+    @on(SessionTreeView.Damaged)
     def _damage_found(self) -> None:
+        """Damage can surface after the first paint (the deferred UTF-8 check, an entry that
+        fails to decode): show the read-only banner as soon as it does, and say it once."""
         self._update_header()
-        self.notify(
-            self.session.read_only_reason or "damage found",
-            title="Read-only",
-            severity="warning",
-            markup=False,
-        )
+        session = self.session
+        if session is not None and session.read_only and not self._damage_told:
+            self._damage_told = True
+            self.notify(session.read_only_reason or "", title="Read-only", severity="warning", markup=False)
 
     # --- header -------------------------------------------------------------------------------
 

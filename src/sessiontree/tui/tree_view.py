@@ -85,6 +85,9 @@ class SessionTreeView(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
 
+    class Damaged(Message):
+        """A row's entry could not be decoded (the session just became read-only)."""
+
     class Highlighted(Message):
         """The cursor is on another entry (the preview follows it)."""
 
@@ -274,6 +277,7 @@ class SessionTreeView(ScrollView, can_focus=True):
             try:
                 entry = self.session.entry_at(i)
             except SessionError as exc:  # a line that cannot be decoded: say so, in the row
+                self.post_message(self.Damaged())
                 return ("unknown", "⚠", self.session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
             info = (
                 entry_kind(entry),
