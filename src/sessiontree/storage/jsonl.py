@@ -14,8 +14,10 @@ appending to it stay valid). Any other damage is a diagnostic and makes the sess
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
+import struct
 import sys
 import threading
 from array import array
@@ -56,7 +58,7 @@ BATCH_LINES = 8192
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
 # every cached entry is a tree of Python objects the garbage collector walks in full collections.
 CACHE_BYTES = 16 << 20
-CACHE_ENTRIES = 512
+CACHE_ENTRIES = 128
 
 Progress = Callable[[int, int], None]
 
@@ -354,6 +356,8 @@ class JsonlStorage(SessionStorage):
                     line_no += len(starts)
                     start = starts[-1] + sizes[-1] + 1
                     del batch
+                    if helper is not None:
+                        helper.drain()
                     if progress is not None:
                         progress(start, size)
                 if helper is not None:
@@ -780,81 +784,125 @@ def _line_batches(mapped: mmap.mmap, view: memoryview, start: int, stop: int):
         yield list(map(view.__getitem__, map(slice, starts, ends))), starts, list(map(sub, ends, starts))
 
 
-_HALF = msgspec.msgpack.Decoder(tuple[int, int, list[tuple[bytes, bytes, list[RowType] | None]]])
-_HALF_ENCODE = msgspec.msgpack.Encoder()
+_BATCH = msgspec.msgpack.Decoder(tuple[bytes, bytes, list[RowType] | None])
+_BATCH_ENCODE = msgspec.msgpack.Encoder()
+_FRAME = struct.Struct("<I")
+PARENT_SHARE = 0.4  # the parent also feeds every row into the index, so it takes less
 
 
 class _HalfIndexer:
-    """Decodes the second half of a big file in a forked child while the parent does the
-    first half: the two cores of a laptop, for the part of opening that is pure CPU.
+    """Decodes the tail part of a big file in a forked child while the parent indexes the head:
+    the second core, for the part of opening that is pure CPU.
 
-    The child sends back the decoded rows of each batch (msgpack, through an anonymous memory
-    file) and exits; the parent feeds them through the very same `_index_batch` path, in file
-    order. A batch the fast path refused is sent back empty and redone by the parent, which is
-    also what happens to the whole half if the child fails in any way.
+    The child streams the decoded rows of each batch through a pipe (length-prefixed msgpack
+    frames, an empty frame at the end) and the parent drains the pipe between its own batches,
+    then feeds the rows through the very same path as its own, in file order. A batch the fast
+    path refused comes back without rows and is redone line by line by the parent; if the child
+    fails in any way, the parent indexes whatever it did not deliver itself.
     """
 
-    def __init__(self, pid: int, memfd: int, first_byte: int, stop: int, mapped: mmap.mmap, view: memoryview):
-        self.pid, self.memfd, self.first_byte, self.stop = pid, memfd, first_byte, stop
+    def __init__(self, pid: int, fd: int, first_byte: int, stop: int, mapped: mmap.mmap, view: memoryview):
+        self.pid, self.fd, self.first_byte, self.stop = pid, fd, first_byte, stop
         self.mapped, self.view = mapped, view
+        self.buffer = bytearray()
+        self.eof = False
 
     @classmethod
     def start(cls, mapped: mmap.mmap, view: memoryview, start: int, size: int) -> _HalfIndexer | None:
         if size - start < PARALLEL_MIN or not _can_fork():
             return None
-        middle = mapped.find(b"\n", start + (size - start) // 2, size)
+        split = mapped.find(b"\n", start + int((size - start) * PARENT_SHARE), size)
         last = mapped.rfind(b"\n", start, size)
-        if middle < 0 or middle >= last:
+        if split < 0 or split >= last:
             return None
-        first_byte = middle + 1
-        memfd = os.memfd_create("sessiontree-index", os.MFD_CLOEXEC)
+        read_fd, write_fd = os.pipe()
+        with contextlib.suppress(OSError):  # a bigger pipe buffer where Linux allows it
+            fcntl.fcntl(write_fd, 1031, 1 << 20)  # F_SETPIPE_SZ
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child, which never returns
             code = 1
             try:
-                batches = []
-                for batch, starts, sizes in _line_batches(mapped, view, first_byte, last + 1):
+                os.close(read_fd)
+                for batch, starts, sizes in _line_batches(mapped, view, split + 1, last + 1):
                     rows = decode_all(batch)
-                    batches.append((array("q", starts).tobytes(), array("q", sizes).tobytes(), rows))
                     del batch
-                _write_all(memfd, _HALF_ENCODE.encode((first_byte, last + 1, batches)))
+                    frame = _BATCH_ENCODE.encode(
+                        (array("q", starts).tobytes(), array("q", sizes).tobytes(), rows)
+                    )
+                    _write_all(write_fd, _FRAME.pack(len(frame)) + frame)
+                _write_all(write_fd, _FRAME.pack(0))
                 code = 0
             finally:
                 os._exit(code)
-        return cls(pid, memfd, first_byte, last + 1, mapped, view)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        return cls(pid, read_fd, split + 1, last + 1, mapped, view)
+
+    def drain(self) -> None:
+        """Take what the child has written so far, without waiting (keeps it from blocking)."""
+        while not self.eof:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.eof = True
+            self.buffer += chunk
+
+    def _frames(self):
+        """Complete frames in arrival order, waiting for the child as needed; stops at the end
+        frame, or early if the child died without sending it."""
+        os.set_blocking(self.fd, True)
+        position = 0
+        while True:
+            if len(self.buffer) - position >= 4:
+                (length,) = _FRAME.unpack_from(self.buffer, position)
+                if length == 0:
+                    return
+                if len(self.buffer) - position - 4 >= length:
+                    yield bytes(self.buffer[position + 4 : position + 4 + length])
+                    position += 4 + length
+                    continue
+            if self.eof:
+                return  # the child stopped early: the caller indexes the rest itself
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                self.eof = True
+            del self.buffer[:position]
+            position = 0
+            self.buffer += chunk
 
     def finish(self, storage: JsonlStorage, start: int, line_no: int) -> tuple[int, int]:
-        """Wait for the child and index its half; redo it here if the child did not deliver."""
+        """Index the child's part (after the parent's): its rows as they arrive, then anything
+        it did not deliver."""
         try:
-            _, status = os.waitpid(self.pid, 0)
-            data = b""
-            if os.waitstatus_to_exitcode(status) == 0:
-                size = os.fstat(self.memfd).st_size
-                data = os.pread(self.memfd, size, 0)
+            if start == self.first_byte:
+                for frame in self._frames():
+                    try:
+                        raw_starts, raw_sizes, rows = _BATCH.decode(frame)
+                    except msgspec.DecodeError:
+                        break
+                    starts, sizes = array("q"), array("q")
+                    starts.frombytes(raw_starts)
+                    sizes.frombytes(raw_sizes)
+                    if not starts or starts[0] != start:
+                        break
+                    if rows is None:  # the fast path refused a line here: redo it line by line
+                        views = [self.view[a : a + n] for a, n in zip(starts, sizes, strict=True)]
+                        storage._index_batch(views, list(starts), list(sizes), line_no)
+                        del views
+                    else:
+                        storage._feed_decoded(rows, starts, sizes, line_no)
+                    line_no += len(starts)
+                    start = starts[-1] + sizes[-1] + 1
         finally:
-            os.close(self.memfd)
-        try:
-            first, stop, batches = _HALF.decode(data) if data else (None, None, [])
-        except msgspec.DecodeError:
-            first, stop, batches = None, None, []
-        if first != start or stop != self.stop:
-            for batch, starts, sizes in _line_batches(self.mapped, self.view, start, self.stop):
-                storage._index_batch(batch, starts, sizes, line_no)
-                line_no += len(starts)
-                del batch
-            return self.stop, line_no
-        for raw_starts, raw_sizes, rows in batches:
-            starts = array("q")
-            starts.frombytes(raw_starts)
-            sizes = array("q")
-            sizes.frombytes(raw_sizes)
-            if rows is None:  # the fast path refused a line here: do this batch line by line
-                views = [self.view[a : a + n] for a, n in zip(starts, sizes, strict=True)]
-                storage._index_batch(views, list(starts), list(sizes), line_no)
-                del views
-            else:
-                storage._feed_decoded(rows, starts, sizes, line_no)
+            os.close(self.fd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        for batch, starts, sizes in _line_batches(self.mapped, self.view, start, self.stop):
+            storage._index_batch(batch, starts, sizes, line_no)  # whatever the child left
             line_no += len(starts)
+            del batch
         return self.stop, line_no
 
 
