@@ -185,7 +185,6 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
     """Open-time indexing through mmap and through chunked reads, with tiny batches so that
     batch edges fall everywhere, including next to blank and damaged lines."""
     from helpers import A, U
-
     from sessiontree import JsonlStorage, Session
 
     path = tmp_path / "mixed.jsonl"
