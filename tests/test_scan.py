@@ -203,8 +203,9 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
     data.insert(300, b'{"broken": ')
     path.write_bytes(b"\n".join(data))
 
-    def snapshot(mmap_min: int, batch: int, parallel_min: int = 1 << 40):
+    def snapshot(mmap_min: int, batch: int, parallel_min: int = 1 << 40, window: int = 64 << 20):
         monkeypatch.setattr("sessiontree.storage.jsonl.MMAP_MIN", mmap_min)
+        monkeypatch.setattr("sessiontree.storage.jsonl.WINDOW", window)
         monkeypatch.setattr("sessiontree.storage.jsonl.PARALLEL_MIN", parallel_min)
         monkeypatch.setattr("sessiontree.storage.jsonl.BATCH_LINES", batch)
         monkeypatch.setattr("sessiontree.storage.jsonl.CHUNK", 4096)
@@ -225,6 +226,7 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
     assert snapshot(0, 7) == reference
     assert snapshot(0, 8192) == reference
     assert snapshot(1 << 40, 5) == reference
+    assert snapshot(0, 64, window=4096) == reference  # mmap windows that end mid-line
     import os
 
     forks = []
@@ -232,7 +234,8 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
     monkeypatch.setattr("sessiontree.storage.jsonl.os.fork", lambda: forks.append(1) or real_fork())
     assert snapshot(0, 7, parallel_min=0) == reference  # the forked helper does the second half
     assert snapshot(0, 64, parallel_min=0) == reference
-    assert len(forks) == 2
+    assert snapshot(0, 64, parallel_min=0, window=4096) == reference
+    assert len(forks) == 3
 
     def broken_child():  # a helper that dies at once: the parent redoes its half
         pid = real_fork()

@@ -54,6 +54,7 @@ from .scan import (
 CHUNK = 8 << 20
 MMAP_MIN = 4 << 20  # files (or parts) at least this big are indexed through mmap at open
 PARALLEL_MIN = 48 << 20  # ...and from this size on, with a forked helper for the second half
+WINDOW = 64 << 20  # bytes mapped at a time
 BATCH_LINES = 8192
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
 # every cached entry is a tree of Python objects the garbage collector walks in full collections.
@@ -337,35 +338,30 @@ class JsonlStorage(SessionStorage):
         return start, line_no
 
     def _scan_mapped(self, size: int, progress: Progress | None) -> tuple[int, int]:
-        """Lines from `_end` of a big file at open: mmap, find the line breaks, and decode
-        memoryview slices — no copy of the data is made. On Linux, with no other thread
-        running, a forked helper decodes the second half of a large file on the other core
-        meanwhile (`_HalfIndexer`). v3 files are append-only, so the mapped part cannot shrink
-        under us; the map is dropped before open returns."""
+        """Lines from `_end` of a big file at open, through a sliding mmap window: the line
+        breaks are found in place and memoryview slices are decoded, so the data is never
+        copied. On Linux, with no other thread running, a forked helper decodes the tail of a
+        large file on the other core meanwhile (`_HalfIndexer`). v3 files are append-only, so
+        the mapped part cannot shrink under us."""
         fd = self._fd
         assert fd is not None
         start = self._end
         line_no = self._next_line
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                helper = _HalfIndexer.start(mapped, view, start, size)
-                stop = helper.first_byte if helper else size
-                for batch, starts, sizes in _line_batches(mapped, view, start, stop):
-                    self._index_batch(batch, starts, sizes, line_no)
-                    line_no += len(starts)
-                    start = starts[-1] + sizes[-1] + 1
-                    del batch
-                    if helper is not None:
-                        helper.drain()
-                    if progress is not None:
-                        progress(start, size)
-                if helper is not None:
-                    start, line_no = helper.finish(self, start, line_no)
-                    if progress is not None:
-                        progress(start, size)
-            finally:
-                view.release()
+        helper = _HalfIndexer.start(fd, start, size)
+        stop = helper.first_byte if helper else size
+        for batch, starts, sizes in _line_batches(fd, start, stop):
+            self._index_batch(batch, starts, sizes, line_no)
+            line_no += len(starts)
+            start = starts[-1] + sizes[-1] + 1
+            del batch  # views into the window: they must be gone before it moves on
+            if helper is not None:
+                helper.drain()
+            if progress is not None:
+                progress(start, size)
+        if helper is not None:
+            start, line_no = helper.finish(self, start, line_no)
+            if progress is not None:
+                progress(start, size)
         return start, line_no
 
     def _index_batch(
@@ -768,20 +764,45 @@ def _existing_copy(base: str, fragment: bytes) -> str | None:
     return None
 
 
-def _line_batches(mapped: mmap.mmap, view: memoryview, start: int, stop: int):
+def _line_batches(fd: int, start: int, stop: int):
     """(line views, starts, sizes) for the complete lines in [start, stop), BATCH_LINES at a
-    time."""
-    find = mapped.find
-    end = find(b"\n", start, stop)
-    while end >= 0:
-        starts: list[int] = []
-        ends: list[int] = []
-        while end >= 0 and len(starts) < BATCH_LINES:
-            starts.append(start)
-            ends.append(end)
-            start = end + 1
-            end = find(b"\n", start, stop)
-        yield list(map(view.__getitem__, map(slice, starts, ends))), starts, list(map(sub, ends, starts))
+    time, read through an mmap window of WINDOW bytes that slides along the file, so only a
+    window's worth of the file is ever mapped. The caller drops each batch's views before
+    asking for the next batch."""
+    granularity = mmap.ALLOCATIONGRANULARITY
+    window = WINDOW
+    while start < stop:
+        base = start - start % granularity
+        length = min(stop - base, window)
+        mapped = mmap.mmap(fd, length, offset=base, access=mmap.ACCESS_READ)
+        view = memoryview(mapped)
+        find = mapped.find
+        position = start - base
+        end = find(b"\n", position, length)
+        if end < 0:
+            view.release()
+            if base + length >= stop:
+                return  # no complete line left
+            window *= 2  # a single line longer than the window
+            continue
+        window = WINDOW
+        while end >= 0:
+            starts: list[int] = []
+            ends: list[int] = []
+            while end >= 0 and len(starts) < BATCH_LINES:
+                starts.append(position)
+                ends.append(end)
+                position = end + 1
+                end = find(b"\n", position, length)
+            views = list(map(view.__getitem__, map(slice, starts, ends)))
+            sizes = list(map(sub, ends, starts))
+            if base:
+                starts = [base + k for k in starts]
+            yield views, starts, sizes
+            del views
+        view.release()
+        del mapped  # unmapped once the last view of it is gone
+        start = base + position
 
 
 _BATCH = msgspec.msgpack.Decoder(tuple[bytes, bytes, list[RowType] | None])
@@ -801,19 +822,18 @@ class _HalfIndexer:
     fails in any way, the parent indexes whatever it did not deliver itself.
     """
 
-    def __init__(self, pid: int, fd: int, first_byte: int, stop: int, mapped: mmap.mmap, view: memoryview):
-        self.pid, self.fd, self.first_byte, self.stop = pid, fd, first_byte, stop
-        self.mapped, self.view = mapped, view
+    def __init__(self, pid: int, pipe: int, first_byte: int, stop: int, fd: int) -> None:
+        self.pid, self.pipe, self.first_byte, self.stop, self.fd = pid, pipe, first_byte, stop, fd
         self.buffer = bytearray()
         self.eof = False
 
     @classmethod
-    def start(cls, mapped: mmap.mmap, view: memoryview, start: int, size: int) -> _HalfIndexer | None:
+    def start(cls, fd: int, start: int, size: int) -> _HalfIndexer | None:
         if size - start < PARALLEL_MIN or not _can_fork():
             return None
-        split = mapped.find(b"\n", start + int((size - start) * PARENT_SHARE), size)
-        last = mapped.rfind(b"\n", start, size)
-        if split < 0 or split >= last:
+        split = _find_newline(fd, start + int((size - start) * PARENT_SHARE), size)
+        last = _newline_before(fd, start, size)
+        if split < 0 or last < 0 or split >= last:
             return None
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(OSError):  # a bigger pipe buffer where Linux allows it
@@ -823,7 +843,7 @@ class _HalfIndexer:
             code = 1
             try:
                 os.close(read_fd)
-                for batch, starts, sizes in _line_batches(mapped, view, split + 1, last + 1):
+                for batch, starts, sizes in _line_batches(fd, split + 1, last + 1):
                     rows = decode_all(batch)
                     del batch
                     frame = _BATCH_ENCODE.encode(
@@ -836,13 +856,13 @@ class _HalfIndexer:
                 os._exit(code)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        return cls(pid, read_fd, split + 1, last + 1, mapped, view)
+        return cls(pid, read_fd, split + 1, last + 1, fd)
 
     def drain(self) -> None:
         """Take what the child has written so far, without waiting (keeps it from blocking)."""
         while not self.eof:
             try:
-                chunk = os.read(self.fd, 1 << 20)
+                chunk = os.read(self.pipe, 1 << 20)
             except BlockingIOError:
                 return
             if not chunk:
@@ -852,7 +872,7 @@ class _HalfIndexer:
     def _frames(self):
         """Complete frames in arrival order, waiting for the child as needed; stops at the end
         frame, or early if the child died without sending it."""
-        os.set_blocking(self.fd, True)
+        os.set_blocking(self.pipe, True)
         position = 0
         while True:
             if len(self.buffer) - position >= 4:
@@ -865,7 +885,7 @@ class _HalfIndexer:
                     continue
             if self.eof:
                 return  # the child stopped early: the caller indexes the rest itself
-            chunk = os.read(self.fd, 1 << 20)
+            chunk = os.read(self.pipe, 1 << 20)
             if not chunk:
                 self.eof = True
             del self.buffer[:position]
@@ -888,22 +908,33 @@ class _HalfIndexer:
                     if not starts or starts[0] != start:
                         break
                     if rows is None:  # the fast path refused a line here: redo it line by line
-                        views = [self.view[a : a + n] for a, n in zip(starts, sizes, strict=True)]
-                        storage._index_batch(views, list(starts), list(sizes), line_no)
-                        del views
+                        lines = [os.pread(self.fd, n, a) for a, n in zip(starts, sizes, strict=True)]
+                        storage._index_batch(lines, list(starts), list(sizes), line_no)
                     else:
                         storage._feed_decoded(rows, starts, sizes, line_no)
                     line_no += len(starts)
                     start = starts[-1] + sizes[-1] + 1
         finally:
-            os.close(self.fd)
+            os.close(self.pipe)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
-        for batch, starts, sizes in _line_batches(self.mapped, self.view, start, self.stop):
+        for batch, starts, sizes in _line_batches(self.fd, start, self.stop):
             storage._index_batch(batch, starts, sizes, line_no)  # whatever the child left
             line_no += len(starts)
             del batch
         return self.stop, line_no
+
+
+def _newline_before(fd: int, start: int, size: int) -> int:
+    """Offset of the last newline in [start, size), or -1."""
+    end = size
+    while end > start:
+        begin = max(start, end - (1 << 20))
+        k = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if k >= 0:
+            return begin + k
+        end = begin
+    return -1
 
 
 def _can_fork() -> bool:
