@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from sessiontree import open_session
-from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
 from sessiontree.tui.tree_view import SessionTreeView
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
@@ -28,7 +28,7 @@ Steps = Callable[[object], Awaitable[None]]
 
 
 async def settle(pilot) -> None:
-    await pilot.pause()
+    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 

@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 
 from sessiontree import open_session
-from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
 from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (120, 36)
@@ -34,7 +34,7 @@ def demo_app(tmp_path):
 
 
 async def _settle(pilot):
-    await pilot.pause()
+    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 

@@ -15,7 +15,7 @@ import pytest
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.outline import Filter
-from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
 from sessiontree.tui.launch import build_app, open_for_browsing
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
 from sessiontree.tui.picker import PickerScreen
@@ -53,7 +53,7 @@ def cursor_id(app) -> str:
 
 
 async def settle(app, pilot) -> None:
-    await pilot.pause()
+    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
     await app.workers.wait_for_complete()
     await pilot.pause()
 
@@ -361,11 +361,11 @@ async def test_preview_modes_and_expand(demo):
         await pilot.press("p")
         await settle(app, pilot)
         assert app.preview_mode is PreviewMode.CONTEXT
-        await put_cursor(app, pilot, "3a7c118b")  # a long pytest output
-        assert "more lines" in preview_text(app)
+        await put_cursor(app, pilot, "3a7c4df8")  # the compaction: its summary is cut
+        assert "3 more lines" in preview_text(app) and "Release 1.4.0" not in preview_text(app)
         await pilot.press("e")
         await settle(app, pilot)
-        assert "more lines" not in preview_text(app) and "1 failed, 13 passed" in preview_text(app)
+        assert "more lines" not in preview_text(app) and "2. Release 1.4.0" in preview_text(app)
 
 
 async def test_tab_focuses_preview(demo):
