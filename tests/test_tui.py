@@ -567,3 +567,37 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
         await settle(app, pilot)
         assert "UTF-8" in str(app.query_one("#banner").render())
         assert any("⚠" in r and "unreadable" in r for r in rows(app))
+
+
+async def test_open_another_session_and_quit(tmp_path, demo):
+    other = tmp_path / "other.jsonl"
+    with Session(JsonlStorage.create(other, cwd="/p")) as s:
+        s.append_message(U("the other session"))
+    app = build_app(str(demo))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickerScreen) and app.screen.directory == tmp_path
+        await pilot.press("slash", *"other", "enter", "enter")
+        await settle(app, pilot)
+        assert app.session.entry_count() == 1
+        assert any("the other session" in r for r in rows(app))
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0 or app.return_code is None
+    assert not app.is_running
+
+
+async def test_demo_launch_uses_a_private_copy():
+    app = build_app(None)
+    assert app.demo_dir is not None and app.demo_dir.exists()
+    bundled = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c137e"
+    assert resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes() == bundled
+    shutil.rmtree(app.demo_dir)

@@ -116,6 +116,7 @@ class SessionTreeApp(App[None]):
         self.picker_dir = picker_dir
         self.note = note
         self.opener = opener  # Path -> Session; used when another session is picked
+        self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
         self._preview_timer: Timer | None = None
         self._preview_target: RowTarget | None = None
         self._back_cursor: int | None = None
@@ -140,6 +141,8 @@ class SessionTreeApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
+        if self.follow:
+            self.set_interval(0.5, self._poll)
         if self.session is None:
             self.push_screen(PickerScreen(self.picker_dir or Path.cwd()), self._picked)
             return
@@ -155,12 +158,10 @@ class SessionTreeApp(App[None]):
         # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
         gc.freeze()
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
-        if self.follow:
-            self.set_interval(0.5, self._poll)
         if self.note:
             self.notify(self.note, title="sessiontree", markup=False, timeout=8)
 
-    def _picked(self, path: Path | None) -> None:
+    async def _picked(self, path: Path | None) -> None:
         if path is None:
             if self.session is None:
                 self.exit()
@@ -175,11 +176,13 @@ class SessionTreeApp(App[None]):
             return
         old = self.session
         self.session = session
+        self._matches, self._back_cursor, self._damage_told = [], None, False
         if old is not None:
+            self.workers.cancel_group(self, "preview")
+            await self.query_one(SessionTreeView).remove()
             old.close()
-            self.query_one(SessionTreeView).remove()
-        self.query_one("#main").mount(SessionTreeView(session, id="tree"), before=0)
-        self.call_after_refresh(self._session_ready)
+        await self.query_one("#main").mount(SessionTreeView(session, id="tree"), before=0)
+        self._session_ready()
 
     @work(thread=True, exclusive=True, group="verify")
     def _verify(self) -> None:

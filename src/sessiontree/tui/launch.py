@@ -55,20 +55,24 @@ def build_app(
     if pick or (path is not None and Path(path).is_dir()):
         directory = Path(path) if path else DEFAULT_SESSIONS_DIR
         return SessionTreeApp(None, summarizer=summarizer, follow=follow, picker_dir=directory, opener=opener)
+    demo_dir = None
     if path is None:
-        path = str(demo_copy())
-        note = f"This is a copy of the bundled demo session ({path}); moves are safe to try."
+        copy = demo_copy()
+        demo_dir, path = copy.parent, str(copy)
+        note = "This is a private copy of the bundled demo session: moves are safe to try."
     session, locked_note = open_for_browsing(path, read_only=read_only)
-    return SessionTreeApp(
-        session,
-        summarizer=summarizer,
-        follow=follow,
-        note=locked_note or note,
-        opener=opener,
+    app = SessionTreeApp(
+        session, summarizer=summarizer, follow=follow, note=locked_note or note, opener=opener
     )
+    app.demo_dir = demo_dir
+    return app
 
 
 def launch(path: str | None, **options) -> int:
     app = build_app(path, **options)
-    app.run()
+    try:
+        app.run()
+    finally:
+        if app.demo_dir is not None:  # the private demo copy goes away with the app
+            shutil.rmtree(app.demo_dir, ignore_errors=True)
     return 0
