@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -67,3 +70,22 @@ def _private_umask():
     old = os.umask(0o022)
     yield
     os.umask(old)
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """Local time = UTC, so rows that show times are the same on every machine."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def demo(tmp_path) -> Path:
+    """A private copy of the bundled demo session."""
+    target = tmp_path / "demo.jsonl"
+    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
+        shutil.copyfile(src, target)
+    return target

@@ -6,10 +6,6 @@ pytest-textual-snapshot 1.1 pins syrupy 4.8, which needs pytest < 9: the test ex
 
 from __future__ import annotations
 
-import shutil
-import time
-from importlib import resources
-
 import pytest
 
 from sessiontree import open_session
@@ -19,18 +15,12 @@ from sessiontree.tui.tree_view import SessionTreeView
 SIZE = (120, 36)
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @pytest.fixture
-def demo_app(tmp_path):
-    target = tmp_path / "demo.jsonl"
-    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
-        shutil.copyfile(src, target)
-    return SessionTreeApp(open_session(target), follow=False)
+def demo_app(demo):
+    return SessionTreeApp(open_session(demo), follow=False)
 
 
 async def _settle(pilot):

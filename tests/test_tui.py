@@ -25,18 +25,7 @@ from sessiontree.tui.tree_view import SessionTreeView
 SIZE = (150, 45)
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-
-
-@pytest.fixture
-def demo(tmp_path) -> Path:
-    target = tmp_path / "demo.jsonl"
-    with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
-        shutil.copyfile(src, target)
-    return target
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def lines(path: Path) -> list[dict]:

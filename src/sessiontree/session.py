@@ -241,7 +241,9 @@ class Session:
 
         `at` builds it as if the leaf were at that entry (the browser's preview). `projectors`
         are accepted for symmetry with `build_context`; they only affect messages."""
-        entries = select_context_entries(self.get_branch(at) if at is not None else self.get_branch())
+        return self._transform(select_context_entries(self.get_branch(at)), transforms)
+
+    def _transform(self, entries: list[Entry], transforms: Sequence[Transform]) -> list[Entry]:
         for transform in [*self._transforms, *transforms]:
             entries = list(transform(entries))
         return entries
@@ -267,8 +269,7 @@ class Session:
             entries = self.build_context_entries(transforms, at=at)
         else:
             entries, omitted = self._limited_context_entries(at, limit)
-            for transform in [*self._transforms, *transforms]:
-                entries = list(transform(entries))
+            entries = self._transform(entries, transforms)
         merged = {**self._projectors, **(projectors or {})}
         level, model, tools = derive_state(*self.storage.state_entries(at))
         return SessionContext(
