@@ -1,10 +1,12 @@
 """Indexing JSONL lines without materialising payloads.
 
 Fast path: msgspec decodes each line into a small tagged-union Struct that names only the fields
-the tree needs (id, parent, role, label target, ...). msgspec still validates the *whole* line as
-JSON and checks every field the validation rules of `model.entries.validate_entry` mention, but it
-skips over message content without building Python objects for it — about 7x less work than a
-full parse on real sessions (see README, "Why msgspec").
+the tree needs (id, parent, role, label target, ...). msgspec still checks the JSON syntax of the
+*whole* line and every field the rules of `model.entries.validate_entry` mention, but it skips
+over message content without building Python objects for it — about 7x less work than a full
+parse on real sessions (see README, "Why msgspec"). What skipping does not check — the UTF-8 of
+skipped strings, the range of skipped numbers — is covered by `JsonlStorage.finish_verification`
+and, for numbers, when the entry is decoded (reported as damage either way).
 
 Slow path: anything the fast path rejects (unknown entry types, damaged lines, v1/v2 entries) is
 decoded fully and judged by `validate_entry`, which also words the diagnostic. The two paths must
@@ -123,20 +125,6 @@ class _Leaf(_Row, tag="leaf"):
     def feed(self, index: TreeIndex, line: int | None) -> int:
         return index.add(self.id, self.parentId, "leaf", target_id=self.targetId, line=line)
 
-
-_ROW_TYPES = (
-    _Message,
-    _Thinking,
-    _Model,
-    _Tools,
-    _Compaction,
-    _BranchSummary,
-    _Custom,
-    _CustomMessage,
-    _Label,
-    _SessionInfo,
-    _Leaf,
-)
 
 RowType = (
     _Message
