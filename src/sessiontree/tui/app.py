@@ -11,6 +11,7 @@ import contextlib
 import gc
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +108,7 @@ class SessionTreeApp(App[None]):
         follow: bool = True,
         picker_dir: Path | None = None,
         note: str | None = None,
-        opener=None,
+        opener: Callable[[Path], Session] | None = None,
     ) -> None:
         super().__init__()
         self.session = session
@@ -121,7 +122,6 @@ class SessionTreeApp(App[None]):
         self._preview_target: RowTarget | None = None
         self._back_cursor: int | None = None
         self._matches: list[int] = []
-        self._follow_cost = 0.0
         self._damage_told = False
         self._follow_wait = 0.0
 
