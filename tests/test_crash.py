@@ -114,3 +114,22 @@ def test_durable_mode_fsyncs_every_append(tmp_path, monkeypatch, kind):
             assert len(calls) - before == 2
         else:
             assert s.storage._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_create_interrupted_before_the_link_leaves_no_file(tmp_path, monkeypatch):
+    """A session file appears only with its header: a writer killed while creating it used to
+    leave an empty file that no one could open."""
+    path = tmp_path / "new.jsonl"
+
+    def crash(src, dst):
+        raise OSError(errno.EIO, "simulated crash before the link")
+
+    monkeypatch.setattr("sessiontree.storage.jsonl.os.link", crash)
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.create(path, cwd="/p")
+    assert err.value.code == "storage"
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("fine"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl"]

@@ -134,3 +134,12 @@ def test_command_summarizer_failures(tmp_path):
         summarize_branch(branch, command=f"{sys.executable} -c 'import sys; sys.exit(3)'")
     with pytest.raises(SummarizerError, match="printed nothing"):
         summarize_branch(branch, command=f"{sys.executable} -c 'pass'")
+
+
+def test_collect_unknown_target_is_not_found():
+    from sessiontree import SessionError
+
+    s, _ = build()
+    with pytest.raises(SessionError) as err:
+        collect_branch(s, "ghost")
+    assert err.value.code == "not_found"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .model.errors import SessionError
-from .model.ids import iso_now
+from .model.ids import iso_now, new_session_id
 from .session import Session
 from .storage.jsonl import JsonlStorage, Progress
 from .storage.sqlite import SqliteStorage
@@ -77,8 +77,6 @@ def create_session(
 ) -> Session:
     """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`)."""
     if path is None:
-        from .model.ids import new_session_id
-
         session_id = session_id or new_session_id()
         base = Path(root) if root is not None else DEFAULT_SESSIONS_DIR
         path = base / encode_cwd(cwd) / session_file_name(iso_now(), session_id)

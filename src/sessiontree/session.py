@@ -198,7 +198,7 @@ class Session:
         if entry_id is None:
             positions = list(index.roots)
         else:
-            i = self._pos(entry_id)
+            i = self.position(entry_id)
             positions = list(index.children(i))
         return [self.storage.load_entry(k) for k in positions]
 
@@ -208,12 +208,12 @@ class Session:
         if from_id is None:
             return self.storage.active_branch()
         index = self.tree
-        return [self.storage.load_entry(k) for k in index.bounded_path(self._pos(from_id))]
+        return [self.storage.load_entry(k) for k in index.bounded_path(self.position(from_id))]
 
     def get_path(self, from_id: str | None = None) -> list[Entry]:
         """The full root path (no compaction bound) of `from_id` or the leaf."""
         index = self.tree
-        start = index.leaf if from_id is None else self._pos(from_id)
+        start = index.leaf if from_id is None else self.position(from_id)
         return [self.storage.load_entry(k) for k in index.path_to_root(start)]
 
     def get_label(self, entry_id: str) -> str | None:
@@ -222,7 +222,8 @@ class Session:
     def labels(self) -> dict[str, str]:
         return self.storage.labels()
 
-    def _pos(self, entry_id: str) -> int:
+    def position(self, entry_id: str) -> int:
+        """The position of `entry_id` in `tree` (file order); `not_found` if unknown."""
         i = self.tree.pos.get(entry_id)
         if i is None:
             raise SessionError("not_found", f"Entry {entry_id} not found")
@@ -283,7 +284,7 @@ class Session:
 
     def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int]:
         index = self.tree
-        start = index.leaf if at is None else self._pos(at)
+        start = index.leaf if at is None else self.position(at)
         path = index.bounded_path(start)
         chosen = select_indices(
             len(path),

@@ -128,12 +128,12 @@ def collect_branch(
     if old is None:
         return BranchToSummarize([], None)
     index = session.tree
-    old_pos = index.pos[old]
+    old_pos = session.position(old)
     old_path = index.path_to_root(old_pos)
     on_old = set(old_path)
     common = -1
     if target_id is not None:
-        for k in reversed(index.path_to_root(index.pos[target_id])):
+        for k in reversed(index.path_to_root(session.position(target_id))):
             if k in on_old:
                 common = k
                 break

@@ -122,26 +122,31 @@ class JsonlStorage(SessionStorage):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         lock = WriterLock(path + ".lock")
         lock.acquire(path)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            lock.release()
-            raise SessionError(
-                "invalid_argument", "a file already exists here; open it instead", path=path
-            ) from None
-        except OSError as exc:
-            lock.release()
-            raise SessionError("storage", f"cannot create the session file: {exc}", path=path) from None
+        # The header is written to a temp file that is then hard-linked into place: a crash at
+        # any point leaves either no file or a file with its header, never an empty one.
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.new-{os.getpid()}")
         line = orjson.dumps(header.to_dict()) + b"\n"
+        fd = -1
         try:
+            fd = os.open(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             _write_all(fd, line)
             if durable:
                 os.fsync(fd)
+            os.link(tmp, path)
+            if durable:
                 fsync_dir(path)
         except OSError as exc:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             lock.release()
-            raise SessionError("storage", f"cannot write the session header: {exc}", path=path) from None
+            if isinstance(exc, FileExistsError):
+                raise SessionError(
+                    "invalid_argument", "a file already exists here; open it instead", path=path
+                ) from None
+            raise SessionError("storage", f"cannot create the session file: {exc}", path=path) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         storage = cls(path, fd, lock, durable)
         storage.header = header
         storage._end = len(line)
