@@ -14,7 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sessiontree.crashtest import run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from harness.crashtest import run
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(

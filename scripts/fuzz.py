@@ -21,7 +21,9 @@ from importlib import resources
 from pathlib import Path
 
 from sessiontree import open_session
-from sessiontree.fuzzing import exercise, mutate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from harness.fuzzing import exercise, mutate
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = [

@@ -13,8 +13,8 @@ from .context import (
     estimate_context_tokens,
     estimate_tokens,
 )
-from .files import create_session, open_session
 from .model import Diagnostic, Entry, SessionError, SessionHeader
+from .opening import create_session, open_or_read_only, open_session, parse_address
 from .session import BranchSummary, Navigation, Session, SessionStats
 from .storage import JsonlStorage, MemoryStorage, SessionStorage, SqliteStorage
 
@@ -39,5 +39,7 @@ __all__ = [
     "create_session",
     "estimate_context_tokens",
     "estimate_tokens",
+    "open_or_read_only",
     "open_session",
+    "parse_address",
 ]

@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import open_session
 from .model.errors import SessionError
 from .model.messages import content_text
+from .opening import open_session
 from .storage.index import USER
 
 

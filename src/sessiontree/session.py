@@ -8,6 +8,7 @@ for every backend. Keep the three sets apart: `get_entries()` is the append log 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -71,6 +72,15 @@ class Navigation:
     editor_text: str | None = None  # text of a user/custom message the user may re-send
     summary_id: str | None = None
     moved: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeafMove:
+    """One recorded move of the leaf (a `leaf` entry): where the leaf was, where it went."""
+
+    entry_id: str  # the `leaf` entry itself
+    from_id: str | None  # its parent: the leaf before the move (None: the start)
+    to_id: str | None  # its target (None: before the first entry)
 
 
 @dataclass(slots=True)
@@ -138,6 +148,41 @@ class Session:
     @property
     def diagnostics(self) -> list[Diagnostic]:
         return self.storage.diagnostics
+
+    @property
+    def location(self) -> str:
+        """Where the session lives, for messages: a file path, or `db#id`."""
+        return self.storage.location or "<memory>"
+
+    @property
+    def format_version(self) -> int:
+        """The format version as stored (Pi's older JSONL files are v1/v2 until upgraded)."""
+        return self.storage.format_version
+
+    def check(self, *, decode: bool = False) -> list[Diagnostic]:
+        """Every problem known: the diagnostics found while reading, plus any difference between
+        what the storage keeps materialised and a fresh fold of its log (SQLite). With `decode`,
+        every entry is first decoded in full, so damage that indexing cannot see (a number out
+        of range, a line changed on disk since) is found and listed too."""
+        if decode:
+            for i in range(self.entry_count()):
+                # a line that fails is recorded by the storage as a diagnostic, listed below
+                with contextlib.suppress(SessionError):
+                    self.storage.load_entry(i)
+        problems = list(self.storage.diagnostics)
+        for difference in self.storage.verify_state():
+            problems.append(
+                Diagnostic(
+                    "error",
+                    "state_mismatch",
+                    f"the materialised state differs from the log: {difference}",
+                )
+            )
+        return problems
+
+    def line_number(self, entry_id: str) -> int | None:
+        """The physical line of an entry in its file (header = line 1); None without lines."""
+        return self.storage.line_number(entry_id)
 
     @property
     def tree(self) -> TreeIndex:
@@ -221,6 +266,20 @@ class Session:
 
     def labels(self) -> dict[str, str]:
         return self.storage.labels()
+
+    def leaf_moves(self) -> list[LeafMove]:
+        """Every recorded leaf move in file order (the navigation history). Built from the
+        index alone, without decoding entries; moves whose target was unknown are left out."""
+        tree = self.tree
+        ids, parent = tree.ids, tree.parent
+        return [
+            LeafMove(
+                ids[i],
+                ids[parent[i]] if parent[i] >= 0 else None,
+                ids[target] if target >= 0 else None,
+            )
+            for i, target in tree.leaf_targets.items()
+        ]
 
     def position(self, entry_id: str) -> int:
         """The position of `entry_id` in `tree` (file order); `not_found` if unknown."""
@@ -467,12 +526,17 @@ class Session:
     # --- statistics ---------------------------------------------------------------------------
 
     def stats(self) -> SessionStats:
-        """Counts over the whole append log, and usage summed as Pi H2b does (assistant messages,
-        compactions and branch summaries whose usage has all numeric components)."""
+        """Counts over the whole append log, and usage summed as Pi's `getSessionStats` does
+        (assistant messages, compactions and branch summaries whose usage has all numeric
+        components). Entries that cannot be decoded are left out of the counts."""
         types: Counter[str] = Counter()
         roles: Counter[str] = Counter()
         stats = SessionStats(entry_count=0, message_count=0)
-        for entry in self.storage.iter_entries():
+        for i in range(self.entry_count()):
+            try:
+                entry = self.storage.load_entry(i)
+            except SessionError:
+                continue  # an unreadable line: the storage lists it among its diagnostics
             stats.entry_count += 1
             types[entry.type] += 1
             usage = None
@@ -499,4 +563,4 @@ class Session:
         return stats
 
 
-__all__ = ["BranchSummary", "Navigation", "Session", "SessionStats"]
+__all__ = ["BranchSummary", "LeafMove", "Navigation", "Session", "SessionStats"]

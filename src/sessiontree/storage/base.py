@@ -53,6 +53,26 @@ class SessionStorage(ABC):
     def finish_verification(self) -> None:  # noqa: B027 - optional hook
         """Complete any checks deferred at open (JSONL: the UTF-8 of message text)."""
 
+    def verify_state(self) -> list[str]:
+        """Differences between what the storage keeps materialised (SQLite: leaf, labels, the
+        active branch as rows, ...) and a fresh fold of its log; empty when consistent. Storages
+        that materialise nothing have nothing to compare."""
+        return []
+
+    def line_number(self, entry_id: str) -> int | None:
+        """The physical line of an entry in its file (header = line 1); None where the storage
+        has no lines."""
+        return None
+
+    @property
+    def format_version(self) -> int:
+        """The session format version as stored (JSONL files may be Pi's older v1/v2)."""
+        return self.header.version
+
+    def mark_read_only(self, reason: str) -> None:
+        """Refuse every write from now on, saying `reason` (e.g. another writer holds the lock)."""
+        self.read_only_reason = reason
+
     def close(self) -> None:  # noqa: B027 - optional hook; memory storage holds nothing
         """Release locks and file handles. Idempotent."""
 

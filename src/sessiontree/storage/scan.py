@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, ge
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 
@@ -256,12 +256,14 @@ def _feed_messages(index: TreeIndex, run: list[_Row], first_line: int) -> None:
         _feed_each(index, run, first_line)
         return
     pos.update(zip(new_ids, range(i0, i0 + n), strict=True))
-    parents = list(map(pos.get, map(_PARENT, run)))
-    if None in parents or any(map(ge, parents, range(i0, i0 + n))):  # roots, gaps, forward refs
+    found = list(map(pos.get, map(_PARENT, run)))
+    if None in found or any(map(ge, found, range(i0, i0 + n))):  # type: ignore[arg-type]
+        # roots, gaps, forward references: the one-at-a-time path handles them
         for eid in new_ids:
             del pos[eid]
         _feed_each(index, run, first_line)
         return
+    parents = cast("list[int]", found)  # no None left
     ids.extend(new_ids)
     index.kind.extend(bytes((MESSAGE,)) * n)
     index.role.extend(bytes(map(ROLE_CODES.get, map(_ROLE, run), repeat(OTHER_ROLE))))

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -332,7 +332,7 @@ class SqliteStorage(SessionStorage):
             )
         return None if row is None else self._decode(row[0], f"entry {entry_id!r}")
 
-    def iter_entries(self):  # type: ignore[override]
+    def iter_entries(self) -> Iterator[Entry]:
         with self._mutex:
             rows = (
                 self._db()

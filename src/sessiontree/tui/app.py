@@ -12,7 +12,6 @@ import gc
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -30,9 +29,8 @@ from ..display import entry_preview, entry_summary, inert, one_line
 from ..model.errors import SessionError
 from ..outline import Filter
 from ..session import BranchSummary, Session
-from ..storage.index import LEAF
 from ..summarize import collect_branch, summarize_branch
-from . import CSS_DIR, deliver
+from . import deliver
 from .modals import HelpScreen, HistoryItem, HistoryScreen, SummaryChoice, SummaryPrompt, TextPrompt
 from .picker import PickerScreen
 from .preview import Line, PreviewMode, PreviewView, context_lines, llm_lines, raw_lines
@@ -62,18 +60,10 @@ Preview
 """
 
 
-@dataclass(slots=True)
-class _Move:
-    entry_id: str
-    from_id: str | None
-    to_id: str | None
-    timestamp: str
-
-
 class SessionTreeApp(App[None]):
     """`sessiontree FILE`."""
 
-    CSS_PATH = str(CSS_DIR / "app.tcss")
+    CSS_PATH = "app.tcss"  # next to this module; Textual resolves it relative to the class
     TITLE = "sessiontree"
 
     BINDINGS = [
@@ -88,7 +78,7 @@ class SessionTreeApp(App[None]):
         Binding("N", "next_match(-1)", "Previous match", show=False),
         Binding("m", "label", "Label"),
         Binding("r", "rename", "Rename"),
-        Binding("b", "back", "Back"),
+        Binding("b", "leaf_back", "Back"),
         Binding("H", "history", "History"),
         Binding("p", "preview_mode", "Preview"),
         Binding("e", "expand", "Expand", show=False),
@@ -149,10 +139,12 @@ class SessionTreeApp(App[None]):
         self._session_ready()
 
     def _session_ready(self) -> None:
+        session = self.session
+        assert session is not None
         self._update_header()
         tree = self.query_one(SessionTreeView)
         tree.focus()
-        tree.rebuild(keep=self.session.tree.leaf if self.session.tree.leaf >= 0 else 0)
+        tree.rebuild(keep=session.tree.leaf if session.tree.leaf >= 0 else 0)
         # Everything alive now (the widget tree, the session index) lives as long as the app:
         # take it out of the garbage collector's full passes, which otherwise walk it every time
         # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
@@ -400,34 +392,13 @@ class SessionTreeApp(App[None]):
             done,
         )
 
-    def _moves(self) -> list[_Move]:
-        session = self.session
-        assert session is not None
-        tree = session.tree
-        moves = []
-        for i in range(len(tree)):
-            if tree.kind[i] == LEAF:
-                target = tree.leaf_targets.get(i)
-                if target is None:
-                    continue
-                parent = tree.parent[i]
-                moves.append(
-                    _Move(
-                        tree.ids[i],
-                        tree.ids[parent] if parent >= 0 else None,
-                        tree.ids[target] if target >= 0 else None,
-                        session.entry_at(i).timestamp,
-                    )
-                )
-        return moves
-
-    def action_back(self) -> None:
+    def action_leaf_back(self) -> None:
         """Move the leaf to where it was before the most recent move; again for the one before."""
         if not self._writable():
             return
         session = self.session
         assert session is not None
-        moves = self._moves()
+        moves = session.leaf_moves()
         cursor = len(moves) - 1 if self._back_cursor is None else self._back_cursor
         if cursor < 0:
             self.notify("No earlier leaf is recorded in this session.", markup=False)
@@ -444,12 +415,13 @@ class SessionTreeApp(App[None]):
         if session is None:
             return
         items = []
-        for move in self._moves():
+        for move in session.leaf_moves():
             text = ""
             if move.to_id is not None:
                 entry = session.get_entry(move.to_id)
                 text = entry_summary(entry) if entry else ""
-            items.append(HistoryItem(move.entry_id, move.timestamp, move.from_id, move.to_id, text))
+            timestamp = session.require_entry(move.entry_id).timestamp
+            items.append(HistoryItem(move.entry_id, timestamp, move.from_id, move.to_id, text))
 
         def chosen(entry_id: str | None) -> None:
             if entry_id and session.tree.pos.get(entry_id) is not None:

@@ -7,8 +7,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from ..files import DEFAULT_SESSIONS_DIR, open_session
-from ..model.errors import SessionError
+from ..opening import DEFAULT_SESSIONS_DIR, open_or_read_only, open_session
 from ..session import Session
 
 
@@ -28,14 +27,8 @@ def open_for_browsing(path: str | Path, *, read_only: bool) -> tuple[Session, st
     (`SessionTreeApp` runs it in a worker; writes wait for it anyway)."""
     if read_only:
         return open_session(path, read_only=True, verify="later"), None
-    try:
-        return open_session(path, verify="later"), None
-    except SessionError as exc:
-        if exc.code != "locked":
-            raise
-        session = open_session(path, read_only=True, verify="later")
-        session.storage.read_only_reason = f"{exc.detail}. Opened read-only; moves are disabled"
-        return session, session.storage.read_only_reason
+    session = open_or_read_only(path, verify="later")
+    return session, session.read_only_reason
 
 
 def build_app(

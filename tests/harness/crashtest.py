@@ -11,7 +11,7 @@ file. The harness kills it with SIGKILL at a random moment, then reopens the ses
 - the tree is consistent: every parent exists, the leaf exists; for SQLite the materialised
   state equals a fold of the log and `PRAGMA integrity_check` passes.
 
-Used by tests/test_crash.py (a few dozen kills) and scripts/crashtest.py (a thousand or more).
+Used by tests/storage/test_crash.py (a few dozen kills) and scripts/crashtest.py (a thousand or more).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model.errors import SessionError
-from .session import Session
-from .storage.jsonl import JsonlStorage
-from .storage.sqlite import SqliteStorage
+from sessiontree.model.errors import SessionError
+from sessiontree.session import Session
+from sessiontree.storage.jsonl import JsonlStorage
+from sessiontree.storage.sqlite import SqliteStorage
 
 SESSION_ID = "crash-test"
 
@@ -75,6 +75,13 @@ def writer(
         else:
             session.append_message({"role": "user", "content": f"message {n}", "n": n})
         os.write(ack, (" ".join(session.tree.ids[before:]) + "\n").encode())
+
+
+def _harness_env() -> dict[str, str]:
+    """The environment of a writer subprocess: `harness` lives in tests/, not in the package."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": tests_dir + (os.pathsep + path if path else "")}
 
 
 def writer_main() -> None:
@@ -149,7 +156,7 @@ class Harness:
                 [
                     sys.executable,
                     "-c",
-                    "from sessiontree.crashtest import writer_main; writer_main()",
+                    "from harness.crashtest import writer_main; writer_main()",
                     self.backend,
                     str(self.path),
                     str(self.ack),
@@ -158,6 +165,7 @@ class Harness:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
+                env=_harness_env(),
             )
             if patient:
                 proc.stdout.readline()

@@ -14,9 +14,9 @@ import shutil
 
 import pytest
 
+from harness.crashtest import run
 from helpers import PI_FIXTURES, U
 from sessiontree import JsonlStorage, Session, SessionError, SqliteStorage, open_session
-from sessiontree.crashtest import run
 
 
 @pytest.mark.parametrize("backend", ["jsonl", "sqlite"])

@@ -15,9 +15,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.fuzzing import exercise, mutate
 from helpers import PI_FIXTURES
 from sessiontree import open_session
-from sessiontree.fuzzing import exercise, mutate
 
 DEMO = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
 SMALL_V1 = b"\n".join(PI_FIXTURES.joinpath("large-session.jsonl").read_bytes().split(b"\n")[:60]) + b"\n"

@@ -1,5 +1,5 @@
 """Hostile-input generation and the "open and use everything" check, shared by the hypothesis
-tests (tests/test_fuzz.py) and the long-running fuzzer (scripts/fuzz.py).
+tests (tests/storage/test_fuzz.py) and the long-running fuzzer (scripts/fuzz.py).
 
 The contract under test: whatever bytes a session file holds, opening it and using the result
 produces a session (possibly read-only, with diagnostics) or a `SessionError` — never another
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import orjson
 
-from .model.errors import SessionError
+from sessiontree.model.errors import SessionError
 
 VALUES: list[object] = [
     None,
@@ -108,9 +108,9 @@ def mutate(base: bytes, rng: random.Random) -> bytes:
 def exercise(path: str, open_session: Callable, *, writable: bool = False) -> str:
     """Open `path` and use every read path the CLI and browser use. Returns "opened",
     "refused" (a SessionError at open) or "refused-later"; any other exception propagates."""
-    from .display import entry_preview, pretty_json
-    from .outline import Filter, Outline
-    from .summarize import collect_branch, transcript
+    from sessiontree.display import entry_preview, pretty_json
+    from sessiontree.outline import Filter, Outline
+    from sessiontree.summarize import collect_branch, transcript
 
     try:
         session = open_session(path, read_only=not writable)

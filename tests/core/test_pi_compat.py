@@ -17,7 +17,7 @@ import pytest
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 PI_PACKAGE = BENCH / "node_modules" / "@mariozechner" / "pi-coding-agent"
 
 pytestmark = pytest.mark.skipif(

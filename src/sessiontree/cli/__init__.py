@@ -1,0 +1,52 @@
+"""Command line: the browser by default, plus scriptable subcommands.
+
+    sessiontree                      open the bundled demo session in the browser
+    sessiontree ADDRESS              browse a session (file.jsonl, db.sqlite[#id])
+    sessiontree DIR                  pick a session from a directory (default ~/.pi/agent/sessions)
+    sessiontree COMMAND ...          see COMMANDS below; `sessiontree COMMAND --help`
+
+One module per group of commands; each has `register(subparsers)`. Commands open sessions
+through `sessiontree.opening` and work on `Session`; they never build a storage themselves.
+Text output goes through `output.out`, which makes session text inert; `--json` stays exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..model.errors import SessionError
+from . import browse, inspect, write
+from .output import err
+
+GROUPS = (inspect, write)
+COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sessiontree", description="Tree-shaped LLM sessions.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in COMMANDS:
+            args = command_parser().parse_args(argv)
+            return int(args.func(args))
+        args = browse.parser(COMMANDS).parse_args(argv)
+        return browse.run(args)
+    except SessionError as exc:
+        err(f"sessiontree: {exc} [{exc.code}]")
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+__all__ = ["COMMANDS", "main"]

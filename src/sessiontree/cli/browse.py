@@ -1,0 +1,51 @@
+"""`sessiontree [ADDRESS|DIR]`: the browser. Textual is imported only when it starts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from .. import __version__
+from ..opening import DEFAULT_SESSIONS_DIR
+
+SUMMARIZER_ENV = "SESSIONTREE_SUMMARIZER"
+
+
+def parser(commands: Sequence[str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sessiontree",
+        description="Browse a session tree. Subcommands: " + ", ".join(commands) + ".",
+        epilog="Run `sessiontree COMMAND --help` for a subcommand.",
+    )
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="a session file, a SQLite db (db.sqlite#id), or a directory"
+        f" (default: the bundled demo; Pi keeps sessions in {DEFAULT_SESSIONS_DIR})",
+    )
+    p.add_argument("--read-only", action="store_true", help="never write to the session")
+    p.add_argument(
+        "--summarizer",
+        metavar="CMD",
+        default=os.environ.get(SUMMARIZER_ENV),
+        help=f"command that reads a transcript on stdin and prints a summary (env {SUMMARIZER_ENV})",
+    )
+    p.add_argument("--no-follow", action="store_true", help="do not watch the file for new entries")
+    p.add_argument(
+        "--pick", action="store_true", help=f"choose a session from PATH or {DEFAULT_SESSIONS_DIR}"
+    )
+    p.add_argument("--version", action="version", version=f"sessiontree {__version__}")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tui.launch import launch
+
+    return launch(
+        args.path,
+        read_only=args.read_only,
+        summarizer=args.summarizer,
+        follow=not args.no_follow,
+        pick=args.pick,
+    )

@@ -1,0 +1,135 @@
+"""Reading commands: `context`, `tree`, `check`. They open sessions read-only."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..display import entry_glyph, entry_preview, short_time
+from ..model.errors import SessionError
+from ..model.messages import format_tool_call, message_text, tool_calls
+from ..opening import open_session
+from ..outline import Filter, Outline, render_plain
+from .output import json_out, out
+
+COMMANDS = ("context", "tree", "check")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("context", help="print what the model sees at the leaf (or at --at ID)")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
+    p.add_argument("--at", metavar="ID", help="as if the leaf were at this entry")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="AgentMessages and derived state as JSON")
+    fmt.add_argument("--llm", action="store_true", help="the convert_to_llm form as JSON")
+    p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("tree", help="print the whole tree")
+    p.add_argument("file")
+    p.add_argument(
+        "--filter",
+        dest="filter_value",
+        default="everything",
+        choices=[f.value for f in Filter],
+        help="which entries to show (default: everything)",
+    )
+    p.add_argument("--width", type=int, default=100, help="preview width")
+    p.set_defaults(func=cmd_tree)
+
+    p = sub.add_parser("check", help="report damage; exit status 1 if any")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_check)
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    with open_session(args.file, read_only=True) as session:
+        context = session.build_context(at=args.at)
+        leaf = args.at or session.leaf_id
+        if args.llm:
+            json_out(context.to_llm())
+            return 0
+        if args.json:
+            json_out(
+                {
+                    "leafId": leaf,
+                    "thinkingLevel": context.thinking_level,
+                    "model": None
+                    if context.model is None
+                    else {"provider": context.model.provider, "modelId": context.model.model_id},
+                    "activeToolNames": context.active_tool_names,
+                    "tokens": context.tokens,
+                    "messages": context.messages,
+                }
+            )
+            return 0
+        tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
+        out(
+            f"leaf {leaf or '(none)'} · {len(context.messages)} messages · ~{context.tokens} tokens"
+            f" · model {context.model or '(none)'} · thinking {context.thinking_level} · tools {tools}"
+        )
+        for msg in context.messages:
+            role = msg.get("role", "?")
+            out(f"\n── {role} " + "─" * max(0, 60 - len(str(role))))
+            out(_message_body(msg))
+        return 0
+
+
+def _message_body(msg: dict[str, Any]) -> str:
+    text = message_text(msg)
+    if msg.get("role") == "assistant":
+        calls = [format_tool_call(c, max_args=400) for c in tool_calls(msg)]
+        if calls:
+            text = "\n".join([text, *("→ " + c for c in calls)]).strip()
+    elif msg.get("role") == "bashExecution":
+        text = f"$ {msg.get('command', '')}\n{msg.get('output', '')}"
+    return text
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    with open_session(args.file, read_only=True) as session:
+        index = session.tree
+        labels = session.labels()
+        outline = Outline(index, Filter(args.filter_value), labels)
+        leaf = index.leaf
+        width = max(40, args.width)
+
+        def describe(i: int) -> str:
+            entry = session.entry_at(i)
+            label = labels.get(entry.id)
+            tag = f" [{label}]" if label else ""
+            active = "  ← active" if i == leaf else ""
+            text = entry_preview(entry, width)
+            return f"{entry_glyph(entry)} {entry.id} {short_time(entry.timestamp)}{tag} {text}{active}"
+
+        for line in render_plain(outline, describe):
+            out(line)
+        return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Diagnostics; exit 1 on damage (errors), 0 otherwise."""
+    try:
+        session = open_session(args.file, read_only=True)
+    except SessionError as exc:
+        if exc.code != "invalid_session":
+            raise  # not found, unreadable: the check could not run (exit 2)
+        out(f"error: {exc} [{exc.code}]")
+        out("damaged")
+        return 1
+    with session:
+        location = session.location
+        problems = session.check(decode=True)
+        errors = 0
+        for d in problems:
+            errors += d.severity == "error"
+            out(d.format(location))
+        stats = session.stats()
+        version = session.format_version
+        out(
+            f"{location}: format v{version}, {stats.entry_count} entries, {stats.message_count}"
+            f" messages, {stats.fork_count} forks, leaf {session.leaf_id or '(none)'}"
+        )
+        if version < 3:
+            out(f"note: run `sessiontree upgrade {args.file}` to convert it to v3 (a backup is kept)")
+        out("damaged" if errors else "ok")
+        return 1 if errors else 0

@@ -1,0 +1,44 @@
+"""Writing commands: `move` (append a leaf entry) and `upgrade` (v1/v2 → v3)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..opening import open_session, upgrade_session
+from .output import out
+
+COMMANDS = ("move", "upgrade")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("move", help="move the leaf (writes a leaf entry, optionally a summary)")
+    p.add_argument("file")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("id", nargs="?", help="target entry id")
+    target.add_argument("--start", action="store_true", help="move before the first entry (empty context)")
+    p.add_argument("--summary", help="branch summary of the branch being left")
+    p.set_defaults(func=cmd_move)
+
+    p = sub.add_parser("upgrade", help="rewrite a v1/v2 file as v3 (atomic, keeps a .bak)")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_upgrade)
+
+
+def cmd_move(args: argparse.Namespace) -> int:
+    with open_session(args.file) as session:
+        target = None if args.start else args.id
+        if target in ("root", "none") and session.get_entry(target) is None:
+            target = None  # the old spelling of --start, kept where no entry has that id
+        new_leaf = session.move_to(target, args.summary)
+        out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
+        return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    backup = upgrade_session(args.file)
+    if backup is None:
+        out(f"{args.file} is already version 3; nothing to do")
+    else:
+        out(f"upgraded {args.file} to version 3; the original is kept as {backup}")
+    return 0

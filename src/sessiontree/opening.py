@@ -1,0 +1,148 @@
+"""The front door: session addresses, opening and creating sessions, Pi's directory layout.
+
+The CLI and the browser open sessions only through this module and then talk to `Session`;
+neither constructs a storage itself. An *address* names one session:
+
+- `path/to/file.jsonl`: a Pi session file;
+- `path/to/db.sqlite#SESSION_ID` (also `.db`, `.sqlite3`): one session of a SQLite database;
+  without `#SESSION_ID`, the database's newest session.
+
+Session ids may themselves contain `#`: an address is split at the first `#` after the
+database path, never at a later one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .model.errors import SessionError
+from .model.ids import iso_now, new_session_id
+from .session import Session
+from .storage.jsonl import JsonlStorage, Progress
+from .storage.sqlite import SqliteStorage
+
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+DEFAULT_SESSIONS_DIR = Path.home() / ".pi" / "agent" / "sessions"
+
+StoreKind = Literal["jsonl", "sqlite"]
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where one session lives: the store kind, its location (a path), and for stores that hold
+    many sessions, which one (None: the newest)."""
+
+    kind: StoreKind
+    location: str
+    session_id: str | None = None
+
+    def __str__(self) -> str:
+        return self.location if self.session_id is None else f"{self.location}#{self.session_id}"
+
+
+def parse_address(target: str | os.PathLike[str]) -> Address:
+    """Read an address (see the module docstring). A path that exists as written wins over any
+    reading of a `#` in it, so a file named `a#b.jsonl` still opens."""
+    text = os.fspath(target)
+    if os.path.lexists(text):
+        return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) else "jsonl", text)
+    for suffix in SQLITE_SUFFIXES:
+        cut = text.find(suffix + "#")
+        if cut >= 0:
+            location = text[: cut + len(suffix)]
+            return Address("sqlite", location, text[cut + len(suffix) + 1 :] or None)
+    if text.endswith(SQLITE_SUFFIXES):
+        return Address("sqlite", text)
+    return Address("jsonl", text)
+
+
+def open_session(
+    target: str | os.PathLike[str] | Address,
+    *,
+    read_only: bool = False,
+    session_id: str | None = None,
+    durable: bool = False,
+    progress: Progress | None = None,
+    verify: str = "now",
+) -> Session:
+    """Open the session at an address (`file.jsonl`, `db.sqlite#<id>`; `session_id=` overrides
+    the address's id). Writers take the single-writer lock; `locked` if another process holds
+    it (see `open_or_read_only` for the browser's fallback)."""
+    address = target if isinstance(target, Address) else parse_address(target)
+    if address.kind == "sqlite":
+        db = address.location
+        sid = session_id or address.session_id
+        if sid is None:
+            sessions = SqliteStorage.list_sessions(db)
+            if not sessions:
+                raise SessionError("not_found", "the database holds no sessions", path=db)
+            sid = sessions[0]["id"]
+        return Session(SqliteStorage.open(db, sid, read_only=read_only, durable=durable))
+    return Session(
+        JsonlStorage.open(
+            address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
+        )
+    )
+
+
+def open_or_read_only(
+    target: str | os.PathLike[str] | Address, *, progress: Progress | None = None, verify: str = "now"
+) -> Session:
+    """Open for writing when possible; when another process holds the writer lock, open
+    read-only instead, with `read_only_reason` naming the holder. Other errors are raised."""
+    try:
+        return open_session(target, progress=progress, verify=verify)
+    except SessionError as exc:
+        if exc.code != "locked":
+            raise
+        session = open_session(target, read_only=True, progress=progress, verify=verify)
+        session.storage.mark_read_only(f"{exc.detail}. Opened read-only; moves are disabled")
+        return session
+
+
+def upgrade_session(target: str | os.PathLike[str]) -> str | None:
+    """Rewrite a v1/v2 session file as v3 atomically, keeping the original as `<file>.bak`.
+    Returns the backup's path, or None when the file already is v3."""
+    address = parse_address(target)
+    if address.kind != "jsonl":
+        raise SessionError(
+            "invalid_argument", "only JSONL session files have older formats", path=str(address)
+        )
+    return JsonlStorage.upgrade(address.location)
+
+
+def encode_cwd(cwd: str) -> str:
+    """Pi's directory name for a working directory: strip one leading separator, replace
+    `/`, `\\` and `:` with `-`, wrap in `--`."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    for ch in "/\\:":
+        trimmed = trimmed.replace(ch, "-")
+    return f"--{trimmed}--"
+
+
+def session_file_name(timestamp: str, session_id: str) -> str:
+    return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
+
+
+def create_session(
+    cwd: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str] | None = None,
+    session_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    parent_session: str | None = None,
+) -> Session:
+    """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`)."""
+    if path is None:
+        session_id = session_id or new_session_id()
+        base = Path(root) if root is not None else DEFAULT_SESSIONS_DIR
+        path = base / encode_cwd(cwd) / session_file_name(iso_now(), session_id)
+    return Session(
+        JsonlStorage.create(
+            path, cwd=cwd, session_id=session_id, metadata=metadata, parent_session=parent_session
+        )
+    )
