@@ -1,0 +1,68 @@
+"""The front door: addresses, read-only-if-locked, upgrade through the opening API."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import PI_FIXTURES, U
+from sessiontree import Session, SessionError, SqliteStorage, open_session
+from sessiontree.opening import Address, create_session, open_or_read_only, parse_address, upgrade_session
+
+
+def test_plain_paths_are_jsonl(tmp_path: Path):
+    assert parse_address("a/b.jsonl") == Address("jsonl", "a/b.jsonl")
+    assert parse_address(tmp_path / "x.jsonl").kind == "jsonl"
+
+
+def test_sqlite_addresses_split_at_the_first_hash_after_the_database():
+    assert parse_address("db.sqlite#abc") == Address("sqlite", "db.sqlite", "abc")
+    assert parse_address("dir/x.db#a#b") == Address("sqlite", "dir/x.db", "a#b")
+    assert parse_address("x.sqlite3") == Address("sqlite", "x.sqlite3")
+    assert parse_address("x.sqlite#") == Address("sqlite", "x.sqlite")
+    assert str(Address("sqlite", "x.db", "a#b")) == "x.db#a#b"
+
+
+def test_an_existing_path_wins_over_a_hash_in_it(tmp_path: Path):
+    odd = tmp_path / "a.db#b.jsonl"
+    create_session("/p", path=odd).close()
+    assert parse_address(str(odd)) == Address("jsonl", str(odd))
+    with open_session(str(odd)) as s:
+        assert s.entry_count() == 0
+
+
+def test_session_ids_with_a_hash_open_by_address(tmp_path: Path):
+    db = tmp_path / "s.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/p", session_id="team#42")) as s:
+        s.append_message(U("hello"))
+    with open_session(f"{db}#team#42", read_only=True) as s:
+        assert s.session_id == "team#42" and s.entry_count() == 1
+
+
+def test_locked_session_opens_read_only_with_the_holder_named(tmp_path: Path):
+    path = tmp_path / "s.jsonl"
+    with create_session("/p", path=path) as writer:
+        writer.append_message(U("hi"))
+        with pytest.raises(SessionError) as refused:
+            open_session(path)
+        assert refused.value.code == "locked"
+        with open_or_read_only(path) as reader:
+            assert reader.read_only and "pid" in (reader.read_only_reason or "")
+            with pytest.raises(SessionError):
+                reader.append_message(U("nope"))
+
+
+def test_upgrade_through_the_front_door(tmp_path: Path):
+    path = tmp_path / "old.jsonl"
+    shutil.copy(PI_FIXTURES / "large-session.jsonl", path)
+    with open_session(path, read_only=True) as s:
+        assert s.format_version < 3
+    backup = upgrade_session(path)
+    assert backup is not None and Path(backup).exists()
+    with open_session(path, read_only=True) as s:
+        assert s.format_version == 3
+    assert upgrade_session(path) is None
+    with pytest.raises(SessionError):
+        upgrade_session(tmp_path / "x.sqlite#id")
