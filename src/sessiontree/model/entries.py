@@ -211,7 +211,9 @@ class LabelEntry(Entry):
 
     @property
     def label(self) -> str | None:
-        """The label after Pi's H2 rule: trimmed, blank means "cleared" (None)."""
+        """The label as Pi's harness session layer reads it: trimmed, blank means "cleared"
+        (None). (Pi's coding agent keeps labels untrimmed; a whitespace-only label is the only
+        case where the two differ.)"""
         return normalize_label(self._d.get("label"))
 
 

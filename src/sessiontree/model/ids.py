@@ -12,7 +12,8 @@ _MAX_SHORT_TRIES = 100
 
 def new_entry_id(exists: Callable[[str], bool]) -> str:
     """8 lowercase hex chars from a CSPRNG, unique per `exists`; a full UUID after 100
-    collisions (Decision 6)."""
+    collisions — the rule of Pi's `generateId` in `packages/coding-agent/src/core/session-manager.ts`,
+    so our ids look like Pi's."""
     for _ in range(_MAX_SHORT_TRIES):
         candidate = secrets.token_hex(4)
         if not exists(candidate):
