@@ -36,14 +36,12 @@ def test_torn_tail_repair_interrupted_between_steps(tmp_path, monkeypatch):
         f.write(fragment)
     before = path.read_bytes()
 
-    real_ftruncate = os.ftruncate
+    real_pwrite = os.pwrite
 
-    def fail(fd, size):
-        if size == 0:  # the writer lock empties its pid file this way: let that through
-            return real_ftruncate(fd, size)
-        raise OSError(errno.EIO, "simulated crash between the sidecar and the truncate")
+    def fail(fd, data, offset):
+        raise OSError(errno.EIO, "simulated crash between the sidecar and the blanking")
 
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.ftruncate", fail)
+    monkeypatch.setattr("sessiontree.storage.jsonl.repair.os.pwrite", fail)
     with Session(JsonlStorage.open(path)) as s:
         with pytest.raises(SessionError) as err:
             s.append_message(U("after"))
@@ -52,12 +50,13 @@ def test_torn_tail_repair_interrupted_between_steps(tmp_path, monkeypatch):
     sidecars = list(tmp_path.glob("s.jsonl.torn*"))
     assert [p.read_bytes() for p in sidecars] == [fragment]
 
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.ftruncate", real_ftruncate)
+    monkeypatch.setattr("sessiontree.storage.jsonl.repair.os.pwrite", real_pwrite)
     with Session(JsonlStorage.open(path)) as s:
         s.append_message(U("after"))
     assert [p.read_bytes() for p in tmp_path.glob("s.jsonl.torn*")] == [fragment]  # reused, not duplicated
     lines = path.read_bytes().split(b"\n")
-    assert [json.loads(x)["message"]["content"] for x in lines[1:-1]] == ["kept", "after"]
+    assert lines[2] == b" " * (len(fragment) - 1)  # blanked in place, same length, never cut
+    assert [json.loads(x)["message"]["content"] for x in lines[1:-1] if x.strip()] == ["kept", "after"]
 
 
 def test_upgrade_interrupted_while_writing_the_copy(tmp_path, monkeypatch):
@@ -101,7 +100,9 @@ def test_upgrade_interrupted_after_the_backup_link(tmp_path, monkeypatch):
 def test_durable_mode_fsyncs_every_append(tmp_path, monkeypatch, kind):
     calls = []
     real_fsync = os.fsync
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
+    monkeypatch.setattr(
+        "sessiontree.storage.jsonl.storage.os.fsync", lambda fd: (calls.append(fd), real_fsync(fd))
+    )
     if kind == "jsonl":
         storage = JsonlStorage.create(tmp_path / "d.jsonl", cwd="/p", durable=True)
     else:
@@ -124,7 +125,7 @@ def test_create_interrupted_before_the_link_leaves_no_file(tmp_path, monkeypatch
     def crash(src, dst):
         raise OSError(errno.EIO, "simulated crash before the link")
 
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.link", crash)
+    monkeypatch.setattr("sessiontree.storage.jsonl.storage.os.link", crash)
     with pytest.raises(SessionError) as err:
         JsonlStorage.create(path, cwd="/p")
     assert err.value.code == "storage"

@@ -168,8 +168,9 @@ def test_torn_final_line_set_aside_before_next_append(tmp_path):
     assert sidecar.read_bytes() == fragment
     assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
     lines = path.read_bytes().split(b"\n")
-    assert json.loads(lines[3])["id"] == new and json.loads(lines[3])["parentId"] == "b"
-    assert lines[4] == b""
+    assert lines[3] == b" " * (len(fragment) - 1)  # blanked in place: a blank line, never cut off
+    assert json.loads(lines[4])["id"] == new and json.loads(lines[4])["parentId"] == "b"
+    assert lines[5] == b""
     with open_session(path) as s:
         assert s.diagnostics == [] and [e.id for e in s.get_entries()] == ["a", "b", new]
 
@@ -326,7 +327,7 @@ def test_external_append_is_followed(tmp_path):
 def test_invalid_utf8_inside_message_content_is_damage(tmp_path, monkeypatch, mapped):
     """The fast scan skips message text; the byte check (run at open, or later for the
     browser, and always before a write) finds bad UTF-8 there and makes the file read-only."""
-    monkeypatch.setattr("sessiontree.storage.jsonl.MMAP_MIN", 0 if mapped else 1 << 40)
+    monkeypatch.setattr("sessiontree.storage.jsonl.storage.MMAP_MIN", 0 if mapped else 1 << 40)
     bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
     path = write(tmp_path, line(HEADER), line(msg("a", None)), bad, line(msg("c", "a")))
     with open_session(path) as s:
@@ -352,17 +353,32 @@ def test_out_of_range_float_reads_as_infinity(tmp_path):
         assert s.diagnostics == [] and s.get_entry("b").get("weight") == float("inf")
 
 
-def test_integer_too_large_is_found_when_read(tmp_path):
-    """msgspec skips unnamed fields without range checks, so a 5,000-digit integer inside a
-    message passes indexing; decoding the entry reports it as damage, never as a crash."""
+def test_integer_too_large_reads_as_javascript_reads_it(tmp_path):
+    """A 5,000-digit integer is a number JSON.parse reads (as Infinity), so Pi opens such a
+    file; so do we: the entry decodes, nothing is damaged, and it is written back as a number."""
     huge = line(msg("b", "a"))[:-2] + b',"n":1' + b"0" * 5000 + b"}\n"
     path = write(tmp_path, line(HEADER), line(msg("a", None)), huge)
     with open_session(path) as s:
-        assert not s.read_only
+        assert not s.read_only and s.diagnostics == []
+        assert s.get_entry("b").get("n") == float("inf")
+        assert len(s.build_context().messages) == 2
+        s.append_message(U("after"))
+    assert path.read_bytes().count(b"0" * 5000) == 1  # the original line is untouched
+
+
+def test_damage_found_late_stops_writes(tmp_path):
+    """A line that indexed fine but no longer decodes (its bytes changed on disk after the open)
+    is damage as soon as it is read: a diagnostic, read-only, and no write follows."""
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "a")))
+    with open_session(path) as s:
+        data = path.read_bytes()
+        at = data.rindex(b'"b"')
+        path.write_bytes(data[:at] + b'"x"' + data[at + 3 :])  # same size, another id
         with pytest.raises(SessionError) as err:
             s.build_context()
         assert err.value.code == "invalid_entry" and err.value.line == 3
         assert s.read_only and any(d.code == "unreadable_line" and d.line == 3 for d in s.diagnostics)
-        with pytest.raises(SessionError) as err:
+        changed = path.read_bytes()
+        with pytest.raises(SessionError):  # read-only; and the same-size rewrite is noticed too
             s.append_message(U("no"))
-        assert err.value.code == "read_only"
+        assert path.read_bytes() == changed

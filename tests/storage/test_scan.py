@@ -204,18 +204,18 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
     path.write_bytes(b"\n".join(data))
 
     def snapshot(mmap_min: int, batch: int, parallel_min: int = 1 << 40, window: int = 64 << 20):
-        monkeypatch.setattr("sessiontree.storage.jsonl.MMAP_MIN", mmap_min)
-        monkeypatch.setattr("sessiontree.storage.jsonl.WINDOW", window)
-        monkeypatch.setattr("sessiontree.storage.jsonl.PARALLEL_MIN", parallel_min)
-        monkeypatch.setattr("sessiontree.storage.jsonl.BATCH_LINES", batch)
-        monkeypatch.setattr("sessiontree.storage.jsonl.CHUNK", 4096)
+        monkeypatch.setattr("sessiontree.storage.jsonl.storage.MMAP_MIN", mmap_min)
+        monkeypatch.setattr("sessiontree.storage.jsonl.indexer.WINDOW", window)
+        monkeypatch.setattr("sessiontree.storage.jsonl.indexer.PARALLEL_MIN", parallel_min)
+        monkeypatch.setattr("sessiontree.storage.jsonl.indexer.BATCH_LINES", batch)
+        monkeypatch.setattr("sessiontree.storage.jsonl.indexer.CHUNK", 4096)
         storage = JsonlStorage.open(path, read_only=True)
         try:
             return (
                 _state(storage.index),
-                list(storage._offsets),
-                list(storage._lengths),
-                list(storage._lines),
+                list(storage._lines.offsets),
+                list(storage._lines.lengths),
+                list(storage._lines.lines),
                 [(d.code, d.line) for d in storage.diagnostics],
             )
         finally:
@@ -231,7 +231,7 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
 
     forks = []
     real_fork = os.fork
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.fork", lambda: forks.append(1) or real_fork())
+    monkeypatch.setattr("sessiontree.storage.jsonl.indexer.os.fork", lambda: forks.append(1) or real_fork())
     assert snapshot(0, 7, parallel_min=0) == reference  # the forked helper does the second half
     assert snapshot(0, 64, parallel_min=0) == reference
     assert snapshot(0, 64, parallel_min=0, window=4096) == reference
@@ -243,5 +243,5 @@ def test_mapped_and_read_scans_agree(tmp_path, monkeypatch):
             os._exit(3)
         return pid
 
-    monkeypatch.setattr("sessiontree.storage.jsonl.os.fork", broken_child)
+    monkeypatch.setattr("sessiontree.storage.jsonl.indexer.os.fork", broken_child)
     assert snapshot(0, 64, parallel_min=0) == reference

@@ -62,6 +62,8 @@ class SessionHeader:
         if data.get("type") != "session":
             raise bad('first line is not a session header (expected "type": "session")')
         version = data.get("version", 1)
+        if isinstance(version, float) and version.is_integer():
+            version = int(version)  # JavaScript has one number type: Pi reads `3.0` as 3
         if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= 3:
             raise bad(f"unsupported session version {version!r} (sessiontree reads versions 1-3)")
         sid = data.get("id")

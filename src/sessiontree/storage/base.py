@@ -11,13 +11,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
-import orjson
-
 from ..model.entries import Entry, validate_entry
 from ..model.errors import Diagnostic, SessionError
 from ..model.header import SessionHeader
 from ..model.ids import new_entry_id
 from .index import TreeIndex
+from .scan import encode_line
 
 
 class SessionStorage(ABC):
@@ -150,8 +149,8 @@ class SessionStorage(ABC):
                 raise SessionError("not_found", f"Entry {parent} not found (parent of the new entry)")
             seen.add(entry.id)
             try:
-                encoded.append(orjson.dumps(data))
-            except (TypeError, orjson.JSONEncodeError) as exc:
+                encoded.append(encode_line(data))
+            except (TypeError, ValueError) as exc:
                 raise SessionError("invalid_entry", f"entry is not JSON-serialisable: {exc}") from None
         self._persist(entries, encoded)
 

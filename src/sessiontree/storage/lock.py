@@ -1,94 +1,139 @@
-"""Single-writer lock (Decision 7).
+"""Single-writer locks, keyed on the file's identity, never on its path.
 
-`flock` on a sidecar `<file>.lock` that holds the owner's pid, so a refused writer can say who
-holds it. flock locks belong to the open file description: closing some other descriptor of the
-same file (a reader, a test doing `open(path).read()`) does not drop it, unlike POSIX record
-locks. The sidecar is unlinked on release; acquiring re-checks that the locked inode is still
-the one at the path, so a release racing with an acquire cannot yield two owners. A process
-killed with SIGKILL loses its flock at once; the stale sidecar is taken over by the next writer.
+A path string is a poor key: the same file reached through a symlink or a hard link has another
+path, and a lock keyed on the path would admit a second writer. So the lock lives on the file
+itself — the inode, whatever name it was opened by:
 
-Pi takes no lock, so this only guards against other sessiontree writers. Readers never lock.
+- `FileLock`: `flock` on the session file's own descriptor (JSONL). flock locks belong to the
+  open file description, so closing some other descriptor of the file does not drop them, a
+  second open of the same inode (any path, this process or another) is refused, and a process
+  killed with SIGKILL loses the lock at once. Linux lists flock holders in `/proc/locks` with
+  their pid, which is how a refused writer can name the holder without any sidecar file.
+- `RangeLock`: an open-file-description byte-range lock (`F_OFD_SETLK`) on one byte of a database
+  file far past anything SQLite locks (SQLite's own locks sit near the 1 GiB offset), one byte per
+  session: a writer of one session never blocks another session's writer, and the lock is again
+  on the inode. OFD locks show no pid, so the storage records the holder itself (SQLite keeps it
+  in a table) and passes a `holder` callback.
+
+No lock file is ever created: nothing with a predictable name can be swapped for a symlink, and a
+directory the user cannot write does not stop a writer that may write the file itself.
+
+Pi takes no lock; these only keep two sessiontree writers apart. Readers never lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import hashlib
 import os
-import threading
+import struct
+from collections.abc import Callable
 
 from ..model.errors import SessionError
 
-_held_lock = threading.Lock()
-_held: set[str] = set()  # lock paths held by this process (flock does not exclude ourselves
-# across two descriptors of the same process reliably on every platform)
+RANGE_BASE = 1 << 40  # past any offset SQLite locks in its database file
+RANGE_SLOTS = 1 << 40
 
 
-class WriterLock:
-    __slots__ = ("_fd", "path")
+def flock_holder(fd: int) -> int | None:
+    """The pid holding a flock on the file behind `fd`, from `/proc/locks` (Linux), or None."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 9383 fe:00:2146332 0 EOF" (a "->" marks waiters)
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[2] != "->" and parts[5] == key:
+                    return int(parts[4])
+    except (OSError, ValueError):
+        return None
+    return None
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+
+def _refusal(what: str, pid: int | None) -> SessionError:
+    if pid == os.getpid():
+        return SessionError("locked", f"{what} is already open for writing in this process (pid {pid})")
+    holder = f"pid {pid}" if pid is not None else "pid unknown"
+    return SessionError(
+        "locked",
+        f"{what} is being written by another process ({holder}); open it read-only, or wait until"
+        " that writer closes it",
+    )
+
+
+class FileLock:
+    """An exclusive flock on an open descriptor of the session file itself."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self) -> None:
         self._fd: int | None = None
 
-    def acquire(self, what: str) -> None:
-        real = os.path.realpath(self.path)
-        with _held_lock:
-            if real in _held:
+    def acquire(self, fd: int, what: str) -> None:
+        """Lock the file behind `fd` (which the caller keeps open) or raise `locked`."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _refusal(what, flock_holder(fd)) from None
+        except OSError as exc:
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
+                # a file system without flock (some network mounts): a second sessiontree writer
+                # cannot be kept out, so refuse to write rather than risk two writers
                 raise SessionError(
-                    "locked",
-                    f"{what} is already open for writing in this process (pid {os.getpid()})",
-                )
-            for _ in range(20):
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    holder = _read_holder(fd)
-                    os.close(fd)
-                    raise SessionError(
-                        "locked",
-                        f"{what} is being written by another process ({holder}); open it"
-                        " read-only, or wait until that writer closes it",
-                    ) from None
-                except OSError:
-                    os.close(fd)
-                    raise
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-                except FileNotFoundError:
-                    same = False
-                if not same:  # released and unlinked while we waited: try the new file
-                    os.close(fd)
-                    continue
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                self._fd = fd
-                _held.add(real)
-                return
-        raise SessionError("storage", f"could not acquire the writer lock {self.path}")
+                    "read_only", f"{what}: this file system has no file locks ({exc.strerror})"
+                ) from None
+            raise
+        self._fd = fd
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
     def release(self) -> None:
-        if self._fd is None:
-            return
-        real = os.path.realpath(self.path)
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(self._fd)
+        """Unlock (closing the descriptor also unlocks; this is for the explicit case)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):  # already closed: the lock went with it
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
             self._fd = None
-            with _held_lock:
-                _held.discard(real)
 
 
-def _read_holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-    except OSError:
-        text = ""
-    return f"pid {text}" if text.isdigit() else "pid unknown"
+def session_slot(session_id: str) -> int:
+    """The byte a session's writer locks: a stable hash of the id into a 2^40 range, so two
+    sessions of one database practically never share a lock."""
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).digest()
+    return RANGE_BASE + int.from_bytes(digest[:8], "big") % RANGE_SLOTS
+
+
+class RangeLock:
+    """An exclusive OFD lock on one byte of a file, held through a descriptor of our own."""
+
+    __slots__ = ("_fd", "offset")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self._fd: int | None = None
+
+    def acquire(self, path: str, what: str, holder: Callable[[], int | None] = lambda: None) -> None:
+        """Lock byte `offset` of the file at `path` (opened here, kept open while held)."""
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            record = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, self.offset, 1, 0)
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, record)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                raise _refusal(what, holder()) from None
+            raise
+        self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the OFD lock belongs to this descriptor alone and goes with it
+            self._fd = None

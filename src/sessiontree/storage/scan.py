@@ -15,6 +15,7 @@ agree on what is valid; `tests/test_scan.py` checks that with generated inputs.
 
 from __future__ import annotations
 
+import json
 from array import array
 from collections.abc import Sequence
 from itertools import repeat
@@ -22,6 +23,7 @@ from operator import attrgetter, ge
 from typing import Annotated, Any, cast
 
 import msgspec
+import orjson
 
 from ..model.entries import validate_entry
 from .index import MESSAGE, NONE, OTHER_ROLE, ROLE_CODES, TreeIndex
@@ -141,9 +143,46 @@ RowType = (
 )
 fast_decode = msgspec.json.Decoder(RowType).decode
 
-full_decode = msgspec.json.Decoder(float_hook=float).decode
-"""Untyped decode of one line, with the same parser as the fast path. Out-of-range floats
-(`1e999`) become infinities, as JavaScript's JSON.parse makes them, instead of failing."""
+_decode = msgspec.json.Decoder(float_hook=float).decode
+
+
+def full_decode(raw: bytes | memoryview) -> Any:
+    """Untyped decode of one line, reading what JavaScript's `JSON.parse` reads (Pi writes these
+    files with JavaScript): out-of-range floats (`1e999`) become infinities; integers too long
+    for msgspec become Python ints, or infinities past Python's digit limit; lone surrogate
+    escapes (`"\\ud83d"`, which Pi writes when it cuts text in the middle of an emoji) become
+    lone surrogates in the string. msgspec refuses the last two, so such lines — rare — are
+    decoded again by the standard library. Raises `msgspec.DecodeError` when neither reads it."""
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError as exc:
+        try:
+            text = bytes(raw).decode("utf-8")
+            return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
+        except (ValueError, UnicodeDecodeError):
+            raise exc from None
+
+
+def encode_line(data: Any) -> bytes:
+    """One entry as a JSON line body (no newline). orjson is the fast path; what it refuses —
+    lone surrogates read from Pi's files, integers past 64 bits — is written by the standard
+    library with `\\u` escapes, so what was read is written back unchanged in meaning. Raises
+    TypeError/ValueError for values JSON cannot hold."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _js_int(digits: str) -> int | float:
+    try:
+        return int(digits)
+    except ValueError:  # beyond Python's int-from-string digit limit; JavaScript gives Infinity
+        return float(digits)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # JSON.parse rejects NaN and Infinity literals
 
 
 def utf8_ok(raw: bytes) -> bool:

@@ -13,7 +13,6 @@ first time something needs the whole tree (the browser, `get_children`, a move).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sqlite3
@@ -31,7 +30,7 @@ from ..model.header import SessionHeader
 from ..model.ids import iso_now, new_session_id
 from .base import SessionStorage
 from .index import TreeIndex
-from .lock import WriterLock
+from .lock import RangeLock, session_slot
 from .scan import LineError, add_dict, decode_entry_dict
 
 SCHEMA_VERSION = 1
@@ -93,7 +92,7 @@ class SqliteStorage(SessionStorage):
     """Use `SqliteStorage.create`, `SqliteStorage.open` or `SqliteStorage.list_sessions`."""
 
     def __init__(
-        self, db_path: str, conn: sqlite3.Connection, session_id: str, lock: WriterLock | None
+        self, db_path: str, conn: sqlite3.Connection, session_id: str, lock: RangeLock | None
     ) -> None:
         super().__init__()
         self.db_path = db_path
@@ -159,9 +158,9 @@ class SqliteStorage(SessionStorage):
         sid = session_id or new_session_id()
         header = SessionHeader.new(sid, iso_now(), cwd, parent_session=parent_session, metadata=metadata)
         conn = cls._connect(db_path, create=True, durable=durable)
-        lock = WriterLock(_lock_path(db_path, sid))
+        lock = RangeLock(session_slot(sid))
         try:
-            lock.acquire(f"session {sid} in {db_path}")
+            _take_lock(lock, conn, db_path, sid)
             with _transaction(conn):
                 if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
                     raise SessionError("invalid_argument", f"session {sid} already exists", path=db_path)
@@ -205,8 +204,8 @@ class SqliteStorage(SessionStorage):
             if row is None:
                 raise SessionError("not_found", f"Session not found: {session_id}", path=db_path)
             if not read_only:
-                lock = WriterLock(_lock_path(db_path, session_id))
-                lock.acquire(f"session {session_id} in {db_path}")
+                lock = RangeLock(session_slot(session_id))
+                _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
             storage.header = SessionHeader.from_dict(orjson.loads(row[0]), path=db_path)
             storage._read_state()
@@ -648,6 +647,26 @@ class _transaction:
                 raise SessionError("storage", f"write failed, nothing was added: {exc}") from exc
 
 
-def _lock_path(db_path: str, session_id: str) -> str:
-    tag = session_id if _SAFE_ID.match(session_id) else hashlib.sha256(session_id.encode()).hexdigest()[:32]
-    return f"{db_path}.{tag}.lock"
+def _take_lock(lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str) -> None:
+    """Lock the session's byte of the database file (see `lock.RangeLock`), then record our pid
+    in the `writers` table, which is how a refused writer learns who holds the lock."""
+
+    def holder() -> int | None:
+        try:
+            row = conn.execute("SELECT pid FROM writers WHERE session_id = ?", (session_id,)).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else int(row[0])
+
+    lock.acquire(db_path, f"session {session_id} in {db_path}", holder)
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS writers"
+            " (session_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, since TEXT NOT NULL)"
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO writers (session_id, pid, since) VALUES (?, ?, ?)",
+            (session_id, os.getpid(), iso_now()),
+        )
+    except sqlite3.Error:  # only the message of a refused writer depends on it
+        return

@@ -1,0 +1,78 @@
+"""Pi's older session files (format versions 1 and 2), read and upgraded.
+
+They are small legacy files: read whole, migrated to v3 in memory (`storage.migrate`) and opened
+read-only, because appending v3 lines to a v1/v2 file would make a file no version reads right.
+`upgrade` rewrites one as v3, atomically, keeping the original as `<file>.bak`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ...model.entries import Entry, entry_from_dict, validate_entry
+from ...model.errors import Diagnostic
+from ...model.header import SessionHeader
+from ...model.ids import new_entry_id
+from ..migrate import migrate_entries
+from ..scan import add_dict, full_decode
+from .indexer import LineIndex
+
+
+@dataclass(slots=True)
+class Legacy:
+    """A v1/v2 file as read: its migrated entries (in memory), their index and line numbers."""
+
+    entries: list[Entry] = field(default_factory=list)
+    lines: LineIndex = field(default_factory=LineIndex)
+    end: int = 0
+    next_line: int = 0
+
+
+def read_legacy(fd: int, header: SessionHeader, header_end: int, header_line: int) -> Legacy:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size - header_end, header_end)
+    out = Legacy(end=size)
+    objects: list[dict[str, Any]] = []
+    line_of: list[int] = []
+    line_no = header_line
+    for raw in data.split(b"\n"):
+        line_no += 1
+        if not raw.strip():
+            continue
+        try:
+            obj = full_decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            out.lines.diagnostics.append(
+                Diagnostic("error", "invalid_line", f"line {line_no} is not valid JSON ({exc})", line_no)
+            )
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            out.lines.diagnostics.append(
+                Diagnostic("error", "invalid_line", f"line {line_no} is not a session entry", line_no)
+            )
+            continue
+        objects.append(obj)
+        line_of.append(line_no)
+    migrated = migrate_entries(header.version, objects, lambda used: new_entry_id(used.__contains__))
+    for obj, line in zip(migrated, line_of, strict=True):
+        reason = validate_entry(obj)
+        if reason is not None:
+            out.lines.diagnostics.append(Diagnostic("error", "invalid_line", f"line {line} {reason}", line))
+            continue
+        add_dict(out.lines.index, obj, line)
+        out.entries.append(entry_from_dict(obj))
+        out.lines.lines.append(line)
+    out.next_line = line_no + 1
+    return out
+
+
+def read_only_reason(header: SessionHeader, path: str) -> str:
+    return (
+        f"this is a version {header.version} session file (Pi's older format); it is shown"
+        " migrated to v3 in memory, and the file is left untouched. Run `sessiontree upgrade"
+        f" {path}` to convert it (a backup is kept) before writing to it"
+    )

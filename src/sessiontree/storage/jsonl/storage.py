@@ -1,0 +1,611 @@
+"""`JsonlStorage`: one Pi session file — its lifecycle, its lock, reading entries, appending.
+
+Opening a v3 file is one pass that builds a `TreeIndex` plus the byte offset and length of every
+line (`indexer`); entries are decoded from the file only when asked for, with a small cache.
+Older v1/v2 files are read whole and migrated in memory (`legacy`).
+
+Damage is never silent and never destroyed. A line that is not a valid entry is a diagnostic and
+makes the session read-only. An incomplete *final* line (a write cut short by a crash) is a
+warning; before our next append it is copied to a `.torn` sidecar and blanked in place, never cut
+off (`repair` says why that is safe with another program appending at the same time). A write of
+ours that fails half-way blanks exactly its own bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import itertools
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from ...model.entries import Entry, entry_from_dict
+from ...model.errors import Diagnostic, SessionError
+from ...model.header import SessionHeader
+from ...model.ids import iso_now, new_session_id
+from ..atomic import atomic_rewrite, fsync_dir, private_temp, write_all
+from ..base import SessionStorage
+from ..index import TreeIndex
+from ..lock import FileLock
+from ..scan import LineError, decode_entry_dict, encode_line, index_line
+from . import legacy, repair
+from .files import open_regular, read_header
+from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
+from .tail import Tail, TailKind
+from .verify import check_utf8
+
+# Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
+# every cached entry is a tree of Python objects the garbage collector walks in full collections.
+CACHE_BYTES = 16 << 20
+CACHE_ENTRIES = 128
+QUIET_SECONDS = 0.25  # a torn tail is only blanked once the file has not changed for this long
+REWRITE_PROBE = 4096  # bytes before the end hashed to notice a same-size rewrite
+
+
+class JsonlStorage(SessionStorage):
+    """Use `JsonlStorage.create` or `JsonlStorage.open`."""
+
+    def __init__(self, path: str, fd: int, lock: FileLock | None, durable: bool) -> None:
+        super().__init__()
+        self.path = path
+        self.location = path
+        self._fd: int | None = fd
+        self._ino = os.fstat(fd).st_ino
+        self._lock = lock
+        self.durable = durable
+        self._lines = LineIndex()
+        self._legacy: list[Entry] | None = None  # v1/v2: migrated entries held in memory
+        self._tail = Tail()
+        self._header_end = 0
+        self._torn: Diagnostic | None = None
+        self._probe: tuple[int, int, bytes] = (0, 0, b"")  # size, mtime_ns, hash of the last bytes
+        self._cache: OrderedDict[int, tuple[Entry, int]] = OrderedDict()
+        self._cache_bytes = 0
+        self._cache_lock = threading.Lock()  # the browser decodes from worker threads too
+        self.repairs: list[str] = []  # sidecar files written by tail repairs
+        self.leftovers_removed: list[str] = []
+        self._verified = 0  # entries whose bytes finish_verification() has checked
+        self._verify_later = False
+        self._verify_lock = threading.Lock()
+        if lock is None:
+            self.read_only_reason = "opened read-only"
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cwd: str,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = False,
+    ) -> JsonlStorage:
+        """A new v3 file with mode 0600. Refuses to overwrite an existing file.
+
+        The header is written to a private temp file that is then hard-linked into place, so a
+        crash leaves either no file or a file with its header, never an empty one; the temp
+        file is locked from its creation, so the session appears already locked by us."""
+        path = os.fspath(path)
+        header = SessionHeader.new(
+            session_id or new_session_id(), iso_now(), cwd, parent_session=parent_session, metadata=metadata
+        )
+        line = encode_line(header.to_dict()) + b"\n"
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            fd, tmp = private_temp(path, "new")
+        except OSError as exc:
+            raise SessionError("storage", f"cannot create the session file: {exc}", path=path) from None
+        try:
+            write_all(fd, line)
+            if durable:
+                os.fsync(fd)
+            os.link(tmp, path)
+            if durable:
+                fsync_dir(path)
+        except OSError as exc:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, FileExistsError):
+                raise SessionError(
+                    "invalid_argument", "a file already exists here; open it instead", path=path
+                ) from None
+            raise SessionError("storage", f"cannot create the session file: {exc}", path=path) from None
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+        lock = FileLock()
+        lock.acquire(fd, path)  # already ours since the temp file was made; now it is recorded
+        storage = cls(path, fd, lock, durable)
+        storage.header = header
+        storage._header_end = len(line)
+        storage._tail = Tail(TailKind.NONE, len(line), 0, 2)
+        storage._probe = storage._take_probe(os.fstat(fd))
+        storage.leftovers_removed = repair.remove_leftovers(path)
+        return storage
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        durable: bool = False,
+        progress: Progress | None = None,
+        verify: str = "now",
+    ) -> JsonlStorage:
+        """Open an existing session. Writers take the single-writer lock first (`locked` if
+        another process holds it); readers never lock. A file the user may not write opens
+        read-only, saying why. `progress(done, total)` gets byte counts while a large file is
+        indexed. `verify="later"` returns before the UTF-8 check of the message text
+        (`finish_verification`), which a browser runs after its first paint; writes always wait
+        for it."""
+        path = os.fspath(path)
+        reason = None
+        try:
+            if read_only:
+                fd = open_regular(path, os.O_RDONLY)
+            else:
+                try:
+                    fd = open_regular(path, os.O_RDWR | os.O_APPEND)
+                except OSError as exc:
+                    if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                        raise
+                    fd = open_regular(path, os.O_RDONLY)
+                    why = "on a read-only file system" if exc.errno == errno.EROFS else "not writable by you"
+                    reason = f"the file is {why} ({exc.strerror}), so it is open read-only"
+        except FileNotFoundError:
+            raise SessionError("not_found", "no such session file", path=path) from None
+        except IsADirectoryError:
+            raise SessionError("invalid_argument", "is a directory, not a session file", path=path) from None
+        except OSError as exc:
+            raise SessionError(
+                "storage", f"cannot read the session file: {exc.strerror}", path=path
+            ) from None
+        lock = None
+        try:
+            if not read_only and reason is None:
+                lock = FileLock()
+                lock.acquire(fd, path)
+            storage = cls(path, fd, lock, durable)
+        except BaseException:
+            os.close(fd)
+            raise
+        if reason is not None:
+            storage.read_only_reason = reason
+        storage._verify_later = verify == "later"
+        try:
+            storage._open_scan(progress)
+        except OSError as exc:
+            storage.close()
+            raise SessionError("storage", f"cannot read the session file: {exc}", path=path) from None
+        except BaseException:
+            storage.close()
+            raise
+        return storage
+
+    def _open_scan(self, progress: Progress | None) -> None:
+        fd = self._fd
+        assert fd is not None
+        self.header, header_end, header_line = read_header(fd, self.path)
+        self._header_end = header_end
+        if self.header.version < 3:
+            old = legacy.read_legacy(fd, self.header, header_end, header_line)
+            self._legacy, self._lines = old.entries, old.lines
+            self._tail = Tail(TailKind.NONE, old.end, 0, old.next_line)
+            self.read_only_reason = legacy.read_only_reason(self.header, self.path)
+        else:
+            self._tail = Tail(TailKind.NONE, header_end, 0, header_line + 1)
+            self._scan(at_open=True, progress=progress)
+        self._lines.index.finish_load(self.line_number)
+        if self._lock is not None:
+            self.leftovers_removed = repair.remove_leftovers(self.path)
+        self._mark_damaged()
+        self._probe = self._take_probe(os.fstat(fd))
+        if not self._verify_later:
+            self.finish_verification()
+
+    # --- scanning -----------------------------------------------------------------------------
+
+    def _scan(self, *, at_open: bool, progress: Progress | None = None) -> int:
+        """Index complete lines from the end of the last complete line to EOF, then judge what
+        follows the last newline (`tail`)."""
+        fd = self._fd
+        assert fd is not None
+        size = os.fstat(fd).st_size
+        before = len(self._lines)
+        start = self._tail.offset
+        mapped = at_open and size - start >= MMAP_MIN
+        start, line_no = index_range(
+            self._lines, fd, start, size, self._tail.line, mapped=mapped, progress=progress
+        )
+        carry = os.pread(fd, size - start, start) if start < size else b""
+        tail = Tail(TailKind.NONE, start, len(carry), line_no)
+        if carry and not carry.strip():
+            tail.kind = TailKind.BLANK
+        elif carry and not at_open:
+            tail.kind = TailKind.PENDING  # its writer may still be writing it
+        elif carry:
+            try:
+                index_line(self._lines.index, carry, line_no)
+            except LineError as exc:
+                tail.kind = TailKind.TORN
+                self._torn = Diagnostic(
+                    "warning",
+                    "torn_tail",
+                    f"line {line_no} is incomplete ({len(carry)} bytes, {exc.reason}): probably a"
+                    " write cut short by a crash. It is left out; before the next write it is"
+                    " copied to a .torn file next to the session and blanked",
+                    line_no,
+                )
+            else:
+                self._lines.offsets.append(start)
+                self._lines.lengths.append(len(carry))
+                self._lines.lines.append(line_no)
+                tail.kind = TailKind.ENTRY
+        self._tail = tail
+        return len(self._lines) - before
+
+    def refresh(self) -> int:
+        """Index lines other processes appended since the last look (live follow). Raises
+        `SessionError` when the file was deleted, replaced, truncated or rewritten in place."""
+        fd = self._fd
+        if fd is None:
+            return 0
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise SessionError("storage", "the session file was deleted", path=self.path) from None
+        if st.st_ino != self._ino:
+            raise SessionError(
+                "storage", "the session file was replaced on disk; reopen it to see it", path=self.path
+            )
+        if self._legacy is not None:
+            return 0
+        known = self._tail.end
+        if st.st_size < known:
+            self._damaged("truncated", "the file was truncated by another program")
+        if st.st_size == known:
+            if st.st_mtime_ns != self._probe[1]:
+                probe = self._take_probe(st)
+                if probe[2] != self._probe[2]:
+                    self._damaged(
+                        "rewritten",
+                        "the file was rewritten in place by another program (same size, other bytes)",
+                    )
+                self._probe = probe  # touched, not changed
+            return 0
+        return self._catch_up()
+
+    def _catch_up(self) -> int:
+        """Index what was appended after the known end (by another writer, or by us)."""
+        fd = self._fd
+        assert fd is not None
+        before = len(self._lines)
+        tail = self._tail
+        size = os.fstat(fd).st_size
+        if tail.kind is TailKind.ENTRY:
+            # a valid last line without "\n": a proper writer ends it before adding its own
+            if os.pread(fd, 1, tail.end) == b"\n":
+                self._tail = Tail(TailKind.NONE, tail.end + 1, 0, tail.line + 1)
+            else:
+                self._diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "glued_line",
+                        f"line {tail.line} was extended by another writer without a line break,"
+                        " so two entries share one line",
+                        tail.line,
+                    )
+                )
+                skip = find_newline(fd, tail.end, size)
+                if skip < 0:
+                    self._mark_damaged()
+                    return 0
+                self._tail = Tail(TailKind.NONE, skip + 1, 0, tail.line + 1)
+        elif tail.kind is TailKind.TORN and not self._continue_torn(size):
+            return 0
+        self._scan(at_open=False)
+        if not self._verify_later:
+            self.finish_verification()
+        self._mark_damaged()
+        self._probe = self._take_probe(os.fstat(fd))
+        return len(self._lines) - before
+
+    def _continue_torn(self, size: int) -> bool:
+        """Another writer appended after a torn fragment found at open. If the fragment plus
+        what followed now makes a valid line, it was a slow write, not a torn one. If what
+        followed is a whole line of its own (a writer that did not end the fragment first), that
+        entry is recovered and the fragment skipped. False while the line is still unfinished."""
+        fd = self._fd
+        assert fd is not None
+        tail = self._tail
+        nl = find_newline(fd, tail.offset, size)
+        if nl < 0:
+            return False
+        whole = os.pread(fd, nl - tail.offset, tail.offset)
+        self._torn = None
+        if self._lines.index_quietly(whole, tail.offset, tail.line):
+            pass
+        elif self._lines.index_quietly(whole[tail.length :], tail.offset + tail.length, tail.line):
+            self._diagnostics.append(
+                Diagnostic(
+                    "warning",
+                    "torn_continued",
+                    f"line {tail.line} held an incomplete write ({tail.length} bytes) that another"
+                    " writer continued without a line break; its entry was recovered and the"
+                    " incomplete part is skipped",
+                    tail.line,
+                )
+            )
+        else:
+            self._lines.add_one(whole, tail.offset, tail.line)  # reported as damage
+        self._tail = Tail(TailKind.NONE, nl + 1, 0, tail.line + 1)
+        return True
+
+    def _take_probe(self, st: os.stat_result) -> tuple[int, int, bytes]:
+        fd = self._fd
+        assert fd is not None
+        end = self._tail.end
+        start = max(self._header_end, end - REWRITE_PROBE)
+        digest = hashlib.blake2b(os.pread(fd, end - start, start), digest_size=16).digest()
+        return (st.st_size, st.st_mtime_ns, digest)
+
+    def _damaged(self, code: str, message: str) -> None:
+        self._diagnostics.append(Diagnostic("error", code, message))
+        self._mark_damaged()
+        raise SessionError("storage", message, path=self.path)
+
+    # --- the byte check -----------------------------------------------------------------------
+
+    def finish_verification(self) -> None:
+        """Check the UTF-8 of every indexed line not checked yet (see `verify`). A line with
+        invalid bytes is damage: a diagnostic, and the session becomes read-only. Idempotent and
+        thread-safe; writes call it first, so they never happen before a file is fully checked."""
+        with self._verify_lock:
+            fd = self._fd
+            done, total = self._verified, len(self._lines.lengths)
+            if fd is None or done >= total or self._legacy is not None:
+                return
+            lines = self._lines
+            self._diagnostics += check_utf8(
+                fd, lines.offsets, lines.lengths, lines.lines, lines.index.ids, done, total
+            )
+            self._verified = total
+            self._mark_damaged()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> TreeIndex:
+        return self._lines.index
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        out = self._diagnostics + self._lines.diagnostics + self._lines.index.diagnostics
+        if self._torn is not None:
+            out.append(self._torn)
+        return sorted(out, key=lambda d: d.line or 0)
+
+    def torn_tail(self) -> bytes | None:
+        """The bytes of an incomplete final line found at open (set aside before the next
+        append), or None."""
+        if self._tail.kind is not TailKind.TORN or self._fd is None:
+            return None
+        return os.pread(self._fd, self._tail.length, self._tail.offset)
+
+    def line_number(self, entry_id: str) -> int | None:
+        i = self._lines.index.pos.get(entry_id)
+        return None if i is None or i >= len(self._lines.lines) else self._lines.lines[i]
+
+    def raw_line(self, i: int) -> bytes:
+        """The exact bytes of entry `i`'s line (v3 files)."""
+        if self._legacy is not None:
+            return encode_line(self._legacy[i].to_dict())
+        fd = self._fd
+        if fd is None:
+            raise SessionError("storage", "the session is closed", path=self.path)
+        return os.pread(fd, self._lines.lengths[i], self._lines.offsets[i])
+
+    def _load(self, i: int) -> Entry:
+        if self._legacy is not None:
+            return self._legacy[i]
+        with self._cache_lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit[0]
+        raw = self.raw_line(i)
+        try:
+            data = decode_entry_dict(raw)
+        except LineError as exc:
+            raise self._late_damage(i, exc.reason) from None
+        index = self._lines.index
+        if data["id"] != index.ids[i] or data["type"] != index.type_name(i):
+            raise self._late_damage(i, "does not say what it said when the file was indexed")
+        entry = entry_from_dict(data)
+        self._remember(i, entry, len(raw))
+        return entry
+
+    def _late_damage(self, i: int, reason: str) -> SessionError:
+        """A line that passed indexing but fails a full decode (bytes changed on disk since, a
+        value nested too deeply for the full decoder). Reported like any damaged line
+        (diagnostic, read-only from now on: no write follows a known problem); the caller gets a
+        SessionError."""
+        line = self._lines.lines[i]
+        message = f"line {line} {reason}"
+        if not any(d.line == line and d.code == "unreadable_line" for d in self._diagnostics):
+            self._diagnostics.append(
+                Diagnostic("error", "unreadable_line", message, line, self._lines.index.ids[i])
+            )
+            self._mark_damaged()
+        return SessionError("invalid_entry", message, path=self.path, line=line)
+
+    def _remember(self, i: int, entry: Entry, size: int) -> None:
+        with self._cache_lock:
+            previous = self._cache.pop(i, None)
+            if previous is not None:
+                self._cache_bytes -= previous[1]
+            self._cache[i] = (entry, size)
+            self._cache_bytes += size
+            while self._cache and (self._cache_bytes > CACHE_BYTES or len(self._cache) > CACHE_ENTRIES):
+                _, (_, old) = self._cache.popitem(last=False)
+                self._cache_bytes -= old
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
+        """Append the lines, then index them (with whatever another writer appended before them:
+        the one scan of the write). A write that fails part-way blanks its own bytes."""
+        fd = self._fd
+        assert fd is not None
+        if self._tail.kind is TailKind.TORN:
+            self._set_aside_torn_tail()
+        if self._tail.kind is TailKind.PENDING:
+            raise SessionError(
+                "storage",
+                "another program is writing this file right now (its last line is unfinished);"
+                " nothing was written, try again",
+                path=self.path,
+            )
+        payload = b"\n".join(encoded) + b"\n"
+        if self._tail.kind in (TailKind.ENTRY, TailKind.BLANK):
+            payload = b"\n" + payload
+        regions: list[tuple[int, int]] = []  # where our bytes landed: (offset, length)
+        try:
+            view = memoryview(payload)
+            while view:
+                n = os.write(fd, view)
+                end = os.lseek(fd, 0, os.SEEK_CUR)  # with O_APPEND: just after what was written
+                regions.append((end - n, n))
+                view = view[n:]
+            if any(a + n != b for (a, n), (b, _) in itertools.pairwise(regions)):
+                raise OSError(errno.EIO, "another program wrote into the middle of this write")
+            if self.durable:
+                os.fsync(fd)
+        except OSError as exc:
+            self._undo(regions, exc)
+        first = len(self._lines)
+        self._catch_up()
+        for k, entry in enumerate(entries):
+            i = self._lines.index.pos.get(entry.id, -1)
+            if i >= first:
+                self._remember(i, entry, len(encoded[k]))
+
+    def _undo(self, regions: list[tuple[int, int]], exc: OSError) -> None:
+        """A write failed after `regions` of it reached the file: blank exactly those bytes (not a
+        truncate, which would also cut whatever another program appended after them)."""
+        if regions:
+            try:
+                repair.blank_regions(self.path, self._ino, regions, durable=self.durable)
+            except (OSError, SessionError) as failure:
+                message = (
+                    f"a write failed ({exc.strerror or exc}) and the {sum(n for _, n in regions)} bytes it"
+                    f" left at offset {regions[0][0]} could not be blanked ({failure})"
+                )
+                self._diagnostics.append(Diagnostic("error", "partial_write", message))
+                self._mark_damaged()
+                raise SessionError("storage", message, path=self.path) from None
+        raise SessionError(
+            "storage", f"write failed, nothing was added: {exc.strerror or exc}", path=self.path
+        ) from None
+
+    def _set_aside_torn_tail(self) -> None:
+        """Copy the torn final fragment to a sidecar (exact bytes, fsynced), then blank it in
+        place. Only once the file has been quiet for a moment: a writer in the middle of a
+        `write()` call changes the file's mtime when it starts, so a file quiet for a quarter of a
+        second has no write in progress that could still finish the fragment (copying even a
+        multi-megabyte line into the page cache takes milliseconds)."""
+        fd = self._fd
+        assert fd is not None
+        for _ in range(5):
+            st = os.fstat(fd)
+            if st.st_size != self._tail.end:
+                self._catch_up()  # it grew: the fragment was finished or continued
+                return
+            quiet = time.time() - st.st_mtime
+            if quiet >= QUIET_SECONDS:
+                break
+            time.sleep(QUIET_SECONDS - quiet + 0.01)
+        else:
+            raise SessionError(
+                "storage", "the file keeps changing; nothing was written, try again", path=self.path
+            )
+        tail = self._tail
+        fragment = os.pread(fd, tail.length, tail.offset)
+        try:
+            sidecar = repair.keep_copy(self.path, fragment)
+            if os.pread(fd, tail.length + 1, tail.offset) != fragment:
+                raise SessionError(
+                    "storage", "the file changed while repairing its last line", path=self.path
+                )
+            repair.blank_regions(self.path, self._ino, [(tail.offset, tail.length)], durable=True)
+        except OSError as exc:
+            raise SessionError(
+                "storage",
+                f"could not set the incomplete last line aside ({exc.strerror or exc}); nothing was written",
+                path=self.path,
+            ) from None
+        self.repairs.append(sidecar)
+        self._diagnostics.append(
+            Diagnostic(
+                "info",
+                "tail_set_aside",
+                f"the incomplete last line ({len(fragment)} bytes) was copied to {sidecar} and blanked",
+                tail.line,
+            )
+        )
+        self._torn = None
+        self._tail = Tail(TailKind.NONE, tail.end, 0, tail.line + 1)
+
+    # --- upgrade ------------------------------------------------------------------------------
+
+    @classmethod
+    def upgrade(cls, path: str | os.PathLike[str]) -> str | None:
+        """Rewrite a v1/v2 file as v3, atomically, keeping the original as `<file>.bak`; through
+        a symlink, the file it points to is upgraded and the link kept.
+
+        Returns the backup path, or None when the file already is v3. Refuses damaged files
+        (nothing may be lost) and files another writer holds.
+        """
+        storage = cls.open(path, read_only=False)
+        try:
+            if storage._lock is None:
+                raise SessionError("read_only", storage.read_only_reason or "read-only", path=storage.path)
+            if storage.header.version >= 3:
+                return None
+            problems = [d for d in storage.diagnostics if d.severity == "error"]
+            if problems:
+                raise SessionError(
+                    "invalid_session",
+                    f"cannot upgrade a damaged file ({problems[0].format()}); nothing was changed",
+                    path=storage.path,
+                )
+            try:
+                chunks = [encode_line(storage.header.upgraded().to_dict()) + b"\n"]
+                chunks.extend(encode_line(e.to_dict()) + b"\n" for e in storage.iter_entries())
+            except (TypeError, ValueError) as exc:
+                raise SessionError(
+                    "invalid_session", f"an entry cannot be written back as JSON ({exc}); nothing changed"
+                ) from None
+            return atomic_rewrite(storage.path, chunks)
+        finally:
+            storage.close()
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._cache.clear()
