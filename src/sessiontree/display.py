@@ -39,7 +39,8 @@ __all__ = ["entry_glyph", "entry_kind", "entry_preview", "entry_summary", "inert
 # C0 controls except \t \n, DEL, C1 controls; bidi embeddings/overrides/isolates and marks;
 # zero-width and other invisible format characters.
 _HIDDEN = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff]"  # lone surrogates: half an emoji, as Pi's truncation can leave it
 )
 _NAMES = {"\x1b": "␛", "\x7f": "␡", "\r": "␍", "\x00": "␀"}
 

@@ -43,8 +43,15 @@ def nested(depth: int) -> bytes:
 
 def mutate(base: bytes, rng: random.Random) -> bytes:
     """One random mutation of a JSONL session file."""
-    choice = rng.randrange(9)
+    choice = rng.randrange(11)
     data = bytearray(base)
+    if choice == 9:  # what Pi's own files hold: lone surrogate escapes, a BOM, a float version
+        shape = rng.randrange(3)
+        if shape == 0:
+            return base.replace(b'"content":"', b'"content":"\\ud83d', 1)
+        if shape == 1:
+            return b"\xef\xbb\xbf" + base
+        return base.replace(b'"version":3', b'"version":3.0', 1)
     if choice == 0 and data:  # bit flips
         for _ in range(rng.randint(1, 8)):
             k = rng.randrange(len(data))

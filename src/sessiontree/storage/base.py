@@ -131,8 +131,10 @@ class SessionStorage(ABC):
         return len(self.index)
 
     def append(self, entries: Sequence[Entry]) -> None:
-        """Validate and persist `entries` (in one write where the backend allows)."""
-        self.refresh()
+        """Validate and persist `entries` (in one write where the backend allows), then index
+        them. It does not first pick up what other writers appended: a caller that derives
+        parents from the current leaf calls `refresh()` once before building the entries, as
+        `Session` does for every write."""
         self.finish_verification()
         self.check_writable()
         seen: set[str] = set()

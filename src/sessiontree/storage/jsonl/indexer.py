@@ -41,6 +41,9 @@ WINDOW = 64 << 20  # bytes mapped at a time
 BATCH_LINES = 8192
 PARENT_SHARE = 0.4  # the parent also feeds every row into the index, so it decodes less
 
+SALVAGE_TRIES = 32  # entry starts tried inside one damaged line (content blocks look alike)
+ENTRY_START = b'{"type":'  # how every line Pi writes begins
+
 Progress = Callable[[int, int], None]
 Batch = tuple[Sequence[bytes | memoryview], list[int], list[int]]  # lines, starts, sizes
 
@@ -96,10 +99,17 @@ class LineIndex:
         return True
 
     def add_one(self, line: bytes, offset: int, line_no: int) -> bool:
-        """Index one non-blank line; a damaged line becomes a diagnostic. True if indexed."""
+        """Index one non-blank line; a damaged line becomes a diagnostic. True if indexed.
+
+        One kind of damage is mended on the way: a write cut short by a crash, onto which a
+        writer that takes no lock (Pi) appended a whole line without first ending the fragment.
+        The line then is a fragment followed by a valid entry; the entry is read (a warning
+        says so) and the fragment skipped, instead of losing both."""
         try:
             index_line(self.index, line, line_no)
         except LineError as exc:
+            if self._salvage(line, offset, line_no):
+                return True
             self.diagnostics.append(
                 Diagnostic("error", "invalid_line", f"line {line_no} {exc.reason}", line_no)
             )
@@ -108,6 +118,27 @@ class LineIndex:
         self.lengths.append(len(line))
         self.lines.append(line_no)
         return True
+
+    def _salvage(self, line: bytes, offset: int, line_no: int) -> bool:
+        start = 1
+        for _ in range(SALVAGE_TRIES):
+            k = line.find(ENTRY_START, start)
+            if k < 0:
+                return False
+            if self.index_quietly(line[k:], offset + k, line_no):
+                self.diagnostics.append(
+                    Diagnostic(
+                        "warning",
+                        "torn_continued",
+                        f"line {line_no} begins with an incomplete write ({k} bytes) that another"
+                        " writer continued without a line break; its entry was read and the"
+                        " incomplete part is skipped",
+                        line_no,
+                    )
+                )
+                return True
+            start = k + 1
+        return False
 
 
 def read_batches(fd: int, start: int, stop: int) -> Iterator[Batch]:

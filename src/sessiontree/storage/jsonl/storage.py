@@ -323,32 +323,17 @@ class JsonlStorage(SessionStorage):
 
     def _continue_torn(self, size: int) -> bool:
         """Another writer appended after a torn fragment found at open. If the fragment plus
-        what followed now makes a valid line, it was a slow write, not a torn one. If what
-        followed is a whole line of its own (a writer that did not end the fragment first), that
-        entry is recovered and the fragment skipped. False while the line is still unfinished."""
+        what followed now makes a valid line, it was a slow write, not a torn one; if what
+        followed is a whole line of its own, `LineIndex.add_one` recovers that entry. False
+        while the line is still unfinished."""
         fd = self._fd
         assert fd is not None
         tail = self._tail
         nl = find_newline(fd, tail.offset, size)
         if nl < 0:
             return False
-        whole = os.pread(fd, nl - tail.offset, tail.offset)
         self._torn = None
-        if self._lines.index_quietly(whole, tail.offset, tail.line):
-            pass
-        elif self._lines.index_quietly(whole[tail.length :], tail.offset + tail.length, tail.line):
-            self._diagnostics.append(
-                Diagnostic(
-                    "warning",
-                    "torn_continued",
-                    f"line {tail.line} held an incomplete write ({tail.length} bytes) that another"
-                    " writer continued without a line break; its entry was recovered and the"
-                    " incomplete part is skipped",
-                    tail.line,
-                )
-            )
-        else:
-            self._lines.add_one(whole, tail.offset, tail.line)  # reported as damage
+        self._lines.add_one(os.pread(fd, nl - tail.offset, tail.offset), tail.offset, tail.line)
         self._tail = Tail(TailKind.NONE, nl + 1, 0, tail.line + 1)
         return True
 
