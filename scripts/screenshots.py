@@ -18,7 +18,8 @@ from importlib import resources
 from pathlib import Path
 
 from sessiontree import open_session
-from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
@@ -34,7 +35,7 @@ async def settle(pilot) -> None:
 
 
 async def go_to(pilot, entry_id: str) -> None:
-    tree = pilot.app.query_one(SessionTreeView)
+    tree = pilot.app.browser.query_one(SessionTreeView)
     tree.go_to_position(pilot.app.session.tree.pos[entry_id])
     await settle(pilot)
 
@@ -44,7 +45,7 @@ async def browser(pilot) -> None:
 
 
 async def everything(pilot) -> None:
-    await pilot.press("f", "f")
+    await pilot.press("5")  # the "all" filter
     await go_to(pilot, "3a7c2509")
 
 

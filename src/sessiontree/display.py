@@ -8,7 +8,9 @@ such characters visible instead of active.
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
 from .model.entries import (
     ActiveToolsChangeEntry,
@@ -152,6 +154,46 @@ def entry_summary(entry: Entry) -> str:
         return "tools: " + ", ".join(entry.active_tool_names)
     payload = {k: v for k, v in entry.to_dict().items() if k not in ("type", "id", "parentId", "timestamp")}
     return f"({entry.type}) {json_compact(payload)}"
+
+
+def call_label(call: dict[str, Any], *, is_error: bool = False) -> str:
+    """A tool call as Pi's /tree draws the row of its result: `[read: src/x.py:10-29]`,
+    `[bash: git status]`, `[edit: path]`, `[name: {args…}]` for other tools (after
+    `formatToolCall` in pi-coding-agent's `modes/interactive/components/tree-selector.js`)."""
+    name = call.get("name") if isinstance(call.get("name"), str) else "tool"
+    raw = call.get("arguments")
+    args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+
+    def path(*keys: str, default: str = "") -> str:
+        value = next((args[k] for k in keys if args.get(k)), default)
+        text = str(value)
+        home = os.path.expanduser("~")
+        return "~" + text[len(home) :] if home not in ("", "~") and text.startswith(home) else text
+
+    if name == "read":
+        shown = path("path", "file_path")
+        offset, limit = args.get("offset"), args.get("limit")
+        if isinstance(offset, int) or isinstance(limit, int):
+            start = offset if isinstance(offset, int) else 1
+            end = f"-{start + limit - 1}" if isinstance(limit, int) else ""
+            shown += f":{start}{end}"
+        label = f"read: {shown}"
+    elif name in ("write", "edit"):
+        label = f"{name}: {path('path', 'file_path')}"
+    elif name == "bash":
+        command = str(args.get("command", ""))
+        flat = " ".join(command.split())
+        label = f"bash: {flat[:50]}{'…' if len(flat) > 50 else ''}"
+    elif name == "grep":
+        label = f"grep: /{args.get('pattern', '')}/ in {path('path', default='.')}"
+    elif name == "find":
+        label = f"find: {args.get('pattern', '')} in {path('path', default='.')}"
+    elif name == "ls":
+        label = f"ls: {path('path', default='.')}"
+    else:
+        compact = json_compact(raw if raw is not None else {})
+        label = f"{name}: {compact[:40]}{'…' if len(compact) > 40 else ''}"
+    return one_line(f"[{label}]" + (" ✗" if is_error else ""), 400)
 
 
 def entry_preview(entry: Entry, limit: int = 200) -> str:

@@ -1,10 +1,16 @@
 """The append log as rows to draw: a flattened, filtered, foldable view of the tree.
 
-Drawn like Pi's /tree: a linear chain stays in one column, and only a fork indents its branches
-(`├─`/`└─`). That keeps chains thousands of entries long readable and makes flattening a loop
-with no recursion. Rows are two int arrays (entry position, prefix id) plus a position → row
-map, so a million-entry session costs ~12 bytes per entry here. Building is O(visible nodes);
-drawing a screen needs only the rows on it.
+Indentation grows with the nesting of *side* branches only, never with the number of forks
+along one path: at a fork, the child that continues the path being read stays in its parent's
+column (on the active path, the child toward the leaf; inside a side branch, its latest child),
+and the other children are drawn just below the fork as blocks one step in (`├─`/`│`). A
+session where the user went back and retried three hundred times therefore reads as one column
+with three hundred one-step blocks, not as a staircase that runs out of width (Pi's /tree
+indents at every fork, see pi-coding-agent's `tree-selector.js`).
+
+Rows are two int arrays (entry position, prefix id) plus a position → row map, so a
+million-entry session costs ~12 bytes per entry here. Building is O(visible nodes) with no
+recursion; drawing a screen needs only the rows on it.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from .storage.index import (
     NONE,
     SESSION_INFO,
     THINKING_LEVEL_CHANGE,
+    TOOL_RESULT,
     USER,
     TreeIndex,
 )
 
-MAX_INDENT_LEVELS = 24
+GUIDE = 3  # columns per level of side-branch nesting
 
 
 class Cycle(Enum):
@@ -38,10 +45,21 @@ class Cycle(Enum):
 
 
 class Filter(Cycle):
-    DEFAULT = "default"
-    USER = "user messages"
-    ALL = "everything"
-    LABELED = "labeled"
+    """Pi's /tree filters, in Pi's cycling order."""
+
+    DEFAULT = "default"  # everything but settings and bookkeeping entries
+    NO_TOOLS = "no-tools"  # the default minus tool results
+    USER = "user-only"
+    LABELED = "labeled-only"
+    ALL = "all"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Filter | None:
+        name = _OLD_NAMES.get(str(value))  # names used before the filters followed Pi's
+        return cls(name) if name else None
+
+
+_OLD_NAMES = {"user messages": "user-only", "everything": "all", "labeled": "labeled-only"}
 
 
 _HIDDEN_BY_DEFAULT = {
@@ -55,6 +73,7 @@ _HIDDEN_BY_DEFAULT = {
 }
 _DEFAULT_TABLE = bytes(0 if code in _HIDDEN_BY_DEFAULT else 1 for code in range(256))
 _USER_TABLE = bytes(1 if code == USER else 0 for code in range(256))
+_NOT_TOOL_TABLE = bytes(0 if code == TOOL_RESULT else 1 for code in range(256))
 
 
 def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> bytearray:
@@ -64,6 +83,10 @@ def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> byte
         return bytearray(b"\x01") * n
     if flt is Filter.DEFAULT:
         return bytearray(index.kind.translate(_DEFAULT_TABLE))
+    if flt is Filter.NO_TOOLS:  # both masks at C speed: AND of two big integers
+        default = int.from_bytes(index.kind.translate(_DEFAULT_TABLE), "little")
+        no_tool = int.from_bytes(index.role.translate(_NOT_TOOL_TABLE), "little")
+        return bytearray((default & no_tool).to_bytes(n, "little"))
     if flt is Filter.USER:
         return bytearray(index.role.translate(_USER_TABLE))
     vis = bytearray(n)
@@ -77,7 +100,17 @@ def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> byte
 class Outline:
     """Rows for one (filter, folds) combination of a `TreeIndex`."""
 
-    __slots__ = ("folded", "index", "prefixes", "row_of", "rows_pos", "rows_prefix", "vis")
+    __slots__ = (
+        "folded",
+        "index",
+        "marks",
+        "prefixes",
+        "row_of",
+        "rows_pos",
+        "rows_prefix",
+        "side_roots",
+        "vis",
+    )
 
     def __init__(
         self,
@@ -85,14 +118,19 @@ class Outline:
         flt: Filter = Filter.DEFAULT,
         labels: Mapping[str, str] | None = None,
         folded: Collection[int] = (),
+        marks: bytes | bytearray | None = None,
     ) -> None:
+        """`marks`: one byte per entry, 1 on the active path (see `active_marks`); it decides
+        which child continues a fork in place. Without it, the latest child does."""
         self.index = index
         self.vis = visibility(index, flt, labels or {})
         self.folded = set(folded)
+        self.marks = marks if marks is not None else active_marks(index, index.leaf)
         self.prefixes: list[str] = [""]
         self.rows_pos = array("i")
         self.rows_prefix = array("i")
         self.row_of = array("i", [-1]) * len(index)
+        self.side_roots: list[int] = []  # first entries of the side-branch blocks drawn
         self._build()
 
     @classmethod
@@ -102,6 +140,8 @@ class Outline:
         outline.index = index
         outline.vis = bytearray()
         outline.folded = set()
+        outline.marks = bytearray()
+        outline.side_roots = []
         outline.prefixes = [""]
         outline.rows_pos = array("i")
         outline.rows_prefix = array("i")
@@ -155,7 +195,6 @@ class Outline:
         rows_pos, rows_prefix, row_of = self.rows_pos, self.rows_prefix, self.row_of
         folded = self.folded
         visible_children = self.visible_children
-        limit = 3 * MAX_INDENT_LEVELS
 
         def pid(text: str) -> int:
             k = prefix_ids.get(text)
@@ -164,12 +203,10 @@ class Outline:
                 prefixes.append(text)
             return k
 
+        stack: list[tuple[int, int, str]] = []  # (entry, prefix id of its row, prefix below it)
         roots = self._visible_roots()
-        stack: list[tuple[int, int, str]] = []
-        if len(roots) == 1:
-            stack.append((roots[0], 0, ""))
-        else:
-            self._push_fork(stack, roots, "", pid, limit)
+        if roots:
+            self._push_fork(stack, roots, "", pid)
         index, vis = self.index, self.vis
         first_child, next_sibling = index.first_child, index.next_sibling
         n = len(rows_pos)
@@ -192,18 +229,20 @@ class Outline:
                     i, line_pid = kids[0], cont_pid
                     continue
                 if kids:
-                    self._push_fork(stack, kids, cont, pid, limit)
+                    self._push_fork(stack, kids, cont, pid)
                 break
 
-    @staticmethod
-    def _push_fork(stack, kids: list[int], cont: str, pid, limit: int) -> None:
-        if len(cont) >= limit:  # very deep nesting: drop the outermost guides, keep alignment
-            cont = "┄  " + cont[-(limit - 3) :]
-        last = len(kids) - 1
-        for k in range(last, -1, -1):
-            is_last = k == last
-            line = cont + ("└─ " if is_last else "├─ ")
-            stack.append((kids[k], pid(line), cont + ("   " if is_last else "│  ")))
+    def _push_fork(self, stack: list[tuple[int, int, str]], kids: list[int], cont: str, pid) -> None:
+        """At a fork: the side branches (oldest first) as blocks one step in, then the child
+        that continues the path, in the fork's own column (pushed first: popped last)."""
+        marks = self.marks
+        main = next((k for k in kids if marks[k]), kids[-1])
+        stack.append((main, pid(cont), cont))
+        sides = [k for k in kids if k != main]
+        self.side_roots.extend(sides)
+        head, below = pid(cont + "├─ "), cont + "│  "
+        for k in reversed(sides):
+            stack.append((k, head, below))
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -234,6 +273,23 @@ class Outline:
                 return r
             r += step
         return -1
+
+
+def subtree_size(index: TreeIndex, i: int) -> tuple[int, int]:
+    """(entries in the subtree of `i`, the latest position in it): what a folded stub says."""
+    first_child, next_sibling = index.first_child, index.next_sibling
+    count, latest = 0, i
+    stack = [i]
+    while stack:
+        j = stack.pop()
+        count += 1
+        if j > latest:
+            latest = j
+        c = first_child[j]
+        while c != NONE:
+            stack.append(c)
+            c = next_sibling[c]
+    return count, latest
 
 
 def active_marks(index: TreeIndex, leaf: int) -> bytearray:

@@ -35,7 +35,7 @@ from .model.header import SessionHeader
 from .model.ids import iso_now, now_ms
 from .model.messages import content_text
 from .storage.base import SessionStorage
-from .storage.index import COMPACTION, TreeIndex
+from .storage.index import ASSISTANT, COMPACTION, TOOL_RESULT, TreeIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,9 @@ def _usable_usage(usage: Any) -> bool:
     cost = usage.get("cost")
     nums.append(cost.get("total") if isinstance(cost, dict) else None)
     return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in nums)
+
+
+TOOL_CALL_SEARCH = 64  # results of one turn a call is looked for above (parallel calls)
 
 
 class Session:
@@ -229,6 +232,34 @@ class Session:
     def entry_at(self, position: int) -> Entry:
         """The entry at a position of `tree` (file order); decoded on demand."""
         return self.storage.load_entry(position)
+
+    def tool_call_of(self, position: int) -> dict[str, Any] | None:
+        """The `toolCall` block that produced the tool result at `position`, or None. Pi writes
+        the results of one assistant turn as a chain below it, so the call is found by walking
+        up past sibling results to the first assistant message."""
+        tree = self.tree
+        entry = self.entry_at(position)
+        message = entry.get("message")
+        if not isinstance(message, dict) or tree.role[position] != TOOL_RESULT:
+            return None
+        call_id = message.get("toolCallId")
+        i = tree.parent[position]
+        for _ in range(TOOL_CALL_SEARCH):
+            if i < 0 or tree.role[i] not in (TOOL_RESULT, ASSISTANT):
+                return None
+            if tree.role[i] == ASSISTANT:
+                calls = self.entry_at(i).get("message", {}).get("content")
+                if isinstance(calls, list):
+                    for block in calls:
+                        if (
+                            isinstance(block, dict)
+                            and block.get("type") == "toolCall"
+                            and block.get("id") == call_id
+                        ):
+                            return block
+                return None
+            i = tree.parent[i]
+        return None
 
     def get_entries(self) -> list[Entry]:
         """The append log: every entry of every branch, in file order."""

@@ -43,8 +43,11 @@ def test_context_text_json_llm(tmp_path):
 def test_tree_prints_forks(tmp_path):
     path, _u1, _a1 = make(tmp_path)
     out = run("tree", str(path)).stdout
-    assert "├─ " in out and "└─ " in out and "← active" in out
-    assert out.count("\n") == 5  # every entry, the leaf entry included
+    lines = out.splitlines()
+    assert len(lines) == 5  # every entry, the leaf entry included
+    # The abandoned branch is a block one step in; the active path continues in its column.
+    assert [line.split(" ")[0] for line in lines] == ["›", "‹", "├─", "│", "›"]
+    assert lines[-1].endswith("← active")
 
 
 def test_move_and_check(tmp_path):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from sessiontree import open_session
-from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (120, 36)
@@ -35,8 +36,8 @@ def test_snapshot_default(snap_compare, demo_app):
 
 def test_snapshot_everything_filter_at_fork(snap_compare, demo_app):
     async def before(pilot):
-        await pilot.press("f", "f")
-        tree = pilot.app.query_one(SessionTreeView)
+        await pilot.press("5")  # the "all" filter
+        tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c137e"])
         await _settle(pilot)
 
@@ -45,7 +46,7 @@ def test_snapshot_everything_filter_at_fork(snap_compare, demo_app):
 
 def test_snapshot_llm_preview(snap_compare, demo_app):
     async def before(pilot):
-        tree = pilot.app.query_one(SessionTreeView)
+        tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c26fc"])
         await pilot.press("p")
         await _settle(pilot)
@@ -55,7 +56,7 @@ def test_snapshot_llm_preview(snap_compare, demo_app):
 
 def test_snapshot_summary_prompt(snap_compare, demo_app):
     async def before(pilot):
-        tree = pilot.app.query_one(SessionTreeView)
+        tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c2123"])
         await pilot.press("s")
         await _settle(pilot)
@@ -65,3 +66,33 @@ def test_snapshot_summary_prompt(snap_compare, demo_app):
         await _settle(pilot)
 
     assert snap_compare(demo_app, terminal_size=(120, 44), run_before=before)
+
+
+@pytest.fixture
+def retries_app(tmp_path):
+    from harness.retries import write_retries
+
+    write_retries(tmp_path / "retries.jsonl", retries=300, nested=40).close()
+    return SessionTreeApp(open_session(tmp_path / "retries.jsonl"), follow=False)
+
+
+def test_snapshot_300_retries_at_80x24_cursor_up_three(snap_compare, retries_app):
+    """Every row keeps its words at the leaf of a session retried 300 times; the cursor bar is
+    on the fourth row from the bottom, the leaf row marked."""
+
+    async def before(pilot):
+        await pilot.press("k", "k", "k")
+        await _settle(pilot)
+
+    assert snap_compare(retries_app, terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_300_retries_at_160x50_preview_focused(snap_compare, retries_app):
+    """With the preview focused the cursor bar stays, dimmer."""
+
+    async def before(pilot):
+        await pilot.press("k", "k", "k", "k", "k")
+        pilot.app.browser.query_one("#preview").focus()
+        await _settle(pilot)
+
+    assert snap_compare(retries_app, terminal_size=(160, 50), run_before=before)

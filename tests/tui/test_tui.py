@@ -15,11 +15,12 @@ import pytest
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.outline import Filter
-from sessiontree.tui.app import PREVIEW_DELAY, SessionTreeApp
+from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.launch import build_app, open_for_browsing
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
 from sessiontree.tui.picker import PickerScreen
 from sessiontree.tui.preview import PreviewMode, PreviewView
+from sessiontree.tui.preview_pane import PREVIEW_DELAY, PreviewPane
 from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (150, 45)
@@ -33,12 +34,12 @@ def lines(path: Path) -> list[dict]:
 
 
 def rows(app) -> list[str]:
-    tree = app.query_one(SessionTreeView)
+    tree = app.browser.query_one(SessionTreeView)
     return [tree.render_line(y).text for y in range(tree.size.height)]
 
 
 def cursor_id(app) -> str:
-    return app.query_one(SessionTreeView).current_target().entry_id
+    return app.browser.query_one(SessionTreeView).current_target().entry_id
 
 
 async def settle(app, pilot) -> None:
@@ -48,7 +49,7 @@ async def settle(app, pilot) -> None:
 
 
 def preview_text(app) -> str:
-    return app.query_one(PreviewView).plain_text()
+    return app.browser.query_one(PreviewView).plain_text()
 
 
 def make_app(path: Path, **kw) -> SessionTreeApp:
@@ -57,12 +58,12 @@ def make_app(path: Path, **kw) -> SessionTreeApp:
 
 
 def row_of(app, entry_id: str) -> int:
-    tree = app.query_one(SessionTreeView)
+    tree = app.browser.query_one(SessionTreeView)
     return tree.outline.row_for(app.session.tree.pos[entry_id])
 
 
 async def put_cursor(app, pilot, entry_id: str) -> None:
-    tree = app.query_one(SessionTreeView)
+    tree = app.browser.query_one(SessionTreeView)
     tree.set_cursor(row_of(app, entry_id))
     await settle(app, pilot)
 
@@ -75,10 +76,10 @@ async def test_opens_at_the_leaf_with_header_and_preview(demo):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert cursor_id(app) == app.session.leaf_id == "3a7c55c4"
-        assert app.title == "Fix flaky date parsing in weather-cli"
-        assert "demo.jsonl · 46 entries · leaf 3a7c55c4" in app.sub_title
+        assert app.browser.title == "Fix flaky date parsing in weather-cli"
+        assert "demo.jsonl · 46 entries · leaf 3a7c55c4" in app.browser.sub_title
         text = "\n".join(rows(app))
-        assert "← active" in text and "├─ " in text and "└─ " in text
+        assert "← active" in text and "├─ " in text
         assert "[diagnosis]" in text
         assert "if the leaf were at 3a7c55c4: 8 messages" in preview_text(app)
         assert "compactionSummary" in preview_text(app)
@@ -87,7 +88,7 @@ async def test_opens_at_the_leaf_with_header_and_preview(demo):
 async def test_cursor_keys(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        tree = app.query_one(SessionTreeView)
+        tree = app.browser.query_one(SessionTreeView)
         await pilot.press("g")
         assert tree.cursor_row == 0
         await pilot.press("j", "down")
@@ -116,18 +117,18 @@ async def test_click_selects_row(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.click(SessionTreeView, offset=(5, 2))
-        assert app.query_one(SessionTreeView).cursor_row == 2
+        assert app.browser.query_one(SessionTreeView).cursor_row == 2
 
 
 async def test_fold_and_unfold(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        tree = app.query_one(SessionTreeView)
+        tree = app.browser.query_one(SessionTreeView)
         before = len(tree.outline)
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("space")
         assert len(tree.outline) == 6 and cursor_id(app) == "3a7c137e"
-        assert "▸2" in rows(app)[5]
+        assert "▸ 36 entries" in rows(app)[5]  # the stub says how much is folded away
         await pilot.press("space")
         assert len(tree.outline) == before
 
@@ -135,22 +136,21 @@ async def test_fold_and_unfold(demo):
 async def test_filters_cycle_and_show_in_footer(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        tree = app.query_one(SessionTreeView)
+        tree = app.browser.query_one(SessionTreeView)
         counts = {}
-        for expected in (Filter.USER, Filter.ALL, Filter.LABELED, Filter.DEFAULT):
+        for expected in (Filter.NO_TOOLS, Filter.USER, Filter.LABELED, Filter.ALL, Filter.DEFAULT):
             await pilot.press("f")
             assert tree.filter is expected
             counts[expected] = len(tree.outline)
-            footer = app.screen.active_bindings["f"].binding.description
-            assert footer == f"Filter: {_short(expected)}"
+            assert app.screen.active_bindings["f"].binding.description == expected.value
         assert counts[Filter.ALL] == 46
         assert counts[Filter.USER] == 7
         assert counts[Filter.LABELED] == 3
         assert counts[Filter.DEFAULT] == 36  # 46 minus 4 settings, 3 labels, 3 leaf entries
-
-
-def _short(flt: Filter) -> str:
-    return {"user messages": "user msgs"}.get(flt.value, flt.value)
+        assert counts[Filter.NO_TOOLS] == 36 - 10  # the demo's ten tool results
+        for key, expected in zip("54321", reversed(list(Filter)), strict=True):  # direct keys
+            await pilot.press(key)
+            assert tree.filter is expected and len(tree.outline) == counts[expected]
 
 
 async def test_search_next_previous(demo):
@@ -159,17 +159,17 @@ async def test_search_next_previous(demo):
         await pilot.press("slash")
         await pilot.press(*"pytest", "enter")
         await settle(app, pilot)
-        assert len(app._match_rows()) == 5
+        assert len(app.browser._match_rows()) == 5
         first = cursor_id(app)
         await pilot.press("n")
         second = cursor_id(app)
         assert second != first
         await pilot.press("N")
         assert cursor_id(app) == first
-        assert "match 1/5" in app.sub_title or "match" in app.sub_title
+        assert "match 1/5" in app.browser.sub_title or "match" in app.browser.sub_title
         await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
         await settle(app, pilot)
-        assert app._matches == []
+        assert app.browser._matches == []
 
 
 # --- moving -----------------------------------------------------------------------------------
@@ -184,10 +184,12 @@ async def test_enter_moves_leaf_to_other_entry(demo):
         last = lines(demo)[-1]
         assert last["type"] == "leaf" and last["targetId"] == "3a7c137e" and last["parentId"] == "3a7c55c4"
         assert app.session.leaf_id == "3a7c137e"
-        assert "leaf 3a7c137e" in app.sub_title
+        assert "leaf 3a7c137e" in app.browser.sub_title
         assert (
             "← active"
-            in rows(app)[row_of(app, "3a7c137e") - int(app.query_one(SessionTreeView).scroll_offset.y)]
+            in rows(app)[
+                row_of(app, "3a7c137e") - int(app.browser.query_one(SessionTreeView).scroll_offset.y)
+            ]
         )
     with open_session(demo, read_only=True) as again:
         assert again.leaf_id == "3a7c137e"
@@ -305,7 +307,7 @@ async def test_rename(demo):
         await pilot.press("r")
         await pilot.press("ctrl+u", *"Time zones", "enter")
         await settle(app, pilot)
-        assert app.title == "Time zones"
+        assert app.browser.title == "Time zones"
         assert lines(demo)[-1]["name"] == "Time zones"
 
 
@@ -339,7 +341,7 @@ async def test_preview_modes_and_expand(demo):
         assert "branchSummary" in text
         await pilot.press("p")
         await settle(app, pilot)
-        assert app.preview_mode is PreviewMode.LLM
+        assert app.screen.query_one(PreviewPane).mode is PreviewMode.LLM
         text = preview_text(app)
         assert "The following is a summary of a branch that this conversation came back from:" in text
         assert "<summary>" in text
@@ -349,7 +351,7 @@ async def test_preview_modes_and_expand(demo):
         assert '"type": "message"' in text and '"id": "3a7c26fc"' in text
         await pilot.press("p")
         await settle(app, pilot)
-        assert app.preview_mode is PreviewMode.CONTEXT
+        assert app.screen.query_one(PreviewPane).mode is PreviewMode.CONTEXT
         await put_cursor(app, pilot, "3a7c4df8")  # the compaction: its summary is cut
         assert "3 more lines" in preview_text(app) and "Release 1.4.0" not in preview_text(app)
         await pilot.press("e")
@@ -361,7 +363,7 @@ async def test_tab_focuses_preview(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("tab")
-        assert app.focused is app.query_one(PreviewView)
+        assert app.focused is app.browser.query_one(PreviewView)
 
 
 async def test_help(demo):
@@ -385,7 +387,7 @@ async def test_read_only_mode_refuses_moves(demo):
         for key in ("enter", "s", "m", "r", "b"):
             await pilot.press(key)
         await settle(app, pilot)
-        assert app.query_one("#banner").display
+        assert app.browser.query_one("#banner").display
         assert any("read-only" in str(n.message).lower() for n in app._notifications)
     assert demo.read_bytes() == before
 
@@ -398,7 +400,7 @@ async def test_locked_file_opens_read_only(demo):
         assert app.session.read_only
         async with app.run_test(size=SIZE) as pilot:
             await settle(app, pilot)
-            banner = str(app.query_one("#banner").render())
+            banner = str(app.browser.query_one("#banner").render())
             assert f"being written by another process (pid {holder.pid})" in banner
             await pilot.press("enter")
     finally:
@@ -422,7 +424,7 @@ async def test_damaged_file_opens_read_only(demo):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.session.read_only
-        assert "line 48" in str(app.query_one("#banner").render())
+        assert "line 48" in str(app.browser.query_one("#banner").render())
 
 
 async def test_live_follow(demo):
@@ -478,12 +480,12 @@ async def test_hostile_content_is_shown_inert(tmp_path, case):
         assert shown in drawn
         assert not any(ch in drawn for ch in "\x1b\x07\x9b\u202e\u200b")
         assert f"[{shown[:20]}" in drawn  # the label, too
-        tree = app.query_one(SessionTreeView)
+        tree = app.browser.query_one(SessionTreeView)
         for y in range(tree.size.height):
             for segment in tree.render_line(y):
                 assert segment.style is None or segment.style.link is None  # no hyperlink was made
         assert shown in preview_text(app)
-        assert "\x1b" not in app.title and "\x1b" not in app.sub_title
+        assert "\x1b" not in app.browser.title and "\x1b" not in app.browser.sub_title
         await pilot.press("p", "p")  # raw JSON of the entry, escaped by JSON and made inert
         await settle(app, pilot)
         assert "\x1b" not in preview_text(app)
@@ -554,7 +556,7 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
                 break
         assert app.session.read_only
         await settle(app, pilot)
-        assert "UTF-8" in str(app.query_one("#banner").render())
+        assert "UTF-8" in str(app.browser.query_one("#banner").render())
         assert any("⚠" in r and "unreadable" in r for r in rows(app))
 
 

@@ -29,9 +29,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--filter",
         dest="filter_value",
-        default="everything",
-        choices=[f.value for f in Filter],
-        help="which entries to show (default: everything)",
+        default="all",
+        type=_filter,
+        help=f"which entries to show: {', '.join(f.value for f in Filter)} (default: all)",
     )
     p.add_argument("--width", type=int, default=100, help="preview width")
     p.set_defaults(func=cmd_tree)
@@ -89,7 +89,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
         index = session.tree
         labels = session.labels()
-        outline = Outline(index, Filter(args.filter_value), labels)
+        outline = Outline(index, args.filter_value, labels)
         leaf = index.leaf
         width = max(40, args.width)
 
@@ -133,3 +133,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             out(f"note: run `sessiontree upgrade {args.file}` to convert it to v3 (a backup is kept)")
         out("damaged" if errors else "ok")
         return 1 if errors else 0
+
+
+def _filter(value: str) -> Filter:
+    try:
+        return Filter(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"unknown filter {value!r} (choose from {', '.join(f.value for f in Filter)})"
+        ) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -63,9 +64,18 @@ def build_app(
 
 def launch(path: str | None, **options) -> int:
     app = build_app(path, **options)
+
+    def close(signum: int, frame: object) -> None:
+        # The terminal closed (SIGHUP) or someone asked us to stop (SIGTERM): leave the way `q`
+        # does, so the demo copy is removed and the session closed instead of leaking.
+        app.exit()
+
+    previous = {sig: signal.signal(sig, close) for sig in (signal.SIGHUP, signal.SIGTERM)}
     try:
         app.run()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if app.demo_dir is not None:  # the private demo copy goes away with the app
             shutil.rmtree(app.demo_dir, ignore_errors=True)
     return 0

@@ -229,19 +229,3 @@ class HistoryScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide-dialog"):
-            yield Label("sessiontree keys", classes="dialog-title")
-            yield Static(self.text, markup=False)
-
-    def action_close(self) -> None:
-        self.dismiss(None)

@@ -261,6 +261,8 @@ def wrap(text: str, width: int) -> list[str]:
 class PreviewView(ScrollView, can_focus=True):
     """Scrollable, wrapped, inert lines."""
 
+    HELP_TITLE = "Preview"
+
     BINDINGS = [
         Binding("up,k", "scroll_up", "Up", show=False),
         Binding("down,j", "scroll_down", "Down", show=False),

@@ -8,8 +8,9 @@ strip cache, so cursor moves cost a couple of rendered lines whatever the sessio
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -23,12 +24,14 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..display import entry_glyph, entry_kind, entry_preview, inert, one_line
+from ..display import call_label, entry_glyph, entry_preview, inert, one_line
+from ..display import entry_kind as kind_of
 from ..model.errors import SessionError
-from ..outline import Filter, Outline, active_marks
+from ..outline import GUIDE, Filter, Outline, active_marks, subtree_size
 from ..session import Session
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
+MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 
 KIND_CLASS = {
     "user": "tree--user",
@@ -51,6 +54,8 @@ class RowTarget:
 class SessionTreeView(ScrollView, can_focus=True):
     """Rows of the session tree; the cursor row is the "highlighted" entry."""
 
+    HELP_TITLE = "Tree"
+
     BINDINGS = [
         Binding("up,k", "cursor(-1)", "Up", show=False),
         Binding("down,j", "cursor(1)", "Down", show=False),
@@ -61,8 +66,9 @@ class SessionTreeView(ScrollView, can_focus=True):
         Binding("left,h", "parent", "Parent", show=False),
         Binding("[", "fork(-1)", "Prev fork", show=False),
         Binding("]", "fork(1)", "Next fork", show=False),
-        Binding("space", "fold", "Fold", show=False),
-        Binding("a", "jump_active", "Active leaf", show=False),
+        Binding("space", "fold", "Fold", tooltip="fold / unfold below the entry", show=False),
+        Binding("z", "fold_sides", "Fold sides", tooltip="fold / unfold every side branch", show=False),
+        Binding("a", "jump_active", "Active leaf", tooltip="jump to the active leaf", show=False),
     ]
 
     COMPONENT_CLASSES = {
@@ -81,6 +87,9 @@ class SessionTreeView(ScrollView, can_focus=True):
         "tree--custom",
         "tree--match",
         "tree--fold",
+        "tree--leaf-row",
+        "tree--was-leaf",
+        "tree--depth",
     }
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
@@ -109,6 +118,8 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._styles: dict[tuple[str, bool], Style] = {}
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._last_highlight: int | None = None
+        self.previous_leaf: int | None = None  # marked after a move, until the next one
+        self._stubs: LRUCache[int, str] = LRUCache(1024)
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -118,22 +129,14 @@ class SessionTreeView(ScrollView, can_focus=True):
         current = self.current_position() if keep is None else keep
         tree = self.session.tree
         self._labels = self.session.labels()
-        self.outline = Outline(tree, self.filter, self._labels, self.folded)
         self._marks = active_marks(tree, tree.leaf)
+        self.outline = Outline(tree, self.filter, self._labels, self.folded, self._marks)
         self._version += 1
         self._cache.clear()
+        self._stubs.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
         row = self.outline.row_for(current) if current is not None else -1
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
-        self.refresh()
-
-    def refresh_marks(self) -> None:
-        """The leaf or labels moved: repaint without re-flattening."""
-        tree = self.session.tree
-        self._labels = self.session.labels()
-        self._marks = active_marks(tree, tree.leaf)
-        self._version += 1
-        self._cache.clear()
         self.refresh()
 
     def set_matches(self, positions: set[int]) -> None:
@@ -224,6 +227,16 @@ class SessionTreeView(ScrollView, can_focus=True):
             return
         self.rebuild(keep=i)
 
+    def action_fold_sides(self) -> None:
+        """Fold every side branch to its stub row, or unfold everything if anything is folded."""
+        i = self.current_position()
+        if self.folded:
+            self.folded.clear()
+        else:
+            self.folded.update(self.outline.side_roots)
+        if i is not None:
+            self.rebuild(keep=i)
+
     def action_jump_active(self) -> None:
         leaf = self.session.tree.leaf
         if leaf >= 0:
@@ -274,47 +287,75 @@ class SessionTreeView(ScrollView, can_focus=True):
         pauses long on big sessions)."""
         info = self._info.get(i)
         if info is None:
+            session = self.session
             try:
-                entry = self.session.entry_at(i)
+                entry = session.entry_at(i)
+                preview = entry_preview(entry, PREVIEW_CHARS)
+                if kind_of(entry) == "toolResult":  # drawn as the call that produced it
+                    call = session.tool_call_of(i)
+                    if call is not None:
+                        preview = call_label(call, is_error=bool(entry.get("message", {}).get("isError")))
             except SessionError as exc:  # a line that cannot be decoded: say so, in the row
                 self.post_message(self.Damaged())
-                return ("unknown", "⚠", self.session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
-            info = (
-                entry_kind(entry),
-                entry_glyph(entry),
-                entry.id,
-                entry_preview(entry, PREVIEW_CHARS),
-                _local_time(entry.timestamp),
-            )
+                return ("unknown", "⚠", session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
+            info = (kind_of(entry), entry_glyph(entry), entry.id, preview, _local_time(entry.timestamp))
             self._info[i] = info
         return info
 
+    def _stub(self, i: int) -> str:
+        """What a folded entry hides: `▸ 12 entries · 3h ago`."""
+        stub = self._stubs.get(i)
+        if stub is None:
+            count, latest = subtree_size(self.session.tree, i)
+            hidden = count - 1
+            when = ""
+            if latest != i:
+                with contextlib.suppress(SessionError):
+                    when = " · " + _age(self.session.entry_at(latest).timestamp)
+            stub = f"▸ {hidden:,} entr{'y' if hidden == 1 else 'ies'}{when} "
+            self._stubs[i] = stub
+        return stub
+
     def _render_row(self, row: int, width: int) -> Strip:
         tree = self.session.tree
-        i = self.outline.rows_pos[row]
+        outline = self.outline
+        i = outline.rows_pos[row]
         kind, glyph, entry_id, preview, when = self._row_info(i)
         base = self._style("")
         on_path = bool(self._marks[i])
-        leaf_row = self.outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
+        is_leaf = i == tree.leaf
         row_style = base + self._style("tree--path" if on_path else "tree--off-path")
+        if is_leaf:
+            row_style += self._style("tree--leaf-row")
 
+        prefix = outline.prefix(row)
+        budget = max(width - 1 - 2 - MIN_TEXT, 6)  # guides never take the last MIN_TEXT columns
+        depth_marker = ""
+        if len(prefix) > budget:  # deep nesting: `⤷12` plus the innermost guides
+            depth_marker = f"⤷{len(prefix) // GUIDE} "
+            keep = max((budget - len(depth_marker)) // GUIDE, 1) * GUIDE
+            prefix = prefix[-keep:]
         left: list[Segment] = [
-            Segment("▌" if on_path else " ", row_style + self._style("tree--leaf") if on_path else row_style),
-            Segment(self.outline.prefix(row), row_style + self._style("tree--guide")),
+            Segment("▌" if on_path else " ", row_style + self._style("tree--leaf") if on_path else row_style)
         ]
+        if depth_marker:
+            left.append(Segment(depth_marker, row_style + self._style("tree--depth")))
+        left.append(Segment(prefix, row_style + self._style("tree--guide")))
         kind_style = row_style + self._style(KIND_CLASS[kind]) if kind in KIND_CLASS else row_style
         left.append(Segment(glyph + " ", kind_style))
         if i in self.folded:
-            hidden = len(self.outline.visible_children(i)) or 1
-            left.append(Segment(f"▸{hidden} ", row_style + self._style("tree--fold")))
+            left.append(Segment(self._stub(i), row_style + self._style("tree--fold")))
         label = self._labels.get(entry_id)
         if label:
             left.append(Segment(f"[{inert(label)}] ", row_style + self._style("tree--label")))
 
         right: list[Segment] = []
+        leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
         if row == leaf_row:
-            marker = " ← active" if i == tree.leaf else " ← active (hidden below)"
+            marker = " ← active" if is_leaf else " ← active (hidden below)"
             right.append(Segment(marker, row_style + self._style("tree--leaf")))
+        elif i == self.previous_leaf:
+            right.append(Segment(" ← was active", row_style + self._style("tree--was-leaf")))
         if width >= 100:
             right.append(Segment(f" {when}", row_style + self._style("tree--time")))
 
@@ -325,16 +366,31 @@ class SessionTreeView(ScrollView, can_focus=True):
         if i in self.matches:
             text_style = text_style + self._style("tree--match")
         segments = [*left, Segment(set_cell_size(text, room), text_style), *right]
-        strip = Strip(segments).crop_extend(0, width, row_style)
         if row == self.cursor_row:
-            strip = strip.apply_style(self._style("tree--cursor"))
-        return strip
+            # After the row's own styles, so the bar's background wins over theirs.
+            segments = list(Segment.apply_style(segments, post_style=self._style("tree--cursor")))
+            return Strip(segments).crop_extend(0, width, row_style + self._style("tree--cursor"))
+        return Strip(segments).crop_extend(0, width, row_style)
+
+
+def _age(iso: str) -> str:
+    """How long ago, coarsely: `5m ago`, `3h ago`, `12d ago`."""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        seconds = (datetime.now(UTC) - moment).total_seconds()
+    except (ValueError, OverflowError, TypeError):
+        return "?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"
 
 
 def _local_time(iso: str) -> str:
-    """Entry time in the local zone, `MM-DD HH:MM`."""
+    """Entry time in the local zone, `MM-DD HH:MM` (as written if it cannot be converted:
+    years near 1 or 9999 overflow when shifted to the local zone)."""
     try:
         moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return iso[:16]
     return moment.strftime("%m-%d %H:%M")

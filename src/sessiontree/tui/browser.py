@@ -1,0 +1,160 @@
+"""The browser screen for one session: the tree of the whole append log on the left, what the
+model would see on the right, the search box and the footer.
+
+Its bindings live on this screen, not on the app, so that a screen pushed over it (the picker, a
+dialog) never passes keys to a session the user cannot see.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Header, Input, Static
+
+from ..outline import Filter
+from ..session import Session
+from . import deliver
+from .follow import FollowMixin
+from .moves import MovesMixin
+from .preview_pane import PreviewPane
+from .search import SearchMixin
+from .tree_view import SessionTreeView
+
+WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename"}
+
+
+def _filter_bindings() -> list[Binding]:
+    """`f` cycles the filter (the footer names the one in effect: only the binding whose action
+    sets the next filter is enabled); `1`-`5` choose one directly, as Pi's /tree does."""
+    cycle = [
+        Binding("f", f"set_filter('{flt.next().value}')", f"{flt.value}", tooltip="cycle the filter")
+        for flt in Filter
+    ]
+    direct = [
+        Binding(str(n), f"choose_filter('{flt.value}')", f"filter: {flt.value}", show=False, id=f"filter-{n}")
+        for n, flt in enumerate(Filter, 1)
+    ]
+    return cycle + direct
+
+
+class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
+    HELP_TITLE = "Session"
+    # The footer lists the focused widget's bindings, then the screen's, then the app's: help
+    # and quit come first here so that they are the last to be cut at narrow widths.
+    BINDINGS = [
+        Binding("question_mark", "app.help", "Help", id="help"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+        Binding("enter", "move", "Move", tooltip="move the leaf here (Pi's rules)", id="move"),
+        Binding(
+            "s", "move_with_summary", "Move+sum", tooltip="move, with a branch summary", id="move-summary"
+        ),
+        *_filter_bindings(),
+        Binding("slash", "search", "Find", id="search"),
+        Binding("n", "next_match(1)", "Next match", show=False, id="next-match"),
+        Binding("N", "next_match(-1)", "Previous match", show=False, id="previous-match"),
+        Binding("b", "leaf_back", "Back", tooltip="back to the previous leaf", id="back"),
+        Binding("m", "label", "Label", tooltip="set or clear a label", id="label"),
+        Binding("r", "rename", "Rename", show=False, tooltip="rename the session", id="rename"),
+        Binding("H", "history", "History", show=False, tooltip="navigation history", id="history"),
+        Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
+        Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
+        Binding("o", "open_other", "Open", show=False, tooltip="open another session", id="open"),
+    ]
+
+    def __init__(self, session: Session, *, summarizer: str | None = None, follow: bool = True) -> None:
+        super().__init__(session)
+        self.summarizer = summarizer
+        self.follow = follow
+        self._damage_told = False
+
+    def compose(self) -> ComposeResult:
+        yield Header(icon="├")
+        yield Static("", id="banner", markup=False)
+        with Horizontal(id="main"):
+            yield SessionTreeView(self.session, id="tree")
+            yield PreviewPane(self.session, id="side")
+        yield Input(placeholder="search entries (Enter: find, Esc: close)", id="search")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#search", Input).display = False
+        session = self.session
+        self._update_header()
+        tree = self._tree()
+        tree.focus()
+        tree.rebuild(keep=session.tree.leaf if session.tree.leaf >= 0 else 0)
+        # Everything alive now (the widget tree, the session index) lives as long as the screen:
+        # take it out of the garbage collector's full passes, which otherwise walk it every time
+        # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
+        gc.freeze()
+        self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
+        self._start_following()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_node(self)
+        self.session.close()
+
+    @work(thread=True, exclusive=True, group="verify")
+    def _verify(self) -> None:
+        """The checks left for after the first paint (the UTF-8 of message text)."""
+        self.session.finish_verification()
+        deliver(self.app, self._damage_found)
+
+    @on(SessionTreeView.Damaged)
+    def _damage_found(self) -> None:
+        """Damage can surface after the first paint (the deferred UTF-8 check, an entry that
+        fails to decode): show the read-only banner as soon as it does, and say it once."""
+        if not self.is_attached:
+            return
+        self._update_header()
+        self.refresh_bindings()
+        session = self.session
+        if session.read_only and not self._damage_told:
+            self._damage_told = True
+            self.notify(session.read_only_reason or "", title="Read-only", severity="warning", markup=False)
+
+    # --- preview ------------------------------------------------------------------------------
+
+    @on(SessionTreeView.Highlighted)
+    def _highlighted(self, event: SessionTreeView.Highlighted) -> None:
+        self.query_one(PreviewPane).show(event.target)
+
+    def action_preview_mode(self) -> None:
+        pane = self.query_one(PreviewPane)
+        pane.mode = pane.mode.next()
+
+    def action_expand(self) -> None:
+        pane = self.query_one(PreviewPane)
+        pane.expanded = not pane.expanded
+
+    # --- bindings state -----------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WRITES and self.session.read_only:
+            return False  # hidden: the banner says why the session is read-only
+        if action == "set_filter":
+            return parameters[0] == self._tree().filter.next().value
+        if action == "next_match":
+            return bool(self._matches) or None
+        return True
+
+    def action_choose_filter(self, value: str) -> None:
+        self.action_set_filter(value)
+
+    def action_set_filter(self, value: str) -> None:
+        tree = self._tree()
+        tree.filter = Filter(value)
+        tree.rebuild()
+        self.refresh_bindings()
+        rows = len(tree.outline)
+        message = f"Filter: {value} ({rows:,} rows)"
+        if not rows:
+            message += " — nothing matches; press 1 for the default filter"
+        self.notify(message, markup=False, timeout=3)
+
+    def action_open_other(self) -> None:
+        self.app.action_open_other()  # type: ignore[attr-defined]

@@ -1,0 +1,93 @@
+"""What every part of the browser screen shares: the session, the tree widget, the header and
+the guard around writes. The screen's jobs (moves, search, follow) are mixins over this base,
+one module each, so a change to one job touches one file."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Static
+
+from ..display import inert
+from ..model.errors import SessionError
+from ..session import Session
+from .preview_pane import PreviewPane
+from .tree_view import SessionTreeView
+
+
+class BrowserBase(Screen[None]):
+    """State and helpers used by more than one of the browser's jobs."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self._matches: list[int] = []  # entry positions of the last search's hits
+
+    def _tree(self) -> SessionTreeView:
+        return self.query_one(SessionTreeView)
+
+    # --- header and banner --------------------------------------------------------------------
+
+    def _update_header(self) -> None:
+        session = self.session
+        location = Path(session.storage.location or "?").name
+        self.title = inert(session.session_name or "(unnamed session)")
+        leaf = session.leaf_id or "(none)"
+        parts = [location, f"{session.entry_count():,} entries", f"leaf {leaf}"]
+        if self._matches:
+            rows = self._match_rows()
+            cursor = self._tree().cursor_row
+            here = rows.index(cursor) + 1 if cursor in rows else "-"
+            parts.append(f"match {here}/{len(rows)}")
+        self.sub_title = inert(" · ".join(parts))
+        try:
+            banner = self.query_one("#banner", Static)
+        except NoMatches:  # called while the screen is being torn down
+            return
+        if session.read_only:
+            banner.update(Text(f"READ-ONLY: {inert(session.read_only_reason or 'opened with --read-only')}"))
+            banner.display = True
+        else:
+            banner.display = False
+
+    def _match_rows(self) -> list[int]:
+        row_of = self._tree().outline.row_of
+        return sorted(r for r in (row_of[p] for p in self._matches) if r >= 0)
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def _writable(self) -> bool:
+        if self.session.read_only:
+            self.notify(
+                self.session.read_only_reason or "read-only",
+                title="Read-only",
+                severity="warning",
+                markup=False,
+            )
+            return False
+        return True
+
+    def _guard(self, operation: Callable[[], object]) -> bool:
+        """Run a write; a refused write is reported, never raised into Textual."""
+        try:
+            operation()
+        except SessionError as exc:
+            self.notify(f"{exc} (nothing was written)", title="Not done", severity="error", markup=False)
+            return False
+        return True
+
+    def _after_write(self, keep: int | None = None, message: str | None = None) -> None:
+        self._tree().rebuild(keep=keep)
+        self._update_header()
+        self._refresh_preview()
+        if message:
+            self.notify(message, markup=False)
+
+    def _refresh_preview(self) -> None:
+        with contextlib.suppress(NoMatches):
+            self.query_one(PreviewPane).rebuild()

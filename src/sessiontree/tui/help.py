@@ -1,0 +1,77 @@
+"""`?`: the keys in effect on the screen below, read from its live bindings (so a remapped key
+shows as remapped), laid out by Rich for whatever width the dialog gets, and scrollable."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.dom import DOMNode
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Label, Static
+
+Section = tuple[str, list[tuple[str, str]]]
+
+
+def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
+    """(keys, what they do) for the bindings of one node, keys of the same action merged."""
+    rows: dict[str, list[str]] = {}
+    app = node.app
+    for bindings in node._bindings.key_to_bindings.values():
+        for binding in bindings:
+            what = binding.tooltip or binding.description or binding.action
+            key = app.get_key_display(binding)
+            keys = rows.setdefault(what, [])
+            if key not in keys:
+                keys.append(key)
+    return [(" ".join(keys), what) for what, keys in rows.items()]
+
+
+def sections_for(screen: Screen) -> list[Section]:
+    """The help sections of a screen: its own keys, then those of its widgets that have any."""
+    sections: list[Section] = []
+    own = binding_rows(screen)
+    if own:
+        sections.append((getattr(screen, "HELP_TITLE", "This screen"), own))
+    seen: set[type] = set()
+    for widget in screen.query("*"):
+        kind = type(widget)
+        if kind in seen or not kind.__dict__.get("BINDINGS") or not getattr(kind, "HELP_TITLE", None):
+            continue
+        seen.add(kind)
+        sections.append((kind.HELP_TITLE, binding_rows(widget)))  # type: ignore[attr-defined]
+    sections.append(("Everywhere", binding_rows(screen.app)))
+    return sections
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def __init__(self, sections: list[Section]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    @classmethod
+    def for_screen(cls, screen: Screen) -> HelpScreen:
+        return cls(sections_for(screen))
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide-dialog", id="help-dialog"):
+            yield Label("Keys in effect (Esc closes; ↑ ↓ PgUp PgDn scroll)", classes="dialog-title")
+            with VerticalScroll(id="help-body"):
+                for title, rows in self.sections:
+                    table = Table.grid(padding=(0, 2), expand=True)
+                    table.add_column(style="bold", no_wrap=True, min_width=8)
+                    table.add_column(ratio=1)
+                    for keys, what in rows:
+                        table.add_row(Text(keys), Text(what))
+                    yield Label(Text(title, style="bold underline"), classes="help-section")
+                    yield Static(table, classes="help-table")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,154 @@
+"""Moving the leaf (with or without a branch summary), going back, the navigation history,
+labels and the session name: every write the browser makes."""
+
+from __future__ import annotations
+
+from ..display import entry_preview, entry_summary, one_line
+from ..session import BranchSummary, Navigation
+from ..summarize import collect_branch, summarize_branch
+from .core import BrowserBase
+from .modals import HistoryItem, HistoryScreen, SummaryChoice, SummaryPrompt, TextPrompt
+from .tree_view import RowTarget
+
+
+class MovesMixin(BrowserBase):
+    summarizer: str | None = None
+    _back_cursor: int | None = None  # where `b` goes next; reset by any other move
+
+    def action_move(self) -> None:
+        target = self._tree().current_target()
+        if target is None or not self._writable():
+            return
+        self._back_cursor = None
+        self._navigate(target, None)
+
+    def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> None:
+        session = self.session
+        result: list[Navigation] = []
+        if not self._guard(lambda: result.append(session.navigate(target.entry_id, summary))):
+            return
+        nav = result[0]
+        if not nav.moved:
+            self.notify("That entry already is the leaf.", markup=False)
+            return
+        keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
+        message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
+        if nav.summary_id:
+            message += " with a branch summary"
+        self._after_write(keep=keep, message=message)
+        if nav.editor_text:
+            self.app.copy_to_clipboard(nav.editor_text)
+            self.notify(
+                one_line(nav.editor_text, 300),
+                title="Text to re-send (copied to the clipboard)",
+                markup=False,
+                timeout=10,
+            )
+
+    def action_move_with_summary(self) -> None:
+        target = self._tree().current_target()
+        if target is None or not self._writable():
+            return
+        session = self.session
+        if target.entry_id == session.leaf_id:
+            self.notify("That entry already is the leaf.", markup=False)
+            return
+        new_leaf, _ = session.navigation_target(target.entry_id)
+        branch = collect_branch(session, new_leaf)
+        command = self.summarizer
+
+        def drafter(instructions: str) -> str:
+            return summarize_branch(branch, command=command, custom_instructions=instructions).summary
+
+        def done(choice: SummaryChoice | None) -> None:
+            if choice is None:
+                self.notify("Move cancelled: nothing was written.", markup=False)
+                return
+            summary = None
+            if choice.text is not None:
+                summary = BranchSummary(choice.text, details=branch.files.details())
+            self._back_cursor = None
+            self._navigate(target, summary)
+
+        name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
+        entry = session.entry_at(target.position)
+        self.app.push_screen(
+            SummaryPrompt(
+                target_text=f"{target.entry_id} — {entry_preview(entry, 50)}",
+                branch_size=len(branch.entries),
+                drafter=drafter,
+                drafter_name=name,
+            ),
+            done,
+        )
+
+    def action_leaf_back(self) -> None:
+        """Move the leaf to where it was before the most recent move; again for the one before."""
+        if not self._writable():
+            return
+        session = self.session
+        moves = session.leaf_moves()
+        cursor = len(moves) - 1 if self._back_cursor is None else self._back_cursor
+        if cursor < 0:
+            self.notify("No earlier leaf is recorded in this session.", markup=False)
+            return
+        previous = moves[cursor].from_id
+        if not self._guard(lambda: session.move_to(previous)):
+            return
+        self._back_cursor = cursor - 1
+        keep = session.tree.pos.get(previous) if previous else None
+        self._after_write(keep=keep, message=f"Back: leaf is {previous or 'the start'} again")
+
+    def action_history(self) -> None:
+        session = self.session
+        items = []
+        for move in session.leaf_moves():
+            text = ""
+            if move.to_id is not None:
+                entry = session.get_entry(move.to_id)
+                text = entry_summary(entry) if entry else ""
+            timestamp = session.require_entry(move.entry_id).timestamp
+            items.append(HistoryItem(move.entry_id, timestamp, move.from_id, move.to_id, text))
+
+        def chosen(entry_id: str | None) -> None:
+            if entry_id and session.tree.pos.get(entry_id) is not None:
+                self._tree().go_to_position(session.tree.pos[entry_id])
+
+        self.app.push_screen(HistoryScreen(items), chosen)
+
+    def action_label(self) -> None:
+        target = self._tree().current_target()
+        if target is None or not self._writable():
+            return
+        session = self.session
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            text = value.strip() or None
+            if self._guard(lambda: session.append_label(target.entry_id, text)):
+                what = f"Label {text!r} set on" if text else "Label cleared on"
+                self._after_write(keep=target.position, message=f"{what} {target.entry_id}")
+
+        self.app.push_screen(
+            TextPrompt(
+                f"Label for {target.entry_id}",
+                session.get_label(target.entry_id) or "",
+                "Enter saves; an empty label clears it."
+                " (As in Pi, the label entry joins the current branch.)",
+            ),
+            done,
+        )
+
+    def action_rename(self) -> None:
+        if not self._writable():
+            return
+        session = self.session
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            if self._guard(lambda: session.append_session_name(value)):
+                self._after_write(message=f"Session renamed to {value.strip() or '(no name)'}")
+
+        self.app.push_screen(TextPrompt("Session name", session.session_name or ""), done)
