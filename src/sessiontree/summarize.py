@@ -8,9 +8,13 @@ LLM command-line tools plug in (`--summarizer "llm -m gpt-4o-mini"`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -282,41 +286,81 @@ def extractive_draft(branch: BranchToSummarize, custom_instructions: str = "") -
     return "\n".join(lines)
 
 
+POLL_SECONDS = 0.1  # how often a running summarizer is checked for cancellation
+
+
 def run_command_summarizer(
-    command: str, prompt: str, *, timeout: float = 300.0, custom_instructions: str = ""
+    command: str,
+    prompt: str,
+    *,
+    timeout: float = 300.0,
+    custom_instructions: str = "",
+    cancel: threading.Event | None = None,
 ) -> str:
-    """Run `command` with the prompt on stdin; its stdout is the summary body."""
+    """Run `command` with the prompt on stdin; its stdout is the summary body.
+
+    The command runs in its own process group, so that cancelling (setting `cancel`) or a
+    timeout stops it and everything it started (a shell pipeline, an `llm` call), instead of
+    leaving it running and making the app wait for it on quit."""
     argv = shlex.split(command)
     if not argv:
         raise SummarizerError("the summarizer command is empty")
     env = dict(os.environ, SESSIONTREE_INSTRUCTIONS=custom_instructions)
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            input=prompt,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
             env=env,
-            check=False,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise SummarizerError(f"summarizer not found: {argv[0]}") from None
-    except subprocess.TimeoutExpired:
-        raise SummarizerError(f"summarizer did not finish within {timeout:.0f} s") from None
     except OSError as exc:
         raise SummarizerError(f"could not run the summarizer: {exc}") from None
-    if done.returncode != 0:
-        tail = (done.stderr or "").strip().splitlines()[-3:]
-        raise SummarizerError(f"summarizer exited with code {done.returncode}: {' / '.join(tail)}")
-    out = done.stdout.strip()
+    deadline = time.monotonic() + timeout
+    pending: str | None = prompt
+    while True:
+        try:
+            out, err = proc.communicate(input=pending, timeout=POLL_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            pending = None  # the rest of the input keeps flowing on the next call
+            if cancel is not None and cancel.is_set():
+                _stop_group(proc)
+                raise SummarizerError("the draft was cancelled") from None
+            if time.monotonic() > deadline:
+                _stop_group(proc)
+                raise SummarizerError(f"summarizer did not finish within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = (err or "").strip().splitlines()[-3:]
+        raise SummarizerError(f"summarizer exited with code {proc.returncode}: {' / '.join(tail)}")
+    out = out.strip()
     if not out:
         raise SummarizerError("summarizer printed nothing")
     return out
 
 
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to the summarizer's process group, SIGKILL if it is still there after a grace."""
+    for sig, grace in ((signal.SIGTERM, 0.5), (signal.SIGKILL, 2.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.communicate(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def summarize_branch(
-    branch: BranchToSummarize, *, command: str | None = None, custom_instructions: str = ""
+    branch: BranchToSummarize,
+    *,
+    command: str | None = None,
+    custom_instructions: str = "",
+    cancel: threading.Event | None = None,
 ) -> BranchSummary:
     """A complete branch summary (text + file details) for `Session.move_to`."""
     if branch.empty:
@@ -326,6 +370,7 @@ def summarize_branch(
             command,
             build_prompt(branch.messages, custom_instructions),
             custom_instructions=custom_instructions,
+            cancel=cancel,
         )
     else:
         body = extractive_draft(branch, custom_instructions)

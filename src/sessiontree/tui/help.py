@@ -68,7 +68,7 @@ class HelpScreen(ModalScreen[None]):
                     for keys, what in rows:
                         table.add_row(Text(keys), Text(what))
                     yield Label(Text(title, style="bold underline"), classes="help-section")
-                    yield Static(table, classes="help-table")
+                    yield Static(table, classes="help-table", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ..display import one_line
+from ..display import inert, one_line
 from . import deliver
+
+
+def plain(text: str) -> Text:
+    """Text for a widget, never parsed as markup, with control characters made visible:
+    dialogs show entry ids, previews and a summarizer's stderr, all of which come from outside
+    (an id like `[@click=app.quit]q[/]` must stay text)."""
+    return Text(inert(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +48,7 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         *,
         target_text: str,
         branch_size: int,
-        drafter: Callable[[str], str],
+        drafter: Callable[[str, threading.Event], str],
         drafter_name: str,
     ) -> None:
         super().__init__()
@@ -48,26 +57,32 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         self.drafter = drafter
         self.drafter_name = drafter_name
         self._drafted = False
+        self._cancel = threading.Event()  # stops a running summarizer command (its process group)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="summary-dialog", classes="dialog"):
-            yield Label(f"Move the leaf to {self.target_text}", classes="dialog-title")
-            leaving = (
-                f"The branch being left has {self.branch_size} entries."
-                if self.branch_size
-                else "Nothing is left behind by this move (no abandoned entries)."
-            )
-            yield Static(leaving, classes="dialog-help")
-            with RadioSet(id="summary-kind"):
-                yield RadioButton("No summary", value=True, id="kind-none")
-                yield RadioButton("Write a summary", id="kind-write")
-                yield RadioButton(f"Draft a summary ({self.drafter_name})", id="kind-draft")
-            yield Input(placeholder="Instructions for the draft (optional), then Enter", id="instructions")
-            yield TextArea(id="summary-text", soft_wrap=True)
-            yield Static("", id="summary-status", classes="dialog-help")
+            # Docked first: the buttons and their keys stay in view however small the terminal.
             with Horizontal(classes="dialog-buttons"):
+                yield Static("Ctrl+S move · Ctrl+D draft · Esc cancel", classes="dialog-keys")
                 yield Button("Move", variant="primary", id="confirm")
                 yield Button("Cancel", id="cancel")
+            with VerticalScroll(id="summary-body"):
+                yield Static(plain(f"Move the leaf to {self.target_text}"), classes="dialog-title")
+                leaving = (
+                    f"The branch being left has {self.branch_size} entries."
+                    if self.branch_size
+                    else "Nothing is left behind by this move (no abandoned entries)."
+                )
+                yield Static(plain(leaving), classes="dialog-help")
+                with RadioSet(id="summary-kind"):
+                    yield RadioButton("No summary", value=True, id="kind-none")
+                    yield RadioButton("Write a summary", id="kind-write")
+                    yield RadioButton(plain(f"Draft a summary ({self.drafter_name})"), id="kind-draft")
+                yield Input(
+                    placeholder="Instructions for the draft (optional), then Enter", id="instructions"
+                )
+                yield TextArea(id="summary-text", soft_wrap=True)
+                yield Static("", id="summary-status", classes="dialog-help")
 
     def on_mount(self) -> None:
         self._sync_kind("kind-none")
@@ -102,7 +117,9 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
     def action_draft(self) -> None:
         if self._kind() != "kind-draft":
             return
-        self.query_one("#summary-status", Static).update(f"Drafting with {self.drafter_name}…")
+        self.query_one("#summary-status", Static).update(
+            plain(f"Drafting with {self.drafter_name}… (Esc cancels)")
+        )
         self.query_one("#confirm", Button).disabled = True
         self._run_draft(self.query_one("#instructions", Input).value)
 
@@ -110,7 +127,7 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
     def _run_draft(self, instructions: str) -> None:
         worker = get_current_worker()
         try:
-            text = self.drafter(instructions)
+            text = self.drafter(instructions, self._cancel)
         except Exception as exc:  # the summarizer's failure is shown, never raised into the app
             if not worker.is_cancelled:
                 deliver(self.app, self._draft_failed, str(exc))
@@ -132,7 +149,7 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         if not self.is_attached:
             return
         self.query_one("#confirm", Button).disabled = False
-        self.query_one("#summary-status", Static).update(f"Draft failed: {message}")
+        self.query_one("#summary-status", Static).update(plain(f"Draft failed: {message}"))
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:
@@ -152,8 +169,12 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
+        self._cancel.set()
         self.workers.cancel_group(self, "draft")
         self.dismiss(None)
+
+    def on_unmount(self) -> None:
+        self._cancel.set()  # quitting with a draft running must not wait for the summarizer
 
     def key_ctrl_d(self) -> None:
         self.action_draft()
@@ -173,10 +194,11 @@ class TextPrompt(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
-            yield Label(self.title_text, classes="dialog-title")
+            yield Label(plain(self.title_text), classes="dialog-title")
             yield Input(value=self.value, id="prompt-input")
             if self.help_text:
-                yield Static(self.help_text, classes="dialog-help")
+                yield Static(plain(self.help_text), classes="dialog-help")
+            yield Static("Enter saves · Esc cancels", classes="dialog-keys")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -209,19 +231,23 @@ class HistoryScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog"):
-            yield Label(f"Navigation history ({len(self.items)} moves)", classes="dialog-title")
+            yield Label(plain(f"Navigation history ({len(self.items)} moves)"), classes="dialog-title")
             if not self.items:
                 yield Static("No leaf moves are recorded in this session yet.", classes="dialog-help")
             options = [
                 Option(
-                    f"{item.timestamp[:19].replace('T', ' ')}  {item.from_id or 'start'} → "
-                    f"{item.to_id or 'start'}  {one_line(item.to_text, 60)}",
+                    plain(
+                        f"{item.timestamp[:19].replace('T', ' ')}  {item.from_id or 'start'} → "
+                        f"{item.to_id or 'start'}  {one_line(item.to_text, 60)}"
+                    ),
                     id=str(k),
                 )
                 for k, item in reversed(list(enumerate(self.items)))
             ]
             yield OptionList(*options, id="history-list", markup=False)
-            yield Static("Enter: show that entry · b (in the browser): move back", classes="dialog-help")
+            yield Static(
+                "Enter: show that entry · Esc closes · b (in the browser): move back", classes="dialog-keys"
+            )
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:

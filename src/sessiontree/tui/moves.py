@@ -3,6 +3,8 @@ labels and the session name: every write the browser makes."""
 
 from __future__ import annotations
 
+import threading
+
 from ..display import entry_preview, entry_summary, one_line
 from ..session import BranchSummary, Navigation
 from ..summarize import collect_branch, summarize_branch
@@ -57,8 +59,10 @@ class MovesMixin(BrowserBase):
         branch = collect_branch(session, new_leaf)
         command = self.summarizer
 
-        def drafter(instructions: str) -> str:
-            return summarize_branch(branch, command=command, custom_instructions=instructions).summary
+        def drafter(instructions: str, cancel: threading.Event) -> str:
+            return summarize_branch(
+                branch, command=command, custom_instructions=instructions, cancel=cancel
+            ).summary
 
         def done(choice: SummaryChoice | None) -> None:
             if choice is None:

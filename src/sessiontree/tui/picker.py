@@ -56,7 +56,7 @@ class PickerScreen(Screen[Path | None]):
             self.listings[str(path)] = listing
         self._fill()
         status = f"{len(files)} session files" if files else f"No session files found in {self.directory}"
-        self.query_one("#picker-status", Static).update(status)
+        self.query_one("#picker-status", Static).update(Text(status))
         table.focus()
         if files:
             self._describe_all(files)
@@ -102,7 +102,7 @@ class PickerScreen(Screen[Path | None]):
             ):
                 table.update_cell(key, column, value)
         status = f"{total} session files" + ("" if done == total else f" · reading {done}/{total}…")
-        self.query_one("#picker-status", Static).update(status)
+        self.query_one("#picker-status", Static).update(Text(status))
 
     @on(Input.Changed, "#picker-search")
     def _search(self, event: Input.Changed) -> None:

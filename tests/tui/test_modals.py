@@ -1,0 +1,98 @@
+"""Dialogs under hostile text and small terminals; the summarizer stops when the user cancels."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.pilot import make_app, put_cursor, settle
+from helpers import A, U
+from sessiontree.opening import create_session
+from sessiontree.tui.modals import SummaryPrompt, TextPrompt
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+HOSTILE = "[@click=app.quit]quit[/] Output in [/tmp/build] [b]bold"
+
+
+def hostile_session(tmp_path):
+    s = create_session("/p", path=tmp_path / "h.jsonl")
+    s.append_message(U("start"))
+    reply = s.append_message(A(HOSTILE))
+    s.append_message(U("later"))
+    s.append_message(A("done"))
+    s.close()
+    return tmp_path / "h.jsonl", reply
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent (in a container, PID 1 may never reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+async def test_summary_prompt_shows_markup_shaped_text_literally(tmp_path):
+    path, reply = hostile_session(tmp_path)
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, reply)
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt)
+        title = str(app.screen.query_one(".dialog-title").render())
+        assert "[/tmp/build]" in title and "[@click=app.quit]" in title
+        await pilot.press("escape")
+        await pilot.press("m")  # the label prompt names the entry too
+        assert isinstance(app.screen, TextPrompt)
+        await pilot.press("escape")
+        assert app.is_running
+
+
+async def test_summary_dialog_keeps_its_buttons_in_view_at_80x24(tmp_path):
+    path, reply = hostile_session(tmp_path)
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, reply)
+        await pilot.press("s")
+        await settle(app, pilot)
+        screen = app.screen
+        for selector in ("#confirm", "#cancel", ".dialog-keys"):
+            region = screen.query_one(selector).region
+            assert region.height > 0 and screen.region.contains_region(region), selector
+        assert "Ctrl+S" in str(screen.query_one(".dialog-keys").render())
+
+
+async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):
+    path, reply = hostile_session(tmp_path)
+    pid_file = tmp_path / "pid"
+    # The summarizer starts a child of its own (sleep): cancelling must stop both.
+    command = f"sh -c 'sleep 30 & echo $! > {pid_file}; wait'"
+    app = make_app(path, summarizer=command)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await put_cursor(app, pilot, reply)
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.click("#kind-draft")
+        await pilot.click("#instructions")
+        await pilot.press("enter")
+        for _ in range(100):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            await pilot.pause(0.05)
+        child = int(pid_file.read_text())
+        assert alive(child)
+        await pilot.press("escape")
+        started = time.monotonic()
+        while time.monotonic() - started < 1.0:
+            if not alive(child):
+                break
+            await pilot.pause(0.05)
+        else:
+            pytest.fail("the summarizer's child is still running 1 s after cancel")
+        assert app.is_running
+    assert len(path.read_text().splitlines()) == 5  # nothing was written
