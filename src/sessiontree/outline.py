@@ -119,11 +119,17 @@ class Outline:
         labels: Mapping[str, str] | None = None,
         folded: Collection[int] = (),
         marks: bytes | bytearray | None = None,
+        restrict: bytes | bytearray | None = None,
     ) -> None:
         """`marks`: one byte per entry, 1 on the active path (see `active_marks`); it decides
-        which child continues a fork in place. Without it, the latest child does."""
+        which child continues a fork in place. Without it, the latest child does. `restrict`:
+        one byte per entry, 0 hides the entry whatever the filter says (search as a filter)."""
         self.index = index
         self.vis = visibility(index, flt, labels or {})
+        if restrict is not None:
+            n = len(self.vis)
+            both = int.from_bytes(self.vis, "little") & int.from_bytes(restrict[:n], "little")
+            self.vis = bytearray(both.to_bytes(n, "little"))
         self.folded = set(folded)
         self.marks = marks if marks is not None else active_marks(index, index.leaf)
         self.prefixes: list[str] = [""]

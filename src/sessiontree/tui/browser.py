@@ -12,7 +12,7 @@ import gc
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Static
 
 from ..outline import Filter
@@ -54,6 +54,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
         ),
         *_filter_bindings(),
         Binding("slash", "search", "Find", id="search"),
+        Binding("ampersand", "search_filter", "Filter by search", show=False, id="search-filter"),
         Binding("n", "next_match(1)", "Next match", show=False, id="next-match"),
         Binding("N", "next_match(-1)", "Previous match", show=False, id="previous-match"),
         Binding("b", "leaf_back", "Back", tooltip="back to the previous leaf", id="back"),
@@ -77,11 +78,14 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
         with Horizontal(id="main"):
             yield SessionTreeView(self.session, id="tree")
             yield PreviewPane(self.session, id="side")
-        yield Input(placeholder="search entries (Enter: find, Esc: close)", id="search")
+        with Vertical(id="search-bar"):
+            yield Input(id="search")
+            yield Static("", id="search-status")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
+        self.query_one("#search-status", Static).display = False
         session = self.session
         self._update_header()
         tree = self._tree()

@@ -1,75 +1,165 @@
-"""Finding entries: `/` opens the search box, `n`/`N` step through the matches. The scan runs in
-a thread worker over the rows of the current outline, so a slow search never freezes keys and a
-new search (or leaving the session) cancels the old one."""
+"""Finding entries. `/` finds (the matches are highlighted; `n`/`N` step through them); `&`
+filters (the tree narrows to the matching rows plus the ancestors that place them, like less's
+`&pattern`; Esc restores the tree with the cursor where it was). Both take the query syntax of
+`sessiontree.query`: words ANDed, `"a phrase"`, `re:` for a regular expression.
+
+The scan runs in a thread worker, reports its progress under the search box and checks for
+cancellation on every entry, so a slow expression never freezes keys; Esc or a new search stops
+it."""
 
 from __future__ import annotations
 
-import re
-
+from rich.text import Text
 from textual import on, work
 from textual.css.query import NoMatches
-from textual.widgets import Input
+from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from ..display import entry_summary
+from ..model.errors import SessionError
 from ..outline import Outline
+from ..query import Query, QueryError, compile_query
 from . import deliver
 from .core import BrowserBase
 
+PROGRESS_EVERY = 2000  # entries between two progress reports
+
 
 class SearchMixin(BrowserBase):
+    _search_mode = "find"  # or "filter"
+    _restore_position: int | None = None  # the cursor's entry before a filter narrowed the tree
+
     def action_search(self) -> None:
+        self._open_search("find", 'find entries: words, "a phrase", re:regex (Enter; Esc closes)')
+
+    def action_search_filter(self) -> None:
+        self._open_search("filter", "show only matching entries (Enter; Esc restores the tree)")
+
+    def _open_search(self, mode: str, placeholder: str) -> None:
+        self._search_mode = mode
         search = self.query_one("#search", Input)
+        search.placeholder = placeholder
         search.display = True
         search.focus()
+        self._status("")
+
+    def _status(self, text: str, error: bool = False) -> None:
+        with_status = self.query_one("#search-status", Static)
+        with_status.update(Text(text))
+        with_status.set_class(error, "-error")
+        with_status.display = bool(text)
+
+    def _compile(self, text: str) -> Query | None:
+        try:
+            return compile_query(text)
+        except QueryError as exc:
+            self._status(str(exc), error=True)
+            return None
+
+    @on(Input.Changed, "#search")
+    def _search_typed(self, event: Input.Changed) -> None:
+        if self._compile(event.value) is not None:
+            self._status("")
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self, event: Input.Submitted) -> None:
-        query = event.value.strip()
+        text = event.value.strip()
+        query = self._compile(text)
+        if query is None:
+            return  # the message stays under the box; the user fixes the expression
+        self.query_one("#search", Input).display = False
         self._tree().focus()
-        if not query:
-            self.query_one("#search", Input).display = False
+        if query.is_empty:
             self._set_matches([])
+            self._clear_filter()
             return
-        self._run_search(query)
+        tree = self._tree()
+        if self._search_mode == "filter":
+            if self._restore_position is None:
+                self._restore_position = tree.current_position()
+            self._run_search(query, None, bytes(tree.outline.vis))
+        else:
+            self._run_search(query, tree.outline, None)
 
     def key_escape(self) -> None:
         search = self.query_one("#search", Input)
         if search.display:
             search.display = False
             self._tree().focus()
+        if self.workers.cancel_group(self, "search"):
+            self._status("")
+            return
+        self._status("")
+        self._clear_filter()
+
+    def _clear_filter(self) -> None:
+        tree = self._tree()
+        if tree.restrict is None:
+            return
+        tree.restrict = None
+        keep, self._restore_position = self._restore_position, None
+        tree.rebuild(keep=keep)
+        self.notify("Search filter cleared", markup=False, timeout=2)
+
+    def _haystack(self, position: int) -> str:
+        session = self.session
+        entry = session.entry_at(position)
+        return f"{entry_summary(entry)}\n{session.get_label(entry.id) or ''}\n{entry.id}"
 
     @work(thread=True, exclusive=True, group="search")
-    def _run_search(self, query: str) -> None:
+    def _run_search(self, query: Query, outline: Outline | None, visible: bytes | None) -> None:
+        """Find: the rows of `outline` that match. Filter: every entry shown under the current
+        filter (`visible`), folded or not, whose text matches."""
         worker = get_current_worker()
-        session = self.session
-        outline = self._tree().outline
-        needle = re.compile(re.escape(query), re.IGNORECASE)
+        positions = (
+            [outline.rows_pos[r] for r in range(len(outline))]
+            if outline is not None
+            else [i for i, shown in enumerate(visible or b"") if shown]
+        )
         found: list[int] = []
-        total = len(outline)
-        for row in range(total):
+        skipped = 0
+        total = len(positions)
+        for n, i in enumerate(positions, 1):
             if worker.is_cancelled:
                 return
-            i = outline.rows_pos[row]
-            entry = session.entry_at(i)
-            label = session.get_label(entry.id) or ""
-            if needle.search(entry_summary(entry)) or needle.search(label) or entry.id.startswith(query):
-                found.append(row)
-            if row % 5000 == 4999:
-                deliver(self.app, self.notify, f"searching… {100 * row // total}%", timeout=1)
+            try:
+                if query.matches(self._haystack(i)):
+                    found.append(i)
+            except SessionError:
+                skipped += 1  # an entry that cannot be decoded is not a match (and not a crash)
+            if n % PROGRESS_EVERY == 0:
+                deliver(self.app, self._status, f"searching… {100 * n // total}% · {len(found):,} found")
         if not worker.is_cancelled:
-            deliver(self.app, self._search_done, query, outline, found)
+            deliver(self.app, self._search_done, query, outline, found, skipped)
 
-    def _search_done(self, query: str, outline: Outline, rows: list[int]) -> None:
+    def _search_done(self, query: Query, outline: Outline | None, found: list[int], skipped: int) -> None:
         try:
             tree = self._tree()
         except NoMatches:  # the screen closed while the worker ran
             return
-        self._set_matches([outline.rows_pos[r] for r in rows])
-        if not rows:
-            self.notify(f"No entry matches {query!r}", severity="warning", markup=False)
+        note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
+        self._status("")
+        if outline is None:  # filter mode
+            if not found:
+                self._restore_position = None
+                self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
+                return
+            mask = bytearray(len(self.session.tree))
+            parent = self.session.tree.parent
+            for i in found:  # the matches and the ancestors that place them
+                while i >= 0 and not mask[i]:
+                    mask[i] = 1
+                    i = parent[i]
+            tree.restrict = mask
+            tree.rebuild(keep=found[-1])
+            self._set_matches(found)
+            self.notify(f"{len(found):,} matches{note} · Esc restores the tree", markup=False, timeout=4)
             return
-        self.notify(f"{len(rows)} matches for {query!r} (n / N)", markup=False, timeout=3)
+        self._set_matches(found)
+        if not found:
+            self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
+            return
+        self.notify(f"{len(found):,} matches for {query.source!r}{note} (n / N)", markup=False, timeout=3)
         if tree.outline is outline:
             self.action_next_match(1, include_current=True)
 

@@ -110,6 +110,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.filter = Filter.DEFAULT
         self.folded: set[int] = set()
         self.matches: set[int] = set()
+        self.restrict: bytearray | None = None  # a search used as a filter: 0 = hidden
         self.outline = Outline.empty(session.tree)  # built by the first rebuild()
         self._marks = bytearray()
         self._labels: dict[str, str] = {}
@@ -130,7 +131,10 @@ class SessionTreeView(ScrollView, can_focus=True):
         tree = self.session.tree
         self._labels = self.session.labels()
         self._marks = active_marks(tree, tree.leaf)
-        self.outline = Outline(tree, self.filter, self._labels, self.folded, self._marks)
+        restrict = self.restrict
+        if restrict is not None and len(restrict) < len(tree):  # entries arrived since: shown
+            restrict = restrict + b"\x01" * (len(tree) - len(restrict))
+        self.outline = Outline(tree, self.filter, self._labels, self.folded, self._marks, restrict)
         self._version += 1
         self._cache.clear()
         self._stubs.clear()

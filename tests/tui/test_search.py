@@ -1,0 +1,106 @@
+"""Search as find and as a filter, on Pi's real session files."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness.pilot import cursor_id, make_app, rows, settle
+from helpers import PI_FIXTURES
+from sessiontree.tui.tree_view import SessionTreeView
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+
+@pytest.fixture
+def large(tmp_path):
+    target = tmp_path / "large-session.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", target)
+    return target
+
+
+def tree(app) -> SessionTreeView:
+    return app.browser.query_one(SessionTreeView)
+
+
+async def search(app, pilot, key: str, text: str) -> None:
+    await pilot.press(key)
+    await pilot.press(*text, "enter")
+    await settle(app, pilot)
+
+
+async def test_filter_narrows_to_matches_and_their_ancestors_and_esc_restores(large):
+    app = make_app(large)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        full = len(tree(app).outline)
+        where = cursor_id(app)
+        await search(app, pilot, "ampersand", "thinkingMedium cyan")
+        outline = tree(app).outline
+        assert 0 < len(outline) < full
+        session = app.session
+        shown = {outline.rows_pos[r] for r in range(len(outline))}
+        matches = set(app.browser._matches)
+        assert matches and matches <= shown
+        for i in shown - matches:  # everything else is there to place a match
+            assert any(_is_ancestor(session.tree, i, m) for m in matches)
+        assert tree(app).current_position() in matches  # the cursor lands on a match
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(tree(app).outline) == full and cursor_id(app) == where
+
+
+def _is_ancestor(index, i: int, j: int) -> bool:
+    while j >= 0:
+        if j == i:
+            return True
+        j = index.parent[j]
+    return False
+
+
+async def test_words_are_anded_and_phrases_match_literally(large):
+    app = make_app(large)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await search(app, pilot, "ampersand", "cyan thinkingMedium")
+        both = set(app.browser._matches)
+        await pilot.press("escape")
+        await search(app, pilot, "ampersand", '"thinkingMedium is cyan"')
+        phrase = set(app.browser._matches)
+        assert phrase and phrase <= both
+
+
+async def test_an_invalid_expression_is_a_message_under_the_box(large):
+    app = make_app(large)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("slash", *"re:(unclosed", "enter")
+        await pilot.pause()
+        status = app.browser.query_one("#search-status")
+        message = str(status.render())
+        assert status.display and "missing )" in message and "\n" not in message.strip()
+        assert app.browser.query_one("#search").display  # still open, to fix the expression
+        await pilot.press("escape")
+        assert not app.browser.query_one("#search").display and app.is_running
+
+
+async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
+    app = make_app(large)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("5")  # everything
+        await search(app, pilot, "slash", "re:^\\[?read")
+        assert app.browser._matches
+        assert any(r.lstrip("▌ ").startswith(("↳ [read: ", "↳ [read:")) or "[read: " in r for r in rows(app))
+
+
+async def test_esc_stops_a_slow_search(tmp_path):
+    from harness.retries import write_retries
+
+    write_retries(tmp_path / "r.jsonl", retries=3000, nested=10).close()
+    app = make_app(tmp_path / "r.jsonl")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        before = len(tree(app).outline)
+        await pilot.press("ampersand", *"re:(a|b)*c+d", "enter", "escape")
+        await settle(app, pilot)
+        assert len(tree(app).outline) == before and tree(app).restrict is None
+        assert not [w for w in app.workers if w.group == "search" and not w.is_finished]
