@@ -104,3 +104,21 @@ async def test_esc_stops_a_slow_search(tmp_path):
         await settle(app, pilot)
         assert len(tree(app).outline) == before and tree(app).restrict is None
         assert not [w for w in app.workers if w.group == "search" and not w.is_finished]
+
+
+async def test_the_tokens_column_shows_the_previews_numbers(large):
+    from sessiontree.context import estimate_context_tokens
+    from sessiontree.sizes import short_tokens
+
+    app = make_app(large)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("t")
+        await settle(app, pilot)
+        await pilot.pause(0.2)
+        await settle(app, pilot)
+        leaf_row = rows(app)[tree(app).cursor_row - int(tree(app).scroll_offset.y)]
+        expected = estimate_context_tokens(app.session.build_context().messages)
+        assert short_tokens(expected) in leaf_row
+        assert not any(r.rstrip().endswith("      …") or "      …       " in r for r in rows(app))
+        await pilot.press("t")
+        assert short_tokens(expected) not in rows(app)[tree(app).cursor_row - int(tree(app).scroll_offset.y)]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
-from textual import events
+from textual import events, work
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
@@ -23,12 +23,15 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.worker import get_current_worker
 
 from ..display import call_label, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
 from ..model.errors import SessionError
 from ..outline import GUIDE, Filter, Outline, active_marks, subtree_size
 from ..session import Session
+from ..sizes import ContextSizes, short_tokens
+from . import deliver
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
@@ -69,6 +72,14 @@ class SessionTreeView(ScrollView, can_focus=True):
         Binding("space", "fold", "Fold", tooltip="fold / unfold below the entry", show=False),
         Binding("z", "fold_sides", "Fold sides", tooltip="fold / unfold every side branch", show=False),
         Binding("a", "jump_active", "Active leaf", tooltip="jump to the active leaf", show=False),
+        Binding(
+            "t",
+            "toggle_sizes",
+            "Tokens",
+            tooltip="column: context tokens if the leaf were here, and what the entry adds",
+            show=False,
+            id="tokens",
+        ),
     ]
 
     COMPONENT_CLASSES = {
@@ -90,9 +101,11 @@ class SessionTreeView(ScrollView, can_focus=True):
         "tree--leaf-row",
         "tree--was-leaf",
         "tree--depth",
+        "tree--tokens",
     }
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
+    show_sizes: reactive[bool] = reactive(False)
 
     class Damaged(Message):
         """A row's entry could not be decoded (the session just became read-only)."""
@@ -121,6 +134,8 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._last_highlight: int | None = None
         self.previous_leaf: int | None = None  # marked after a move, until the next one
         self._stubs: LRUCache[int, str] = LRUCache(1024)
+        self.sizes = ContextSizes(session)
+        self._sizes_missing = False  # a drawn row lacked its size: compute the screen's in a worker
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -241,6 +256,49 @@ class SessionTreeView(ScrollView, can_focus=True):
         if i is not None:
             self.rebuild(keep=i)
 
+    def action_toggle_sizes(self) -> None:
+        self.show_sizes = not self.show_sizes
+
+    def watch_show_sizes(self) -> None:
+        self._version += 1
+        self._cache.clear()
+        self.refresh()
+
+    def _want_sizes(self) -> None:
+        if not self._sizes_missing:
+            self._sizes_missing = True
+            self.call_after_refresh(self._compute_sizes)
+
+    @work(thread=True, exclusive=True, group="sizes")
+    def _compute_sizes(self) -> None:
+        """Sizes of the rows on screen (and of the cursor's row), off the UI thread: the first
+        row of a long uncompacted chain may have to walk far to its nearest known size."""
+        worker = get_current_worker()
+        top = int(self.scroll_offset.y)
+        rows = range(top, min(top + self.size.height, len(self.outline)))
+        for row in [self.cursor_row, *rows]:
+            if worker.is_cancelled:
+                return
+            if row < len(self.outline):
+                self.sizes.compute(self.outline.rows_pos[row], lambda: worker.is_cancelled)
+        if not worker.is_cancelled:
+            deliver(self.app, self._sizes_ready)
+
+    def _sizes_ready(self) -> None:
+        self._sizes_missing = False
+        self._version += 1
+        self._cache.clear()
+        self.refresh()
+
+    def _size_text(self, i: int) -> str:
+        total = self.sizes.known(i)
+        if total is None:
+            self._want_sizes()
+            return f"{'…':>7} {'':>6}"
+        added = self.sizes.added(i)
+        share = "" if not added else (f"+{short_tokens(added)}" if added > 0 else f"-{short_tokens(-added)}")
+        return f"{short_tokens(total):>7} {share:>6}"
+
     def action_jump_active(self) -> None:
         leaf = self.session.tree.leaf
         if leaf >= 0:
@@ -360,6 +418,8 @@ class SessionTreeView(ScrollView, can_focus=True):
             right.append(Segment(marker, row_style + self._style("tree--leaf")))
         elif i == self.previous_leaf:
             right.append(Segment(" ← was active", row_style + self._style("tree--was-leaf")))
+        if self.show_sizes:
+            right.append(Segment(f" {self._size_text(i)}", row_style + self._style("tree--tokens")))
         if width >= 100:
             right.append(Segment(f" {when}", row_style + self._style("tree--time")))
 
