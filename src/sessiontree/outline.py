@@ -28,6 +28,7 @@ from .storage.index import (
     NONE,
     SESSION_INFO,
     THINKING_LEVEL_CHANGE,
+    TOOL_ONLY,
     TOOL_RESULT,
     USER,
     TreeIndex,
@@ -47,7 +48,7 @@ class Cycle(Enum):
 class Filter(Cycle):
     """Pi's /tree filters, in Pi's cycling order."""
 
-    DEFAULT = "default"  # everything but settings and bookkeeping entries
+    DEFAULT = "default"  # no settings or bookkeeping entries, no assistant turns of only tool calls
     NO_TOOLS = "no-tools"  # the default minus tool results
     USER = "user-only"
     LABELED = "labeled-only"
@@ -74,6 +75,7 @@ _HIDDEN_BY_DEFAULT = {
 _DEFAULT_TABLE = bytes(0 if code in _HIDDEN_BY_DEFAULT else 1 for code in range(256))
 _USER_TABLE = bytes(1 if code == USER else 0 for code in range(256))
 _NOT_TOOL_TABLE = bytes(0 if code == TOOL_RESULT else 1 for code in range(256))
+_NOT_TOOL_ONLY_TABLE = bytes(0 if flags & TOOL_ONLY else 1 for flags in range(256))
 
 
 def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> bytearray:
@@ -81,12 +83,15 @@ def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> byte
     n = len(index)
     if flt is Filter.ALL:
         return bytearray(b"\x01") * n
-    if flt is Filter.DEFAULT:
-        return bytearray(index.kind.translate(_DEFAULT_TABLE))
-    if flt is Filter.NO_TOOLS:  # both masks at C speed: AND of two big integers
-        default = int.from_bytes(index.kind.translate(_DEFAULT_TABLE), "little")
-        no_tool = int.from_bytes(index.role.translate(_NOT_TOOL_TABLE), "little")
-        return bytearray((default & no_tool).to_bytes(n, "little"))
+    if flt in (Filter.DEFAULT, Filter.NO_TOOLS):  # masks ANDed at C speed, as big integers
+        shown = int.from_bytes(index.kind.translate(_DEFAULT_TABLE), "little")
+        shown &= int.from_bytes(index.flags.translate(_NOT_TOOL_ONLY_TABLE), "little")
+        if flt is Filter.NO_TOOLS:
+            shown &= int.from_bytes(index.role.translate(_NOT_TOOL_TABLE), "little")
+        vis = bytearray(shown.to_bytes(n, "little"))
+        if index.leaf >= 0 and index.flags[index.leaf] & TOOL_ONLY:
+            vis[index.leaf] = 1  # as in Pi, the current leaf is always shown
+        return vis
     if flt is Filter.USER:
         return bytearray(index.role.translate(_USER_TABLE))
     vis = bytearray(n)

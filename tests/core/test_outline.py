@@ -84,3 +84,40 @@ def test_no_tools_filter_on_a_real_pi_session():
 def test_filters_keep_their_old_names_for_scripts():
     assert Filter("everything") is Filter.ALL and Filter("user messages") is Filter.USER
     assert Filter("labeled") is Filter.LABELED
+
+
+def test_default_filter_hides_assistant_turns_of_only_tool_calls_like_pi(tmp_path):
+    s = create_session("/p", path=tmp_path / "s.jsonl")
+    s.append_message(U("do it"))
+    call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}
+    only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+    s.append_message(
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": "x", "timestamp": 3}
+    )
+    errored = s.append_message({**A(""), "content": [call], "stopReason": "error", "errorMessage": "boom"})
+    said = s.append_message({**A("I will read x"), "content": [{"type": "text", "text": "I will"}, call]})
+    leaf_only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+    shown = {
+        s.tree.ids[Outline(s.tree, Filter.DEFAULT).position(r)]
+        for r in range(len(s.tree))
+        if r < len(Outline(s.tree, Filter.DEFAULT))
+    }
+    assert only_tools not in shown
+    assert {errored, said, leaf_only_tools} <= shown  # errors, text, and the leaf stay visible
+    assert only_tools in {s.tree.ids[i] for i in Outline(s.tree, Filter.ALL).rows_pos}
+    s.close()
+    with open_session(tmp_path / "s.jsonl", read_only=True) as again:  # the fast path agrees
+        assert bytes(again.tree.flags) == bytes(s.tree.flags)
+
+
+def test_tool_only_turns_of_a_real_pi_session_are_hidden_by_default():
+    with open_session(PI_FIXTURES / "large-session.jsonl", read_only=True) as s:
+        default = Outline(s.tree, Filter.DEFAULT)
+        shown = set(default.rows_pos)
+        hidden = [i for i in range(len(s.tree)) if s.tree.flags[i] and i != s.tree.leaf]
+        assert hidden and not shown & set(hidden)
+        for i in hidden[:50]:
+            message = s.entry_at(i).get("message")
+            assert message["role"] == "assistant"
+            texts = [b.get("text", "") for b in message["content"] if b.get("type") == "text"]
+            assert not any(t.strip() for t in texts)

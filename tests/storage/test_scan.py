@@ -117,7 +117,22 @@ def test_fast_and_slow_index_the_same(obj):
         a.labels,
         a.session_name,
         a.compactions,
-    ) == (b.ids, list(b.parent), b.kind, b.role, b.leaf, b.labels, b.session_name, b.compactions)
+        a.flags,
+    ) == (b.ids, list(b.parent), b.kind, b.role, b.leaf, b.labels, b.session_name, b.compactions, b.flags)
+
+
+ASSISTANT_CONTENT = st.sampled_from(
+    [
+        "text",
+        "  ",
+        [],
+        [{"type": "toolCall", "name": "read"}],
+        [{"type": "text", "text": " "}, {"type": "toolCall", "name": "read"}],
+        [{"type": "text", "text": "said something"}, {"type": "toolCall", "name": "read"}],
+        [{"type": "thinking", "thinking": "hmm"}],
+        [7, "x"],
+    ]
+)
 
 
 @st.composite
@@ -135,6 +150,10 @@ def entry_sequences(draw):
         base = {"type": kind, "id": eid, "parentId": parent, "timestamp": "t"}
         if kind == "message":
             base["message"] = {"role": draw(st.sampled_from(["user", "assistant", "toolResult", "odd"]))}
+            base["message"]["content"] = draw(ASSISTANT_CONTENT)
+            base["message"]["stopReason"] = draw(
+                st.sampled_from([None, "stop", "toolUse", "error", "aborted"])
+            )
         elif kind == "label":
             base.update(targetId=draw(st.sampled_from(ids)), label=draw(st.sampled_from(["x", None, " "])))
         elif kind == "leaf":
@@ -153,6 +172,7 @@ def _state(index: TreeIndex):
         list(index.parent),
         bytes(index.kind),
         bytes(index.role),
+        bytes(index.flags),
         list(index.first_child),
         list(index.next_sibling),
         index.roots,

@@ -127,8 +127,8 @@ async def test_fold_and_unfold(demo):
         before = len(tree.outline)
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("space")
-        assert len(tree.outline) == 6 and cursor_id(app) == "3a7c137e"
-        assert "▸ 36 entries" in rows(app)[5]  # the stub says how much is folded away
+        assert len(tree.outline) == 5 and cursor_id(app) == "3a7c137e"
+        assert "▸ 36 entries" in rows(app)[4]  # the stub says how much is folded away
         await pilot.press("space")
         assert len(tree.outline) == before
 
@@ -146,8 +146,9 @@ async def test_filters_cycle_and_show_in_footer(demo):
         assert counts[Filter.ALL] == 46
         assert counts[Filter.USER] == 7
         assert counts[Filter.LABELED] == 3
-        assert counts[Filter.DEFAULT] == 36  # 46 minus 4 settings, 3 labels, 3 leaf entries
-        assert counts[Filter.NO_TOOLS] == 36 - 10  # the demo's ten tool results
+        # 46 minus 4 settings, 3 labels, 3 leaf entries and 8 assistant turns of only tool calls
+        assert counts[Filter.DEFAULT] == 28
+        assert counts[Filter.NO_TOOLS] == 28 - 10  # the demo's ten tool results
         for key, expected in zip("54321", reversed(list(Filter)), strict=True):  # direct keys
             await pilot.press(key)
             assert tree.filter is expected and len(tree.outline) == counts[expected]
@@ -159,14 +160,14 @@ async def test_search_next_previous(demo):
         await pilot.press("slash")
         await pilot.press(*"pytest", "enter")
         await settle(app, pilot)
-        assert len(app.browser._match_rows()) == 5
+        assert len(app.browser._match_rows()) == 2  # the tool-only turns that ran it are hidden
         first = cursor_id(app)
         await pilot.press("n")
         second = cursor_id(app)
         assert second != first
         await pilot.press("N")
         assert cursor_id(app) == first
-        assert "match 1/5" in app.browser.sub_title or "match" in app.browser.sub_title
+        assert "match 1/2" in app.browser.sub_title
         await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
         await settle(app, pilot)
         assert app.browser._matches == []

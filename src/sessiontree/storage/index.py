@@ -60,6 +60,9 @@ ROLE_CODES: dict[str, int] = {
     "custom": CUSTOM_ROLE,
 }
 
+# entry flags
+TOOL_ONLY = 1  # an assistant message with no text that is not an error: only tool calls
+
 NONE = -1  # no parent / no leaf / no child
 MISSING = -2  # parent id not present in the log
 
@@ -72,6 +75,7 @@ class TreeIndex:
         "compactions",
         "diagnostics",
         "first_child",
+        "flags",
         "ids",
         "kind",
         "labels",
@@ -93,6 +97,7 @@ class TreeIndex:
         self.parent = array("i")
         self.kind = bytearray()
         self.role = bytearray()
+        self.flags = bytearray()  # TOOL_ONLY: what Pi's /tree hides by default
         self.first_child = array("i")
         self.last_child = array("i")
         self.next_sibling = array("i")
@@ -123,6 +128,7 @@ class TreeIndex:
         name: object = None,
         first_kept: str | None = None,
         has_tail: bool = False,
+        tool_only: bool = False,
         line: int | None = None,
     ) -> int:
         """Index one entry (already validated) and fold leaf/labels/name. Returns its position.
@@ -147,6 +153,7 @@ class TreeIndex:
         self.pos[eid] = i
         self.kind.append(code)
         self.role.append(ROLE_CODES.get(role, OTHER_ROLE) if role is not None else NO_ROLE)
+        self.flags.append(TOOL_ONLY if tool_only else 0)
         self.first_child.append(NONE)
         self.last_child.append(NONE)
         self.next_sibling.append(NONE)

@@ -26,7 +26,7 @@ import msgspec
 import orjson
 
 from ..model.entries import validate_entry
-from .index import MESSAGE, NONE, OTHER_ROLE, ROLE_CODES, TreeIndex
+from .index import MESSAGE, NONE, OTHER_ROLE, ROLE_CODES, TOOL_ONLY, TreeIndex
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -36,7 +36,66 @@ class _Object(msgspec.Struct, gc=False):
 
 
 class _Head(msgspec.Struct, gc=False):
+    """A message's role and what decides whether Pi's /tree shows an assistant message. The
+    content is kept as raw bytes (not parsed into objects) and looked at only for assistants."""
+
     role: str
+    content: msgspec.Raw = msgspec.Raw(b"null")  # msgspec.Raw cannot be part of a union
+    stopReason: Any = None
+
+    @property
+    def tool_only(self) -> bool:
+        if self.role != "assistant":
+            return False
+        if self.stopReason and self.stopReason not in ("stop", "toolUse"):
+            return False  # errors and aborts stay visible (checked before decoding the content)
+        return tool_only_assistant(_decode_blocks(self.content), self.stopReason)
+
+
+class _Block(msgspec.Struct, gc=False):
+    type: Any = None
+    text: Any = None
+
+
+_blocks_decoder = msgspec.json.Decoder(list[_Block] | str | None).decode
+
+
+def _decode_blocks(raw: msgspec.Raw) -> Any:
+    """Assistant content as blocks (only `type` and `text` become objects); any other shape as
+    plain JSON values, which `tool_only_assistant` judges the way Pi's /tree does."""
+    try:
+        return _blocks_decoder(raw)
+    except msgspec.ValidationError:
+        return _decode(raw)
+    except msgspec.DecodeError:
+        # Bad UTF-8 inside the text: not this check's business. The byte check reports it as
+        # damage; until then the message counts as having text, so it stays visible.
+        return "?"
+
+
+def tool_only_assistant(content: Any, stop_reason: Any) -> bool:
+    """Pi's /tree hides an assistant message that has no non-blank text and did not end in an
+    error or abort (`applyFilter` in pi-coding-agent's `modes/interactive/components/
+    tree-selector.js`): a turn that only calls tools, whose results tell the story."""
+    if stop_reason and stop_reason not in ("stop", "toolUse"):
+        return False
+    if isinstance(content, str):
+        return not content.strip()
+    if isinstance(content, list):
+        for block in content:
+            kind = (
+                block.type
+                if isinstance(block, _Block)
+                else (block.get("type") if isinstance(block, dict) else None)
+            )
+            text = (
+                block.text
+                if isinstance(block, _Block)
+                else (block.get("text") if isinstance(block, dict) else None)
+            )
+            if kind == "text" and isinstance(text, str) and text.strip():
+                return False
+    return True
 
 
 class _Row(msgspec.Struct, tag_field="type", gc=False):
@@ -52,7 +111,8 @@ class _Message(_Row, tag="message"):
     message: _Head
 
     def feed(self, index: TreeIndex, line: int | None) -> int:
-        return index.add(self.id, self.parentId, "message", self.message.role, line=line)
+        head = self.message
+        return index.add(self.id, self.parentId, "message", _role(head), tool_only=head.tool_only, line=line)
 
 
 class _Thinking(_Row, tag="thinking_level_change"):
@@ -222,7 +282,13 @@ def decode_entry_dict(raw: bytes | memoryview) -> dict[str, Any]:
 def add_dict(index: TreeIndex, data: dict[str, Any], line: int | None) -> int:
     """Index a validated entry dict (slow path, memory and SQLite storages)."""
     etype = data["type"]
-    role = data["message"]["role"] if etype == "message" else None
+    message = data["message"] if etype == "message" else None
+    role = message["role"] if message is not None else None
+    only_tools = (
+        role == "assistant"
+        and message is not None
+        and tool_only_assistant(message.get("content"), message.get("stopReason"))
+    )
     if etype == "compaction":
         return index.add(
             data["id"],
@@ -240,6 +306,7 @@ def add_dict(index: TreeIndex, data: dict[str, Any], line: int | None) -> int:
         target_id=data.get("targetId"),
         label=data.get("label"),
         name=data.get("name"),
+        tool_only=only_tools,
         line=line,
     )
 
@@ -261,7 +328,15 @@ def decode_all(lines: Sequence[bytes | memoryview]) -> list[_Row] | None:
 
 _ID = attrgetter("id")
 _PARENT = attrgetter("parentId")
-_ROLE = attrgetter("message.role")
+_MESSAGE = attrgetter("message")
+
+
+def _role(head: _Head) -> str:
+    return head.role
+
+
+def _flag(head: _Head) -> int:
+    return TOOL_ONLY if head.tool_only else 0
 
 
 def feed_rows(index: TreeIndex, rows: list[_Row], first_line: int) -> None:
@@ -305,7 +380,9 @@ def _feed_messages(index: TreeIndex, run: list[_Row], first_line: int) -> None:
     parents = cast("list[int]", found)  # no None left
     ids.extend(new_ids)
     index.kind.extend(bytes((MESSAGE,)) * n)
-    index.role.extend(bytes(map(ROLE_CODES.get, map(_ROLE, run), repeat(OTHER_ROLE))))
+    heads = list(map(_MESSAGE, run))
+    index.role.extend(bytes(map(ROLE_CODES.get, map(_role, heads), repeat(OTHER_ROLE))))
+    index.flags.extend(bytes(map(_flag, heads)))
     index.parent.extend(parents)
     blank = array("i", (NONE,)) * n
     first_child, last_child, next_sibling = index.first_child, index.last_child, index.next_sibling
