@@ -47,8 +47,17 @@ _HIDDEN = re.compile(
 _NAMES = {"\x1b": "␛", "\x7f": "␡", "\r": "␍", "\x00": "␀"}
 
 
+# What a zero-width joiner may join and stay a joiner: pictographs, dingbats, the emoji
+# variation selector and skin tones (👨‍👩‍👧, 🏳️‍🌈). Anywhere else it is an invisible character.
+_EMOJI_SIDE = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\U0001f3fb-\U0001f3ff]")
+
+
 def _visible(match: re.Match[str]) -> str:
     ch = match.group()
+    if ch == "\u200d":
+        text, at = match.string, match.start()
+        if 0 < at < len(text) - 1 and _EMOJI_SIDE.match(text, at - 1) and _EMOJI_SIDE.match(text, at + 1):
+            return ch
     if ch in _NAMES:
         return _NAMES[ch]
     code = ord(ch)

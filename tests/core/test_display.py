@@ -64,3 +64,10 @@ def test_forks_indent_and_nested_forks_stay_bounded():
     assert len(outline) == 121
     assert outline.prefix(1) == "├─ "
     assert max(len(outline.prefix(r)) for r in range(len(outline))) <= 3 * 24 + 3
+
+
+def test_emoji_joined_by_zwj_stay_whole_and_other_joiners_stay_visible():
+    family = "👨\u200d👩\u200d👧"
+    assert inert(f"the {family} and 🏳️\u200d🌈") == f"the {family} and 🏳️\u200d🌈"
+    assert inert("a\u200db") == "a⟨U+200D⟩b"  # between letters it hides text: shown
+    assert inert("\u200d👩") == "⟨U+200D⟩👩" and inert("👩\u200d") == "👩⟨U+200D⟩"

@@ -8,18 +8,25 @@ labels, names) happen on the UI thread, where they take about a millisecond.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
-from textual.app import App
+from textual import events, on
+from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 
+from ..display import inert
 from ..model.errors import SessionError
+from ..opening import open_or_read_only, upgrade_session
+from ..outline import Filter
 from ..session import Session
 from .browser import BrowserScreen
 from .help import HelpScreen
 from .keymap import load_keymap
 from .picker import PickerScreen
+from .tree_view import SessionTreeView
 
 
 class SessionTreeApp(App[None]):
@@ -51,7 +58,8 @@ class SessionTreeApp(App[None]):
         self.follow = follow
         self.picker_dir = picker_dir
         self.note = note
-        self.opener = opener  # Path -> Session; used when another session is picked
+        # Path -> Session, for a picked session and a reopened (upgraded) one.
+        self.opener: Callable[[Path], Session] = opener or (lambda path: open_or_read_only(path))
         self.keymap_path = keymap_path
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
 
@@ -95,13 +103,75 @@ class SessionTreeApp(App[None]):
                 self.exit()
             return
         try:
-            session = self.opener(path) if self.opener else None
+            session = self.opener(path)
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
             self.push_screen(PickerScreen(path.parent, can_go_back=self.browser is not None), self._picked)
             return
         if session is not None:
             self._show(session)
+
+    def upgrade_and_reopen(self, location: str) -> None:
+        browser = self.browser
+        if browser is None:
+            return
+        browser.session.close()  # the upgrade takes the file's lock
+        try:
+            backup = upgrade_session(location)
+        except SessionError as exc:
+            self.notify(f"{exc}", title="Not upgraded", severity="error", markup=False)
+            backup = None
+        try:
+            session = self.opener(Path(location))
+        except SessionError as exc:
+            self.notify(f"{exc}", title="Cannot reopen", severity="error", markup=False)
+            return
+        if session is not None:
+            self._show(session)
+            if backup:
+                self.notify(f"Upgraded; the original is kept as {backup}", markup=False, timeout=8)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The browser's actions in the command palette (Ctrl+P), with labels to jump to."""
+        yield from super().get_system_commands(screen)
+        if not isinstance(screen, BrowserScreen):
+            return
+        for flt in Filter:
+            yield SystemCommand(
+                f"Filter: {flt.value}",
+                "show these entries in the tree",
+                partial(screen.action_set_filter, flt.value),
+            )
+        tree = screen.query_one(SessionTreeView)
+        commands = [
+            ("Find…", "search entries (/)", screen.action_search),
+            ("Filter by search…", "narrow the tree to matching entries (&)", screen.action_search_filter),
+            ("Go to the active leaf", "jump the cursor to the leaf (a)", tree.action_jump_active),
+            ("Go to entry id…", "jump the cursor to an entry by its id", screen.action_go_to_id),
+            ("Toggle the tokens column", "context size per row (t)", tree.action_toggle_sizes),
+            ("Fold / unfold side branches", "every side branch to one row (z)", tree.action_fold_sides),
+            ("Navigation history", "every recorded leaf move (H)", screen.action_history),
+            ("Open another session…", "the session picker (o)", self.action_open_other),
+            ("Pause / resume live follow", "(F)", screen.action_toggle_follow),
+        ]
+        if screen.session.format_version < 3:
+            commands.append(("Upgrade to v3…", "rewrite this old-format file (U)", screen.action_upgrade))
+        for title, help_text, callback in commands:
+            yield SystemCommand(title, help_text, callback)
+        for target, label in sorted(screen.session.labels().items(), key=lambda kv: kv[1]):
+            position = screen.session.tree.pos.get(target)
+            if position is not None:
+                yield SystemCommand(
+                    f"Go to label: {inert(label)}", f"entry {target}", partial(tree.go_to_position, position)
+                )
+
+    @on(events.DeliveryFailed)
+    def _on_delivery_failed(self, event: events.DeliveryComplete) -> None:  # Textual's annotation
+        """Textual's own handler says only "Failed to save screenshot": say why (a missing or
+        unwritable directory, a full disk)."""
+        if event.name == "screenshot":
+            reason = getattr(event, "exception", "unknown reason")
+            self.notify(f"Screenshot not saved: {reason}", severity="error", markup=False)
 
     def action_open_other(self) -> None:
         directory = self.picker_dir

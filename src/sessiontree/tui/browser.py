@@ -19,6 +19,7 @@ from ..outline import Filter
 from ..session import Session
 from . import deliver
 from .follow import FollowMixin
+from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
 from .preview_pane import PreviewPane
 from .search import SearchMixin
@@ -64,6 +65,10 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
         Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
         Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
         Binding("o", "open_other", "Open", show=False, tooltip="open another session", id="open"),
+        Binding(
+            "F", "toggle_follow", "Follow", show=False, tooltip="pause / resume live follow", id="follow"
+        ),
+        Binding("U", "upgrade", "Upgrade", tooltip="upgrade this old-format file to v3", id="upgrade"),
     ]
 
     def __init__(self, session: Session, *, summarizer: str | None = None, follow: bool = True) -> None:
@@ -126,6 +131,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
     @on(SessionTreeView.Highlighted)
     def _highlighted(self, event: SessionTreeView.Highlighted) -> None:
         self.query_one(PreviewPane).show(event.target)
+        if self._new_entries and event.target.position == self.session.tree.leaf:
+            self._new_entries = 0  # caught up with what arrived
+            self._update_header()
 
     def action_preview_mode(self) -> None:
         pane = self.query_one(PreviewPane)
@@ -140,6 +148,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITES and self.session.read_only:
             return False  # hidden: the banner says why the session is read-only
+        if action == "upgrade":
+            return self.session.format_version < 3 and self.session.location is not None
         if action == "set_filter":
             return parameters[0] == self._tree().filter.next().value
         if action == "next_match":
@@ -162,3 +172,47 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]
+
+    def action_go_to_id(self) -> None:
+        """Jump the cursor to an entry by (a prefix of) its id, switching to the "all" filter
+        when the current one hides it."""
+        session = self.session
+
+        def done(value: str | None) -> None:
+            wanted = (value or "").strip()
+            if not wanted:
+                return
+            hits = [i for i, eid in enumerate(session.tree.ids) if eid.startswith(wanted)]
+            if len(hits) != 1:
+                what = "No entry has" if not hits else f"{len(hits)} entries have"
+                self.notify(f"{what} an id starting with {wanted!r}", severity="warning", markup=False)
+                return
+            tree = self._tree()
+            if tree.outline.row_of[hits[0]] < 0:
+                tree.filter = Filter.ALL
+                tree.rebuild()
+                self.refresh_bindings()
+            tree.go_to_position(hits[0])
+
+        self.app.push_screen(TextPrompt("Go to entry id (or a unique prefix)"), done)
+
+    def action_upgrade(self) -> None:
+        """Rewrite an old-format (v1/v2) file as v3 — after a yes — and reopen it."""
+        session = self.session
+        location = session.location
+        if session.format_version >= 3 or location is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.upgrade_and_reopen(location)  # type: ignore[attr-defined]
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Upgrade {location} to the current format (v3)?",
+                "The file is rewritten atomically and the original kept next to it as .bak;"
+                " Pi reads both formats. The session then reopens, writable.",
+                yes="Upgrade",
+            ),
+            answered,
+        )

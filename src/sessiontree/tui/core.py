@@ -27,6 +27,8 @@ class BrowserBase(Screen[None]):
         super().__init__()
         self.session = session
         self._matches: list[int] = []  # entry positions of the last search's hits
+        self._new_entries = 0  # appended by another process since the cursor was at the leaf
+        self.follow = True
 
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
@@ -44,13 +46,20 @@ class BrowserBase(Screen[None]):
             cursor = self._tree().cursor_row
             here = rows.index(cursor) + 1 if cursor in rows else "-"
             parts.append(f"match {here}/{len(rows)}")
+        if self._new_entries:
+            parts.append(f"+{self._new_entries:,} new")
+        if not self.follow:
+            parts.append("follow paused")
         self.sub_title = inert(" · ".join(parts))
         try:
             banner = self.query_one("#banner", Static)
         except NoMatches:  # called while the screen is being torn down
             return
         if session.read_only:
-            banner.update(Text(f"READ-ONLY: {inert(session.read_only_reason or 'opened with --read-only')}"))
+            reason = inert(session.read_only_reason or "opened with --read-only")
+            if session.format_version < 3 and session.location is not None:
+                reason += " — or press U to upgrade it here"
+            banner.update(Text(f"READ-ONLY: {reason}"))
             banner.display = True
         else:
             banner.display = False

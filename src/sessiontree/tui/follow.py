@@ -13,12 +13,19 @@ POLL_SECONDS = 0.5
 
 
 class FollowMixin(BrowserBase):
+    """New entries are counted quietly in the header (`+N new`) instead of a toast each; the
+    counter clears when the cursor reaches the leaf. `F` pauses and resumes following."""
+
     follow: bool = True
     _follow_wait = 0.0
 
     def _start_following(self) -> None:
-        if self.follow:
-            self.set_interval(POLL_SECONDS, self._poll)
+        self.set_interval(POLL_SECONDS, self._poll)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self._update_header()
+        self.notify("Live follow on" if self.follow else "Live follow paused (F resumes)", markup=False)
 
     def _poll(self) -> None:
         """Pick up appended entries. Rebuilding the rows costs O(entries), so on huge sessions
@@ -35,13 +42,14 @@ class FollowMixin(BrowserBase):
             added = session.refresh()
         except SessionError as exc:
             self.follow = False
+            self._update_header()
             self.notify(f"{exc}; live follow stopped", severity="warning", markup=False)
             return
         if not added:
             return
         start = time.monotonic()
         tree.rebuild(keep=session.tree.leaf if followed_leaf else None)
+        self._new_entries = 0 if followed_leaf else self._new_entries + added
         self._update_header()
         cost = time.monotonic() - start
         self._follow_wait = time.monotonic() + 10 * cost
-        self.notify(f"{added} new entr{'y' if added == 1 else 'ies'} arrived", markup=False, timeout=2)

@@ -19,7 +19,10 @@ def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
     """(keys, what they do) for the bindings of one node, keys of the same action merged."""
     rows: dict[str, list[str]] = {}
     app = node.app
-    for bindings in node._bindings.key_to_bindings.values():
+    bindings_map = node._bindings.copy()
+    if app._keymap:  # remapped keys, as the screen's binding chain applies them
+        bindings_map.apply_keymap(app._keymap)
+    for bindings in bindings_map.key_to_bindings.values():
         for binding in bindings:
             what = binding.tooltip or binding.description or binding.action
             key = app.get_key_display(binding)

@@ -255,3 +255,38 @@ class HistoryScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question with both answers on buttons and keys (y / Enter, n / Esc)."""
+
+    BINDINGS = [
+        Binding("escape,n", "answer(False)", "No"),
+        Binding("y", "answer(True)", "Yes"),
+    ]
+
+    def __init__(self, question: str, detail: str = "", yes: str = "Yes") -> None:
+        super().__init__()
+        self.question = question
+        self.detail = detail
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog small-dialog"):
+            with Horizontal(classes="dialog-buttons"):
+                yield Static("y / Enter: yes · n / Esc: no", classes="dialog-keys")
+                yield Button(plain(self.yes), variant="primary", id="yes")
+                yield Button("Cancel", id="no")
+            yield Static(plain(self.question), classes="dialog-title")
+            if self.detail:
+                yield Static(plain(self.detail), classes="dialog-help")
+
+    def on_mount(self) -> None:
+        self.query_one("#yes", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)

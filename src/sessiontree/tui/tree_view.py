@@ -307,6 +307,16 @@ class SessionTreeView(ScrollView, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
         self._cache.clear()
+        self.call_after_refresh(self._keep_cursor_in_view)  # a smaller window must not lose it
+
+    def _keep_cursor_in_view(self) -> None:
+        if len(self.outline):
+            self.scroll_to_region(
+                Region(0, self.cursor_row, max(self.size.width, 1), 1),
+                animate=False,
+                force=True,
+                immediate=True,
+            )
 
     def on_click(self, event: events.Click) -> None:
         row = event.y + int(self.scroll_offset.y)
