@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from helpers import A, U
@@ -472,11 +473,12 @@ async def test_reopening_with_o_puts_the_cursor_on_the_open_file(tmp_path, demo)
         _write(path, "/p", lambda s, i=i: s.append_message(U(f"session {i}")))
         os.utime(path, (T0 + i, T0 + i))
     os.utime(demo, (T0 - 1000, T0 - 1000))
-    app = build_app(str(others[0]))
+    app = build_app(str(others[1]))
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
         await pilot.press("o")
         await settle(app, pilot)
+        assert cursor_name(app) == "other1.jsonl"  # nothing remembered yet: the open session
         await pilot.press("G", "k", "enter")  # the second oldest
         await settle(app, pilot)
         assert app.session is not None and Path(app.session.storage.location) == others[0]
@@ -496,16 +498,16 @@ SPECIAL = [
 ]  # fmt: skip
 
 
-async def _back_to_the_picker(app, pilot, root: Path, focus: str) -> None:
-    """Undo what the last key did to the screen stack: close dialogs, and if a session was
-    opened, reopen the picker from it (with `o`, as a user would)."""
+async def _back_to_the_picker(app, pilot, focus: str) -> None:
+    """Undo what the last key did to the screen stack: close dialogs (help, the command
+    palette), and if a session was opened, reopen the picker from it with `o`, as a user would."""
     for _ in range(5):
-        if isinstance(app.screen, PickerScreen) or len(app.screen_stack) <= 1:
+        if not isinstance(app.screen, ModalScreen):
             break
         app.pop_screen()
         await pilot.pause()
     if not isinstance(app.screen, PickerScreen):
-        app.push_screen(PickerScreen(root, can_go_back=True), app._picked)
+        await pilot.press("o")
         await settle(app, pilot)
     screen = picker(app)
     widget = screen.query_one(Input) if focus == "search" else screen.query_one(DataTable)
@@ -515,7 +517,7 @@ async def _back_to_the_picker(app, pilot, root: Path, focus: str) -> None:
 
 
 async def _press_everything(
-    make_app, root: Path, focus: str, keys: list[str] = PRINTABLE + SPECIAL, *, size=NARROW
+    make_app, focus: str, keys: list[str] = PRINTABLE + SPECIAL, *, size=NARROW
 ) -> list[str]:
     """Press every key in turn on the picker; an app that a key ends (q, Esc at the start) must
     end cleanly, and the next key goes to a fresh app. Returns the keys that ended one."""
@@ -525,14 +527,14 @@ async def _press_everything(
         app = make_app()
         async with app.run_test(size=size) as pilot:
             await settle(app, pilot)
-            await _back_to_the_picker(app, pilot, root, focus)
+            await _back_to_the_picker(app, pilot, focus)
             while keys and app.is_running:
                 key = keys.pop(0)
                 await pilot.press(key)
                 await app.workers.wait_for_complete()
                 await pilot.pause()
                 if app.is_running:
-                    await _back_to_the_picker(app, pilot, root, focus)
+                    await _back_to_the_picker(app, pilot, focus)
                 else:
                     ended.append(key)
         assert app.return_code in (0, None), f"{key!r} ended the app with {app.return_code}"
@@ -541,12 +543,12 @@ async def _press_everything(
 
 async def test_every_key_on_the_first_screen_changes_nothing(root):
     before = snapshot(root)
-    ended = await _press_everything(lambda: picker_app(root), root, "table")
+    ended = await _press_everything(lambda: picker_app(root), "table")
     assert "q" in ended  # (Esc came after Enter had opened a session: it went back to it)
     # In the search box printable keys are text: what matters there is the rest, and text
     # that makes an invalid or odd query.
     keys = [*SPECIAL, "q", "slash", *"re:(", '"', "[", "escape", *"cwd:"]
-    typed = await _press_everything(lambda: picker_app(root), root, "search", keys)
+    typed = await _press_everything(lambda: picker_app(root), "search", keys)
     assert "q" not in typed
     assert snapshot(root) == before
 
@@ -560,7 +562,7 @@ async def test_every_key_over_an_open_session_changes_nothing(root):
     def session_app():
         return build_app(str(weather))
 
-    ended = await _press_everything(session_app, root, "table", size=WIDE)
+    ended = await _press_everything(session_app, "table", size=WIDE)
     assert "q" in ended
     assert snapshot(root) == before
 
@@ -658,6 +660,21 @@ async def test_the_bundled_pi_fixtures(tmp_path):
         await pilot.press("escape", "q")
         await pilot.pause()
     assert snapshot(PI_FIXTURES) == before
+
+
+async def test_rows_beyond_the_limit_are_counted_not_listed(root, monkeypatch):
+    monkeypatch.setattr("sessiontree.tui.picker.ROW_LIMIT", 2)
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl", "api.jsonl"]
+        status = text_of(app, "#picker-status")
+        assert "4 sessions" in status and "the first 2 listed" in status
+        await pilot.press("r")  # the other end of the sort
+        assert names(app) == ["broken.jsonl", "hostile.jsonl"]
+        await pilot.press("slash", *"helm")
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"] and "listed" not in text_of(app, "#picker-status")
 
 
 async def test_empty_and_missing_directories(tmp_path):

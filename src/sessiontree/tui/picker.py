@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -40,7 +40,11 @@ SORTS = ("modified", "name", "entries", "size", "project")
 _DESCENDING = {"modified": True, "name": False, "entries": True, "size": True, "project": False}
 SIDE_PREVIEW_WIDTH = 120  # at least this many columns: the preview sits beside the table
 BELOW_PREVIEW_HEIGHT = 20  # narrower, and at least this many rows: below it; fewer: hidden
-BATCH_SECONDS = 0.2  # worker results are handed to the screen at most this often
+BATCH_SECONDS = 0.3  # worker results are handed to the screen at most this often
+# Rows put in the table at once. Refilling a DataTable costs about half a millisecond a row, paid
+# on every keystroke of a search, so thousands of rows would make typing lag; beyond this many,
+# the status line says how many more there are and the search or project filter narrows them.
+ROW_LIMIT = 500
 FIELDS = ("cwd",)  # `cwd:TEXT` in the search box limits it to sessions of matching directories
 
 HELP = """\
@@ -75,8 +79,7 @@ class _Memory:
 
 @dataclass(frozen=True, slots=True)
 class _Column:
-    key: str
-    label: str
+    key: str  # title, id, modified, entries, size or cwd
     width: int
 
 
@@ -115,6 +118,8 @@ class PickerScreen(Screen[Path | None]):
         Binding("v", "toggle_preview", "Preview"),
         Binding("down,j", "cursor(1)", "Down", show=False),
         Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("g,ctrl+home", "edge(0)", "First", show=False),
         Binding("G,ctrl+end", "edge(-1)", "Last", show=False),
         Binding("escape", "escape('clear')", "Clear search"),
@@ -141,7 +146,8 @@ class PickerScreen(Screen[Path | None]):
         self.search: _Search | None = None
         self._columns: list[_Column] = []
         self._rendered: dict[str, tuple[Text, ...]] = {}  # what each row shows, to update in place
-        self._order: list[str] = []
+        self._order: list[str] = []  # the keys in the table, top to bottom
+        self._matching = 0  # rows that pass the filters, of which the first ROW_LIMIT are shown
         self._describing: tuple[int, int] | None = None  # (done, total) while files are read
         self._error: str | None = None  # the search box's invalid query, one line
         self._preview_choice: bool | None = None  # None: by screen size; else forced by `v`
@@ -172,6 +178,8 @@ class PickerScreen(Screen[Path | None]):
         self.query_one("#picker-preview", VerticalScroll).border_title = "Session"
         for listing in self.catalog.scan():
             self.listings[str(listing.path)] = listing
+        if self.memory.cursor not in self.listings:
+            self.memory.cursor = self._open_session_key()
         self._arrange(self.app.size.width, self.app.size.height)
         self._show_message()
         self._update_title()
@@ -183,6 +191,19 @@ class PickerScreen(Screen[Path | None]):
             self._describing = (0, len(todo))
             self._describe_all([self.listings[k].path for k in todo])
         self._update_status()
+
+    def _open_session_key(self) -> str | None:
+        """The row of the session the app has open, if it is in this directory: where the
+        cursor starts when the picker has nothing to remember yet (the first `o`)."""
+        location = getattr(getattr(self.app, "session", None), "location", None)
+        if not location:
+            return None
+        with contextlib.suppress(OSError):
+            wanted = Path(location).resolve()
+            for key in self.listings:
+                if Path(key).resolve() == wanted:
+                    return key
+        return None
 
     def on_resize(self, event: events.Resize) -> None:
         self._arrange(event.size.width, event.size.height)
@@ -205,8 +226,8 @@ class PickerScreen(Screen[Path | None]):
             table_width -= preview_width
         else:
             preview.styles.width = "1fr"
-        with contextlib.suppress(NoMatches):  # below 80 columns every key still gets listed
-            self.query_one(Footer).compact = width < 80
+        with contextlib.suppress(NoMatches):  # so that at 80 columns every key is listed
+            self.query_one(Footer).compact = width < 100
         columns = _columns_for(table_width - 1)  # the table's scrollbar takes one column
         if columns != self._columns:
             self._columns = columns
@@ -277,6 +298,8 @@ class PickerScreen(Screen[Path | None]):
         except NoMatches:  # a worker's result arriving after the screen closed
             return
         rows = self._visible()
+        self._matching = len(rows)
+        del rows[ROW_LIMIT:]
         order = [str(x.path) for x in rows]
         if not rebuild and order == self._order:
             for listing in rows:
@@ -288,6 +311,7 @@ class PickerScreen(Screen[Path | None]):
                     for column, cell, before in zip(self._columns, cells, old or (), strict=False):
                         if cell != before:
                             table.update_cell(key, column.key, cell)
+            self._update_status()
             return
         keep = self._current_key() or self.memory.cursor
         if rebuild:
@@ -576,8 +600,10 @@ class PickerScreen(Screen[Path | None]):
             if not total:
                 status.update(Text(f"No session files found in {inert(str(self.directory))}"))
                 return
-            shown = len(self._order)
-            parts = [f"{shown} of {total} sessions" if shown != total else f"{total} sessions"]
+            shown, matching = len(self._order), self._matching
+            parts = [f"{matching} of {total} sessions" if matching != total else f"{total} sessions"]
+            if shown < matching:
+                parts.append(f"the first {shown} listed (search or p to narrow)")
             projects = len(self._projects())
             if projects:
                 parts.append(f"{projects} project{'s' if projects != 1 else ''}")
@@ -676,6 +702,13 @@ class PickerScreen(Screen[Path | None]):
         if table.row_count:
             table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))
 
+    def action_page(self, step: int) -> None:
+        table = self.query_one(DataTable)
+        if step > 0:
+            table.action_page_down()
+        else:
+            table.action_page_up()
+
     def action_edge(self, end: int) -> None:
         table = self.query_one(DataTable)
         if table.row_count:
@@ -758,27 +791,27 @@ def _columns_for(width: int) -> list[_Column]:
     session's title gets what is left."""
     if width >= 130:
         rest = [
-            _Column("id", "Id", 8),
-            _Column("modified", "", 16),
-            _Column("entries", "", 7),
-            _Column("size", "", 5),
-            _Column("cwd", "", 30),
+            _Column("id", 8),
+            _Column("modified", 16),
+            _Column("entries", 7),
+            _Column("size", 5),
+            _Column("cwd", 30),
         ]
     elif width >= 100:
         rest = [
-            _Column("modified", "", 16),
-            _Column("entries", "", 7),
-            _Column("size", "", 5),
-            _Column("cwd", "", 18),
+            _Column("modified", 16),
+            _Column("entries", 7),
+            _Column("size", 5),
+            _Column("cwd", 18),
         ]
     elif width >= 70:
-        rest = [_Column("modified", "", 11), _Column("entries", "", 7), _Column("size", "", 5)]
+        rest = [_Column("modified", 11), _Column("entries", 7), _Column("size", 5)]
     elif width >= 45:
-        rest = [_Column("modified", "", 11)]
+        rest = [_Column("modified", 11)]
     else:
         rest = []
     used = sum(c.width + 2 for c in rest) + 2
-    return [_Column("title", "", max(10, width - used)), *rest]
+    return [_Column("title", max(10, width - used)), *rest]
 
 
 def _when(timestamp: float, width: int) -> str:
@@ -805,6 +838,3 @@ def _size(n: int) -> str:
 def _tail(text: str, width: int) -> str:
     """The end of a path, which tells projects apart better than its start."""
     return text if len(text) <= width else "…" + text[-(width - 1) :]
-
-
-__all__: Sequence[str] = ["PickerScreen", "preview_text"]
