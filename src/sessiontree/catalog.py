@@ -54,7 +54,8 @@ class SessionListing:
     first_message: str = ""
     last_message: str = ""  # the last user message in file order: where the session was left
     entry_count: int = 0
-    leaf_id: str | None = None
+    leaf_id: str | None = None  # of a v1/v2 file: made up at each read (see `version`)
+    version: int = 3  # the file's format; v1/v2 entries get ids only when read or upgraded
     leaf_count: int = 0  # entries without children: one per branch tip
     fork_count: int = 0  # entries with more than one child
     error: str | None = None
@@ -123,14 +124,17 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             listing.cwd = session.header.cwd
             listing.name = session.session_name
             listing.entry_count = session.entry_count()
+            listing.version = session.format_version
             tree = session.tree
             listing.leaf_id = tree.leaf_id()
+            # Counted as `Session.stats` counts them, from the index alone (no entry decoded).
+            after = tree.next_sibling
             listing.leaf_count = sum(1 for c in tree.first_child if c < 0)
-            listing.fork_count = sum(1 for i in range(len(tree)) if tree.is_fork(i))
-            users = [i for i, role in enumerate(tree.role) if role == USER]
-            if users:
-                listing.first_message = _text(session, users[0], USER)
-                listing.last_message = _text(session, users[-1], USER)
+            listing.fork_count = sum(1 for c in tree.first_child if c >= 0 and after[c] >= 0)
+            first, last = tree.role.find(USER), tree.role.rfind(USER)
+            if first >= 0:
+                listing.first_message = _text(session, first, USER)
+                listing.last_message = _text(session, last, USER)
             if texts is not None:
                 for i, role in enumerate(tree.role):
                     if role in (USER, ASSISTANT):

@@ -654,6 +654,7 @@ async def test_the_bundled_pi_fixtures(tmp_path):
         await settle(app, pilot)
         assert len(names(app)) == 2
         assert "/Users/badlogic/workspaces/pi-mono" in preview(app)
+        assert "leaf (v1 file, no ids)" in preview(app)
         await pilot.press("slash", *"invalidate")
         await settle(app, pilot)
         assert "large-session.jsonl" in names(app)
@@ -758,3 +759,17 @@ def test_timing_a_directory_of_two_hundred_sessions(tmp_path):
     for listing in listings:
         catalog.describe(listing.path)
     assert len(listings) == 200 and time.perf_counter() - start < 20
+
+
+def test_branch_counts_agree_with_session_stats(root, demo):
+    from helpers import PI_FIXTURES
+    from sessiontree.catalog import describe
+
+    for path in [demo, *sorted(PI_FIXTURES.glob("*.jsonl")), root / "--home-dev-weather--" / "weather.jsonl"]:
+        listing = describe(path)
+        with Session(JsonlStorage.open(path, read_only=True)) as s:
+            stats = s.stats()
+            assert (listing.leaf_count, listing.fork_count) == (stats.leaf_count, stats.fork_count)
+            assert listing.entry_count == s.entry_count() and listing.version == s.format_version
+            if s.format_version >= 3:  # older files get made-up ids at every read
+                assert listing.leaf_id == s.leaf_id

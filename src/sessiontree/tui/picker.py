@@ -427,8 +427,10 @@ class PickerScreen(Screen[Path | None]):
             search.total = len(search.pending)
             self.search = search
             if search.pending:
+                # Rows on screen first, so what the user is looking at is decided first.
                 order = [k for k in self._order if k in search.pending]
-                order += [k for k in search.pending if k not in set(order)]
+                listed = set(order)
+                order += [k for k in search.pending if k not in listed]
                 self._search_text(search, [self.listings[k].path for k in order])
         self._fill()
         self._show_message()
@@ -463,9 +465,7 @@ class PickerScreen(Screen[Path | None]):
                 deliver(app, self._searched, search, batch, n)
                 batch, sent = [], time.monotonic()
 
-    def _searched(
-        self, search: _Search, batch: list[tuple[SessionListing, Hit | None, bool]], done: int
-    ) -> None:
+    def _searched(self, search: _Search, batch: list[_Decided], done: int) -> None:
         if not self.is_attached or search is not self.search:
             return  # a newer search replaced this one
         for listing, hit, found in batch:
@@ -766,7 +766,9 @@ def preview_text(
         line("last  ›", listing.last_message)
     branches = f"{listing.leaf_count} lea{'f' if listing.leaf_count == 1 else 'ves'}"
     forks = f"{listing.fork_count} fork{'' if listing.fork_count == 1 else 's'}"
-    counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {listing.leaf_id or '(none)'}"
+    # Entries of v1/v2 files have no ids in the file: the ones read now differ at every read.
+    leaf = (listing.leaf_id or "(none)") if listing.version >= 3 else f"(v{listing.version} file, no ids)"
+    counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {leaf}"
     line("", f"{counts} · {_size(listing.size)}")
     if width is None:
         line("modified", _when(listing.modified, 16))
