@@ -1,62 +1,306 @@
-"""Finding and describing session files in a directory (the session picker's data)."""
+"""Finding, describing and searching the session files of a directory (the picker's data).
+
+Everything here only reads: files are opened read-only, so a picker pointed at a live agent's
+sessions never takes a writer lock or changes a byte. A `Catalog` caches what it read per file,
+keyed by size and modification time, so a second search, a re-sort or reopening the picker
+re-reads only the files that changed since.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .model.errors import SessionError
-from .model.messages import content_text
+from .model.messages import assistant_text, content_text
 from .opening import open_session
-from .storage.index import USER
+from .query import Query, Term
+from .storage.index import ASSISTANT, USER
+
+__all__ = [
+    "Catalog",
+    "Hit",
+    "MessageText",
+    "SessionListing",
+    "describe",
+    "find_session_files",
+    "listing_match",
+    "read_messages",
+    "text_match",
+]
+
+# (role, text) of one user or assistant message: what full-text search looks through. Tool
+# results are left out: they are mostly file contents and command output, which would drown
+# what was said in matches nobody is looking for.
+MessageText = tuple[str, str]
 
 
 @dataclass(slots=True)
 class SessionListing:
+    """One session file as the picker shows it. `described` is False until the file was read;
+    until then only the path, size and modification time are known."""
+
     path: Path
-    modified: float
+    modified: float  # seconds since the epoch, for display and sorting
+    size: int = 0
+    mtime_ns: int = 0  # with `size`, what tells an unchanged file from a changed one
     session_id: str = ""
     cwd: str = ""
     name: str | None = None
     first_message: str = ""
+    last_message: str = ""  # the last user message in file order: where the session was left
     entry_count: int = 0
+    leaf_id: str | None = None  # of a v1/v2 file: made up at each read (see `version`)
+    version: int = 3  # the file's format; v1/v2 entries get ids only when read or upgraded
+    leaf_count: int = 0  # entries without children: one per branch tip
+    fork_count: int = 0  # entries with more than one child
     error: str | None = None
+    described: bool = False
 
     @property
     def title(self) -> str:
         return self.name or self.first_message or self.path.name
 
 
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """Where a query matched a session: the field or message role, its text, and the span of
+    the first term found there (for highlighting)."""
+
+    where: str
+    text: str
+    span: tuple[int, int]
+
+
 def find_session_files(directory: str | os.PathLike[str]) -> list[Path]:
     """`*.jsonl` files in `directory` and its direct sub-directories (Pi's layout), newest
     modification first."""
-    root = Path(directory)
-    found: list[Path] = []
+    return [listing.path for listing in _scan(Path(directory))]
+
+
+def _scan(root: Path) -> list[SessionListing]:
+    found: list[SessionListing] = []
     for pattern in ("*.jsonl", "*/*.jsonl"):
-        found.extend(p for p in root.glob(pattern) if p.is_file())
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in root.glob(pattern):
+            try:
+                st = path.stat()
+            except OSError:  # removed between the listing and the stat
+                continue
+            if path.is_file():
+                found.append(_bare(path, st))
+    found.sort(key=lambda listing: listing.modified, reverse=True)
+    return found
+
+
+def _bare(path: Path, st: os.stat_result) -> SessionListing:
+    return SessionListing(path=path, modified=st.st_mtime, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
 def describe(path: Path) -> SessionListing:
-    """Header, name, first user message and entry count of one file; damage becomes `error`."""
-    listing = SessionListing(path=path, modified=path.stat().st_mtime)
+    """Header, name, first and last user message, counts and leaf of one file; damage becomes
+    `error`."""
+    return _read(path, with_text=False)[0]
+
+
+def read_messages(path: Path) -> list[MessageText]:
+    """The text of every user and assistant message of one file, in file order."""
+    return _read(path, with_text=True)[1] or []
+
+
+def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageText] | None]:
+    try:
+        listing = _bare(path, path.stat())  # stat before reading: a change during the read
+        listing.described = True  # leaves the cache key stale, so the next look reads again
+    except OSError as exc:
+        return SessionListing(path=path, modified=0.0, error=exc.strerror or str(exc), described=True), None
+    texts: list[MessageText] | None = [] if with_text else None
     try:
         with open_session(path, read_only=True) as session:
             listing.session_id = session.session_id
             listing.cwd = session.header.cwd
             listing.name = session.session_name
             listing.entry_count = session.entry_count()
+            listing.version = session.format_version
             tree = session.tree
-            first_user = next((i for i in range(len(tree)) if tree.role[i] == USER), None)
-            if first_user is not None:
-                entry = session.entry_at(first_user)
-                listing.first_message = content_text(entry.get("message", {}).get("content"))
+            listing.leaf_id = tree.leaf_id()
+            # Counted as `Session.stats` counts them, from the index alone (no entry decoded).
+            after = tree.next_sibling
+            listing.leaf_count = sum(1 for c in tree.first_child if c < 0)
+            listing.fork_count = sum(1 for c in tree.first_child if c >= 0 and after[c] >= 0)
+            first, last = tree.role.find(USER), tree.role.rfind(USER)
+            if first >= 0:
+                listing.first_message = _text(session, first, USER)
+                listing.last_message = _text(session, last, USER)
+            if texts is not None:
+                for i, role in enumerate(tree.role):
+                    if role in (USER, ASSISTANT):
+                        text = _text(session, i, role)
+                        if text:
+                            texts.append(("user" if role == USER else "assistant", text))
             problems = [d for d in session.diagnostics if d.severity == "error"]
             if problems:
                 listing.error = f"{len(problems)} problem(s)"
     except SessionError as exc:
         listing.error = exc.detail
     except OSError as exc:
-        listing.error = str(exc)
-    return listing
+        listing.error = exc.strerror or str(exc)
+    return listing, texts
+
+
+def _text(session, i: int, role: int) -> str:
+    """The text of the message at position `i`; "" when its line cannot be decoded (the
+    damage is already counted among the session's diagnostics)."""
+    try:
+        entry = session.entry_at(i)
+    except SessionError:
+        return ""
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        return ""
+    return content_text(message.get("content")) if role == USER else assistant_text(message)
+
+
+# --- matching ---------------------------------------------------------------------------------
+
+
+def quick_fields(listing: SessionListing) -> list[tuple[str, str]]:
+    """The fields searched without reading message text, in the order hits are reported."""
+    return [
+        ("name", listing.name or ""),
+        ("first message", listing.first_message),
+        ("cwd", listing.cwd),
+        ("id", listing.session_id),
+        ("file", listing.path.name),
+    ]
+
+
+def listing_match(query: Query, listing: SessionListing) -> tuple[tuple[Term, ...], Hit | None] | None:
+    """Match `query` against what a listing already holds. None: the session cannot match (a
+    `cwd:` term fails). Otherwise (terms still missing, first hit): when no term is missing
+    the session matches; the missing ones must be looked for in its message text."""
+    if not query.matches_field("cwd", listing.cwd):
+        return None
+    missing: list[Term] = []
+    hit: Hit | None = None
+    fields = quick_fields(listing)
+    for term in query.terms:
+        for where, text in fields:
+            span = term.search(text)
+            if span is not None:
+                if hit is None:
+                    hit = Hit(where, text, span)
+                break
+        else:
+            missing.append(term)
+    return tuple(missing), hit
+
+
+def text_match(terms: Iterable[Term], texts: Iterable[MessageText]) -> Hit | None:
+    """Every term occurs in some message (not necessarily the same one): the first message
+    where one was found, else None."""
+    missing = list(terms)
+    hit: Hit | None = None
+    if not missing:
+        return None
+    for role, text in texts:
+        still: list[Term] = []
+        for term in missing:
+            span = term.search(text)
+            if span is None:
+                still.append(term)
+            elif hit is None:
+                hit = Hit(role, text, span)
+        missing = still
+        if not missing:
+            return hit
+    return None
+
+
+# --- the cache --------------------------------------------------------------------------------
+
+
+@dataclass
+class Catalog:
+    """Listings and message text of the session files of one directory, cached per file by
+    (size, mtime). Safe to use from worker threads."""
+
+    directory: Path
+    text_budget: int = 64_000_000  # characters of message text kept between searches
+    _listings: dict[Path, tuple[tuple[int, int], SessionListing]] = field(default_factory=dict)
+    _texts: OrderedDict[Path, tuple[tuple[int, int], list[MessageText]]] = field(default_factory=OrderedDict)
+    _text_chars: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def scan(self) -> list[SessionListing]:
+        """The session files there now, newest first; a file unchanged since it was last
+        described comes back described."""
+        listings = _scan(self.directory) if self.directory.is_dir() else []
+        with self._lock:
+            out = []
+            for listing in listings:
+                cached = self._listings.get(listing.path)
+                if cached is not None and cached[0] == _key(listing):
+                    out.append(replace(cached[1]))
+                else:
+                    out.append(listing)
+            return out
+
+    def cached(self, path: Path) -> SessionListing | None:
+        """The described listing of `path` if it was described and has not changed since."""
+        key = _stat_key(path)
+        with self._lock:
+            cached = self._listings.get(path)
+        return replace(cached[1]) if cached is not None and cached[0] == key else None
+
+    def describe(self, path: Path) -> SessionListing:
+        found = self.cached(path)
+        if found is not None:
+            return found
+        listing = describe(path)
+        self._keep_listing(listing)
+        return replace(listing)
+
+    def messages(self, path: Path) -> tuple[SessionListing, list[MessageText]]:
+        """The (described) listing and message text of `path`, from the cache when unchanged."""
+        key = _stat_key(path)
+        with self._lock:
+            text = self._texts.get(path)
+            listing = self._listings.get(path)
+            if text is not None and text[0] == key and listing is not None and listing[0] == key:
+                self._texts.move_to_end(path)
+                return replace(listing[1]), text[1]
+        read, texts = _read(path, with_text=True)
+        texts = texts or []
+        self._keep_listing(read)
+        size = sum(len(t) for _, t in texts)
+        with self._lock:
+            old = self._texts.pop(path, None)
+            if old is not None:
+                self._text_chars -= sum(len(t) for _, t in old[1])
+            if size <= self.text_budget:
+                self._texts[path] = (_key(read), texts)
+                self._text_chars += size
+            while self._text_chars > self.text_budget and self._texts:
+                _, (_, dropped) = self._texts.popitem(last=False)
+                self._text_chars -= sum(len(t) for _, t in dropped)
+        return replace(read), texts
+
+    def _keep_listing(self, listing: SessionListing) -> None:
+        with self._lock:
+            self._listings[listing.path] = (_key(listing), listing)
+
+
+def _key(listing: SessionListing) -> tuple[int, int]:
+    return (listing.size, listing.mtime_ns)
+
+
+def _stat_key(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)

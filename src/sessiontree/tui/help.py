@@ -52,13 +52,14 @@ def sections_for(screen: Screen) -> list[Section]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, sections: list[Section]) -> None:
+    def __init__(self, sections: list[Section], notes: str = "") -> None:
         super().__init__()
         self.sections = sections
+        self.notes = notes
 
     @classmethod
     def for_screen(cls, screen: Screen) -> HelpScreen:
-        return cls(sections_for(screen))
+        return cls(sections_for(screen), getattr(screen, "HELP_NOTES", ""))
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="help-dialog"):
@@ -72,6 +73,8 @@ class HelpScreen(ModalScreen[None]):
                         table.add_row(Text(keys), Text(what))
                     yield Label(Text(title, style="bold underline"), classes="help-section")
                     yield Static(table, classes="help-table", markup=False)
+                if self.notes:
+                    yield Static(Text(self.notes), classes="dialog-help")
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()

@@ -1,126 +1,834 @@
-"""Choosing a session from a directory (Pi keeps one sub-directory per working directory)."""
+"""Choosing a session from a directory (Pi keeps one sub-directory per working directory).
+
+A table of the session files (newest first; sortable), a search box that takes the query syntax
+of `sessiontree.query` over names, first messages, working directories and, in a background
+worker, the text of every user and assistant message, a project (working directory) filter,
+and a preview of the highlighted session. Files are only ever opened read-only.
+
+Everything shown from a file (names, messages, ids, paths) goes in as Rich `Text` made inert by
+`display`, never as markup: a message reading `[@click=app.quit]x[/]` is drawn as written.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from ..catalog import SessionListing, describe, find_session_files
-from ..display import one_line
+from ..catalog import Catalog, Hit, SessionListing, listing_match, text_match
+from ..display import inert, one_line
+from ..query import Query, QueryError, compile_query
 from . import deliver
+from .help import HelpScreen
+
+SORTS = ("modified", "name", "entries", "size", "project")
+# The order each column sorts in before `r` reverses it: what people look for first.
+_DESCENDING = {"modified": True, "name": False, "entries": True, "size": True, "project": False}
+SIDE_PREVIEW_WIDTH = 120  # at least this many columns: the preview sits beside the table
+BELOW_PREVIEW_HEIGHT = 20  # narrower, and at least this many rows: below it; fewer: hidden
+BATCH_SECONDS = 0.3  # worker results are handed to the screen at most this often
+# Rows put in the table at once. Refilling a DataTable costs about half a millisecond a row, paid
+# on every keystroke of a search, so thousands of rows would make typing lag; beyond this many,
+# the status line says how many more there are and the search or project filter narrows them.
+ROW_LIMIT = 500
+FIELDS = ("cwd",)  # `cwd:TEXT` in the search box limits it to sessions of matching directories
+
+HELP_NOTES = """\
+Search: every word must appear somewhere in the session, in any case; "a phrase" as written;
+re:PATTERN a regular expression; cwd:TEXT only sessions whose directory matches. Names, first
+messages and directories match at once; message text is read in the background (progress under
+the search box)."""
+
+
+@dataclass
+class _Memory:
+    """What the picker keeps per directory while the app runs, so that coming back (`o` from a
+    session) finds the cursor, sort and project filter as they were and reads only files that
+    changed."""
+
+    catalog: Catalog
+    cursor: str | None = None  # the row key (path) last highlighted or chosen
+    sort: str = "modified"
+    reverse: bool = False
+    project: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    key: str  # title, id, modified, entries, size or cwd
+    width: int
+
+
+_Decided = tuple[SessionListing, Hit | None, bool]  # a file the search worker read: matched?
+
+
+@dataclass
+class _Search:
+    """One search: rows decided so far (matched ones with their hit) and rows the background
+    worker has still to read."""
+
+    query: Query
+    matched: dict[str, Hit | None] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    done: int = 0
+    total: int = 0
+
+
+class SessionTable(DataTable):
+    """The table of sessions: Enter opens the highlighted one, and the footer says so (the
+    plain DataTable's Enter binding is hidden, and hides any other for the same key)."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Open")]
 
 
 class PickerScreen(Screen[Path | None]):
-    """A table of sessions (name or first message, modified, entries, cwd) with a search box.
-    Files are listed at once and described in the background, newest first."""
+    HELP_TITLE = "Picker"
+    HELP_NOTES = HELP_NOTES
+    """Dismissed with the chosen session file's path, or None (back, or quit at start)."""
 
     BINDINGS = [
-        Binding("escape", "cancel", "Back"),
+        Binding("enter", "open", "Open"),
         Binding("slash", "search", "Search"),
-        Binding("q", "cancel", "Quit", show=False),
+        Binding("s", "sort", "Sort", tooltip="sort: modified → name → entries → size → project"),
+        Binding("r", "reverse", "Reverse", tooltip="reverse the sort"),
+        Binding("p", "project(1)", "Project"),
+        Binding("P", "project(-1)", "Previous project", show=False),
+        Binding("v", "toggle_preview", "Preview"),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("g,ctrl+home", "edge(0)", "First", show=False),
+        Binding("G,ctrl+end", "edge(-1)", "Last", show=False),
+        Binding("escape", "escape('clear')", "Clear search"),
+        Binding("escape", "escape('back')", "Back"),
+        Binding("escape", "escape('quit')", "Quit", show=False),
+        Binding("q", "app.quit", "Quit"),
+        Binding("question_mark", "help", "Help"),  # last: the first to go on a narrow footer
     ]
+
+    # Per directory (resolved), for as long as the process runs.
+    _memory: ClassVar[dict[Path, _Memory]] = {}
 
     def __init__(self, directory: Path, *, can_go_back: bool = False) -> None:
         super().__init__()
         self.directory = directory
         self.can_go_back = can_go_back
+        key = directory.expanduser().resolve()
+        memory = self._memory.get(key)
+        if memory is None:
+            memory = self._memory[key] = _Memory(Catalog(directory))
+        self.memory = memory
+        self.catalog = memory.catalog
         self.listings: dict[str, SessionListing] = {}
-        self._query = ""
+        self.search: _Search | None = None
+        self._columns: list[_Column] = []
+        self._rendered: dict[str, tuple[Text, ...]] = {}  # what each row shows, to update in place
+        self._order: list[str] = []  # the keys in the table, top to bottom
+        self._matching = 0  # rows that pass the filters, of which the first ROW_LIMIT are shown
+        self._describing: tuple[int, int] | None = None  # (done, total) while files are read
+        self._error: str | None = None  # the search box's invalid query, one line
+        self._preview_choice: bool | None = None  # None: by screen size; else forced by `v`
+        self._preview_key: str | None = None
+
+    @property
+    def is_modal(self) -> bool:
+        """The picker takes every key. Without this, keys it does not bind would fall through to
+        the App's bindings and act on a session hidden behind it (Enter would move its leaf)."""
+        return True
+
+    # --- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="picker"):
-            yield Static(Text(f"Sessions in {self.directory}"), id="picker-title")
-            yield Input(placeholder="search name, first message or directory", id="picker-search")
-            yield DataTable(id="picker-table", cursor_type="row", zebra_stripes=True)
-            yield Static("", id="picker-status")
+        yield Static("", id="picker-title")
+        yield Input(
+            placeholder='search: words, "a phrase", re:regex, cwd:dir', id="picker-search", compact=True
+        )
+        yield Static("", id="picker-message")
+        with Horizontal(id="picker-body"):
+            yield SessionTable(id="picker-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="picker-preview", can_focus=False):
+                yield Static("", id="picker-preview-text")
+        yield Static("", id="picker-status")
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_column("Session", key="title", width=56)
-        table.add_column("Modified", key="modified", width=16)
-        table.add_column("Entries", key="entries", width=8)
-        table.add_column("Directory", key="cwd")
-        files = find_session_files(self.directory) if self.directory.is_dir() else []
-        for path in files:
-            listing = SessionListing(path=path, modified=path.stat().st_mtime)
-            self.listings[str(path)] = listing
-        self._fill()
-        status = f"{len(files)} session files" if files else f"No session files found in {self.directory}"
-        self.query_one("#picker-status", Static).update(Text(status))
-        table.focus()
-        if files:
-            self._describe_all(files)
+        self.query_one("#picker-preview", VerticalScroll).border_title = "Session"
+        for listing in self.catalog.scan():
+            self.listings[str(listing.path)] = listing
+        if self.memory.cursor not in self.listings:
+            self.memory.cursor = self._open_session_key()
+        self._arrange(self.app.size.width, self.app.size.height)
+        self._show_message()
+        self._update_title()
+        self._update_status()
+        self.query_one(DataTable).focus()
+        waiting = [self.listings[k] for k in self._order] + list(self.listings.values())
+        todo = list(dict.fromkeys(str(x.path) for x in waiting if not x.described))
+        if todo:
+            self._describing = (0, len(todo))
+            self._describe_all([self.listings[k].path for k in todo])
+        self._update_status()
 
-    def _row(self, listing: SessionListing) -> tuple[Text, Text, Text, Text]:
-        """Cells as Text, never markup: names and messages come from the files."""
-        title = listing.title if not listing.error else f"⚠ {listing.title} ({listing.error})"
-        when = datetime.fromtimestamp(listing.modified).strftime("%Y-%m-%d %H:%M")
-        cells = (one_line(title, 56), when, str(listing.entry_count or ""), one_line(listing.cwd, 60))
-        return tuple(Text(c) for c in cells)  # type: ignore[return-value]
+    def _open_session_key(self) -> str | None:
+        """The row of the session the app has open, if it is in this directory: where the
+        cursor starts when the picker has nothing to remember yet (the first `o`)."""
+        location = getattr(getattr(self.app, "session", None), "location", None)
+        if not location:
+            return None
+        with contextlib.suppress(OSError):
+            wanted = Path(location).resolve()
+            for key in self.listings:
+                if Path(key).resolve() == wanted:
+                    return key
+        return None
 
-    def _matches(self, listing: SessionListing) -> bool:
-        if not self._query:
-            return True
-        hay = f"{listing.name or ''} {listing.first_message} {listing.cwd} {listing.path.name}".lower()
-        return all(word in hay for word in self._query.lower().split())
+    def on_resize(self, event: events.Resize) -> None:
+        self._arrange(event.size.width, event.size.height)
 
-    def _fill(self) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
-        for key, listing in self.listings.items():
-            if self._matches(listing):
-                table.add_row(*self._row(listing), key=key)
+    def _arrange(self, width: int, height: int) -> None:
+        """Preview beside the table on wide screens, below it on narrow ones, hidden on short
+        ones (or as `v` says); then the columns that fit the table's width."""
+        show = height >= BELOW_PREVIEW_HEIGHT if self._preview_choice is None else self._preview_choice
+        side = show and width >= SIDE_PREVIEW_WIDTH
+        self.set_class(side, "-side")
+        self.set_class(show and not side, "-below")
+        self.set_class(not show, "-no-preview")
+        preview = self.query_one("#picker-preview", VerticalScroll)
+        body = self.query_one("#picker-body", Horizontal)
+        body.styles.layout = "horizontal" if side else "vertical"
+        table_width = width
+        if side:
+            preview_width = max(40, min(64, int(width * 0.36)))
+            preview.styles.width = preview_width
+            table_width -= preview_width
+        else:
+            preview.styles.width = "1fr"
+        with contextlib.suppress(NoMatches):  # so that at 80 columns every key is listed
+            self.query_one(Footer).compact = width < 100
+        columns = _columns_for(table_width - 1)  # the table's scrollbar takes one column
+        if columns != self._columns:
+            self._columns = columns
+            self._fill(rebuild=True)
+        else:
+            self._fill()
+        self._update_title()
+        self._show_preview()
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def _visible(self) -> list[SessionListing]:
+        """The rows to show, in order: search and project filters applied, then the sort."""
+        rows = list(self.listings.values())
+        search = self.search
+        if search is not None:
+            rows = [x for x in rows if str(x.path) in search.matched]
+        project = self.memory.project
+        if project is not None:
+            rows = [x for x in rows if x.cwd == project]
+        sort = self.memory.sort
+        key: Callable[[SessionListing], tuple]
+        if sort == "name":
+            key = lambda x: (x.title.casefold(), str(x.path))  # noqa: E731
+        elif sort == "entries":
+            key = lambda x: (x.entry_count, x.modified)  # noqa: E731
+        elif sort == "size":
+            key = lambda x: (x.size, x.modified)  # noqa: E731
+        elif sort == "project":
+            key = lambda x: (x.cwd.casefold(), -x.modified)  # noqa: E731
+        else:
+            key = lambda x: (x.modified, str(x.path))  # noqa: E731
+        rows.sort(key=key, reverse=_DESCENDING[sort] != self.memory.reverse)
+        return rows
+
+    def _cells(self, listing: SessionListing) -> tuple[Text, ...]:
+        """One row's cells as Text, never markup: names and messages come from the files."""
+        cells: list[Text] = []
+        for column in self._columns:
+            if column.key == "title":
+                title = one_line(listing.title, column.width)
+                if listing.error:
+                    title = one_line(f"⚠ {listing.title} ({listing.error})", column.width)
+                text = Text(title)
+                if self.search is not None:
+                    for start, end in self.search.query.spans(title):
+                        text.stylize("reverse", start, end)
+                cells.append(text)
+            elif column.key == "id":
+                cells.append(Text(one_line(listing.session_id[:8], 8), style="dim"))
+            elif column.key == "modified":
+                cells.append(Text(_when(listing.modified, column.width)))
+            elif column.key == "entries":
+                count = f"{listing.entry_count:,}" if listing.described else "…"
+                cells.append(Text(count, justify="right"))
+            elif column.key == "size":
+                cells.append(Text(_size(listing.size), justify="right"))
+            elif column.key == "cwd":
+                cells.append(Text(_tail(one_line(listing.cwd, 400), column.width), style="dim"))
+        return tuple(cells)
+
+    def _fill(self, *, rebuild: bool = False) -> None:
+        """Bring the table up to date with as little redrawing as possible: cells are updated in
+        place while the rows and their order stay the same (files being described), the table
+        is refilled when they change (search, sort, filter). The cursor stays on its session."""
+        try:
+            table = self.query_one(DataTable)
+        except NoMatches:  # a worker's result arriving after the screen closed
+            return
+        rows = self._visible()
+        self._matching = len(rows)
+        del rows[ROW_LIMIT:]
+        order = [str(x.path) for x in rows]
+        if not rebuild and order == self._order:
+            for listing in rows:
+                key = str(listing.path)
+                cells = self._cells(listing)
+                old = self._rendered.get(key)
+                if old != cells:
+                    self._rendered[key] = cells
+                    for column, cell, before in zip(self._columns, cells, old or (), strict=False):
+                        if cell != before:
+                            table.update_cell(key, column.key, cell)
+            self._update_status()
+            return
+        keep = self._current_key() or self.memory.cursor
+        if rebuild:
+            table.clear(columns=True)
+            for column in self._columns:
+                table.add_column(self._label(column), key=column.key, width=column.width)
+        else:
+            table.clear()
+        self._rendered = {}
+        for listing in rows:
+            key = str(listing.path)
+            cells = self._rendered[key] = self._cells(listing)
+            table.add_row(*cells, key=key)
+        self._order = order
+        if keep in self._rendered:
+            table.move_cursor(row=order.index(keep), animate=False)
+        self._update_status()
+        if not rows:
+            self._show_preview()
+
+    def _label(self, column: _Column) -> Text:
+        names = {
+            "title": "Session",
+            "id": "Id",
+            "modified": "Modified",
+            "entries": "Entries",
+            "size": "Size",
+            "cwd": "Project",
+        }
+        sort = self.memory.sort
+        sorted_here = (
+            column.key == sort
+            or (column.key == "title" and sort == "name")
+            or (column.key == "cwd" and sort == "project")
+        )
+        if not sorted_here:
+            return Text(names[column.key])
+        descending = _DESCENDING[sort] != self.memory.reverse
+        return Text(names[column.key] + (" ▼" if descending else " ▲"), style="bold")
+
+    def _current_key(self) -> str | None:
+        try:
+            table = self.query_one(DataTable)
+        except NoMatches:
+            return None
+        if not table.row_count:
+            return None
+        with contextlib.suppress(Exception):  # the cursor can point past a table just cleared
+            value = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            return value if value in self.listings else None
+        return None
+
+    # --- describing files ---------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="describe")
-    def _describe_all(self, files: list[Path]) -> None:
+    def _describe_all(self, paths: list[Path]) -> None:
+        """Read every file's header, counts and messages, visible rows first, handing results
+        over in batches so the table is not redrawn for each file."""
         worker = get_current_worker()
-        for n, path in enumerate(files, 1):
+        app, catalog = self.app, self.catalog
+        batch: list[SessionListing] = []
+        sent = time.monotonic()
+        for n, path in enumerate(paths, 1):
             if worker.is_cancelled:
                 return
-            listing = describe(path)
-            deliver(self.app, self._update, listing, n, len(files))
+            batch.append(catalog.describe(path))
+            if n == len(paths) or time.monotonic() - sent > BATCH_SECONDS:
+                deliver(app, self._described, batch, n, len(paths))
+                batch, sent = [], time.monotonic()
 
-    def _update(self, listing: SessionListing, done: int, total: int) -> None:
+    def _described(self, batch: list[SessionListing], done: int, total: int) -> None:
+        if not self.is_attached:
+            return
+        for listing in batch:
+            key = str(listing.path)
+            if key in self.listings:
+                self.listings[key] = listing
+        self._describing = None if done == total else (done, total)
+        self._fill()
+        self._update_title()
+        self._update_status()
+        if self._preview_key in {str(x.path) for x in batch}:
+            self._show_preview()
+
+    # --- search -------------------------------------------------------------------------------
+
+    @on(Input.Changed, "#picker-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        try:
+            query = compile_query(event.value, fields=FIELDS)
+        except QueryError as exc:
+            self._error = str(exc)  # the rows stay as the last valid query left them
+            self._show_message()
+            return
+        self._error = None
+        self._start_search(query)
+
+    def _start_search(self, query: Query) -> None:
+        self.workers.cancel_group(self, "search")
+        if query.is_empty:
+            self.search = None
+        else:
+            search = _Search(query)
+            for key, listing in self.listings.items():
+                verdict = listing_match(query, listing) if listing.described else ((), None)
+                if verdict is None:
+                    continue
+                missing, hit = verdict
+                if listing.described and not missing:
+                    search.matched[key] = hit
+                else:
+                    search.pending.add(key)
+            search.total = len(search.pending)
+            self.search = search
+            if search.pending:
+                # Rows on screen first, so what the user is looking at is decided first.
+                order = [k for k in self._order if k in search.pending]
+                listed = set(order)
+                order += [k for k in search.pending if k not in listed]
+                self._search_text(search, [self.listings[k].path for k in order])
+        self._fill()
+        self._show_message()
+        self._update_status()
+        self._show_preview()
+        self.refresh_bindings()
+
+    @work(thread=True, exclusive=True, group="search")
+    def _search_text(self, search: _Search, paths: list[Path]) -> None:
+        """Read the message text of the rows not decided by their name, first message and
+        directory; every term must occur somewhere in the session (each may be in a different
+        message)."""
+        worker = get_current_worker()
+        app, catalog, query = self.app, self.catalog, search.query
+        batch: list[_Decided] = []
+        sent = time.monotonic()
+        for n, path in enumerate(paths, 1):
+            if worker.is_cancelled:
+                return
+            listing, texts = catalog.messages(path)
+            verdict = listing_match(query, listing)
+            found, hit = False, None
+            if verdict is not None:
+                missing, hit = verdict
+                if not missing:
+                    found = True
+                else:
+                    in_text = text_match(missing, texts)
+                    found, hit = in_text is not None, in_text or hit
+            batch.append((listing, hit, found))
+            if n == len(paths) or time.monotonic() - sent > BATCH_SECONDS:
+                deliver(app, self._searched, search, batch, n)
+                batch, sent = [], time.monotonic()
+
+    def _searched(self, search: _Search, batch: list[_Decided], done: int) -> None:
+        if not self.is_attached or search is not self.search:
+            return  # a newer search replaced this one
+        for listing, hit, found in batch:
+            key = str(listing.path)
+            if key not in self.listings:
+                continue
+            self.listings[key] = listing
+            search.pending.discard(key)
+            if found:
+                search.matched[key] = hit
+        search.done = done
+        self._fill()
+        self._show_message()
+        self._update_status()
+        if self._preview_key is None or self._preview_key in {str(x[0].path) for x in batch}:
+            self._show_preview()
+
+    @on(Input.Submitted, "#picker-search")
+    def _search_submitted(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def _show_message(self) -> None:
+        """The line under the search box: an invalid query, the search's progress, or (while
+        the box has focus) a reminder of the syntax."""
+        message = self.query_one("#picker-message", Static)
+        search = self.search
+        focused = self.focused is not None and self.focused.id == "picker-search"
+        text: Text | None = None
+        if self._error:
+            text = Text(one_line(self._error, 300), style="bold red")
+        elif search is not None and search.pending:
+            text = Text(f"searching message text… {search.done}/{search.total} files", style="italic")
+        elif search is not None:
+            found = len(search.matched)
+            text = Text(f"{found} session{'s' if found != 1 else ''} match · Esc clears")
+        elif focused:
+            text = Text('words (all must appear) · "a phrase" · re:regex · cwd:dir · Enter: to the list')
+        message.update(text or "")
+        message.display = text is not None
+
+    def on_descendant_focus(self) -> None:
+        self._show_message()
+        self.refresh_bindings()
+
+    def on_descendant_blur(self) -> None:
+        self._show_message()
+        self.refresh_bindings()
+
+    # --- preview ------------------------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#picker-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        key = event.row_key.value
+        if key is not None and key in self.listings:
+            self.memory.cursor = key
+        self._show_preview()
+
+    def _show_preview(self) -> None:
+        """Draw the highlighted session's details; a file not yet described is read in a worker
+        first (ahead of the background pass, which may still be far from it)."""
+        try:
+            body = self.query_one("#picker-preview-text", Static)
+            preview = self.query_one("#picker-preview", VerticalScroll)
+        except NoMatches:
+            return
+        key = self._current_key()
+        if key != self._preview_key:
+            preview.scroll_home(animate=False)
+        self._preview_key = key
+        if self.has_class("-no-preview"):
+            return
+        if key is None:
+            body.update(Text("No session here." if not self.listings else "No session matches.", style="dim"))
+            return
+        listing = self.listings[key]
+        if not listing.described:
+            body.update(Text(f"{listing.path.name}\nreading…", style="dim"))
+            self._describe_one(listing.path)
+            return
+        hit = self.search.matched.get(key) if self.search is not None else None
+        width = max(20, preview.size.width - 2) if self.has_class("-below") else None
+        body.update(
+            preview_text(listing, self.directory, hit, self.search.query if self.search else None, width)
+        )
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _describe_one(self, path: Path) -> None:
+        listing = self.catalog.describe(path)
+        deliver(self.app, self._described_one, listing)
+
+    def _described_one(self, listing: SessionListing) -> None:
         if not self.is_attached:
             return
         key = str(listing.path)
-        self.listings[key] = listing
-        table = self.query_one(DataTable)
-        if self._matches(listing) and key in table.rows:
-            for column, value in zip(
-                ("title", "modified", "entries", "cwd"), self._row(listing), strict=True
-            ):
-                table.update_cell(key, column, value)
-        status = f"{total} session files" + ("" if done == total else f" · reading {done}/{total}…")
-        self.query_one("#picker-status", Static).update(Text(status))
+        if key in self.listings:
+            self.listings[key] = listing
+            self._fill()
+            if key == self._preview_key:
+                self._show_preview()
 
-    @on(Input.Changed, "#picker-search")
-    def _search(self, event: Input.Changed) -> None:
-        self._query = event.value.strip()
-        self._fill()
+    # --- status lines -------------------------------------------------------------------------
 
-    @on(Input.Submitted, "#picker-search")
-    def _search_done(self) -> None:
-        self.query_one(DataTable).focus()
+    def _update_title(self) -> None:
+        """Directory, sort and project filter on one line; at narrow widths the directory is
+        cut from the left (its end names it) and the wording shortens before anything is lost."""
+        try:
+            title = self.query_one("#picker-title", Static)
+        except NoMatches:
+            return
+        width = max(20, self.app.size.width - 2)
+        sort = self.memory.sort
+        arrow = "↓" if _DESCENDING[sort] != self.memory.reverse else "↑"
+        projects = self._projects()
+        project = self.memory.project
+        if project is None:
+            where = "all projects"
+        else:
+            count = f" ({projects.index(project) + 1}/{len(projects)})" if project in projects else ""
+            where = _tail(one_line(project, 400), max(12, width // 2 - len(count))) + count
+        for sorted_by in (f"sorted by {sort} {arrow}", f"{sort} {arrow}"):
+            right = f"  ·  {sorted_by}  ·  {where}"
+            room = width - len(right) - len("Sessions in ")
+            if room >= 12 or sorted_by == f"{sort} {arrow}":
+                break
+        directory = _tail(one_line(str(self.directory), 400), max(8, room))
+        title.update(Text.assemble(("Sessions in ", "bold"), (directory, "bold"), right))
+
+    def _update_status(self) -> None:
+        with contextlib.suppress(NoMatches):
+            status = self.query_one("#picker-status", Static)
+            total = len(self.listings)
+            if not total:
+                status.update(Text(f"No session files found in {inert(str(self.directory))}"))
+                return
+            shown, matching = len(self._order), self._matching
+            parts = [f"{matching} of {total} sessions" if matching != total else f"{total} sessions"]
+            if shown < matching:
+                parts.append(f"the first {shown} listed (search or p to narrow)")
+            projects = len(self._projects())
+            if projects:
+                parts.append(f"{projects} project{'s' if projects != 1 else ''}")
+            if self._describing is not None:
+                parts.append(f"reading {self._describing[0]}/{self._describing[1]}…")
+            status.update(Text(" · ".join(parts)))
+
+    def _projects(self) -> list[str]:
+        """Working directories of the described sessions, most recently used first."""
+        newest: dict[str, float] = {}
+        for listing in self.listings.values():
+            if listing.described and listing.cwd:
+                newest[listing.cwd] = max(newest.get(listing.cwd, 0.0), listing.modified)
+        return sorted(newest, key=lambda cwd: (-newest[cwd], cwd))
+
+    # --- actions ------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "escape":
+            return parameters[0] == self._escape_mode()
+        if action == "open":
+            return True if self._current_key() else None
+        return True
+
+    def _escape_mode(self) -> str:
+        try:
+            search = self.query_one("#picker-search", Input)
+        except NoMatches:  # the footer asks before the screen is composed
+            return "back" if self.can_go_back else "quit"
+        if search.value or self.focused is search:
+            return "clear"
+        return "back" if self.can_go_back else "quit"
+
+    def action_escape(self, mode: str) -> None:
+        if mode == "clear":
+            search = self.query_one("#picker-search", Input)
+            search.value = ""  # Input.Changed runs the (now empty) search: every row again
+            self._error = None
+            self._start_search(compile_query(""))
+            self.query_one(DataTable).focus()
+        else:
+            self._leave(None)
+
+    def action_open(self) -> None:
+        key = self._current_key()
+        if key is not None:
+            self._leave(Path(key))
+
+    @on(DataTable.RowSelected, "#picker-table")
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        if key is not None and key in self.listings:
+            self._leave(Path(key))
+
+    def _leave(self, chosen: Path | None) -> None:
+        if chosen is not None:
+            self.memory.cursor = str(chosen)
+        for group in ("describe", "search", "preview"):
+            self.workers.cancel_group(self, group)
+        if self.is_current:
+            self.dismiss(chosen)
 
     def action_search(self) -> None:
         self.query_one("#picker-search", Input).focus()
 
-    @on(DataTable.RowSelected)
-    def _chosen(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.dismiss(Path(event.row_key.value))
+    def action_sort(self) -> None:
+        self.memory.sort = SORTS[(SORTS.index(self.memory.sort) + 1) % len(SORTS)]
+        self.memory.reverse = False
+        self._resorted()
 
-    def action_cancel(self) -> None:
-        self.workers.cancel_group(self, "describe")
-        self.dismiss(None)
+    def action_reverse(self) -> None:
+        self.memory.reverse = not self.memory.reverse
+        self._resorted()
+
+    def _resorted(self) -> None:
+        self._fill(rebuild=True)  # the column labels carry the sort arrow
+        self._update_title()
+
+    def action_project(self, step: int) -> None:
+        """Cycle all projects → each working directory (most recent first) → all projects."""
+        projects: list[str | None] = [None, *self._projects()]
+        current = self.memory.project
+        index = projects.index(current) if current in projects else 0
+        self.memory.project = projects[(index + step) % len(projects)]
+        self._fill()
+        self._update_title()
+        self._update_status()
+        self._show_preview()
+
+    def action_toggle_preview(self) -> None:
+        self._preview_choice = self.has_class("-no-preview")
+        self._arrange(self.app.size.width, self.app.size.height)
+
+    def action_cursor(self, step: int) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))
+
+    def action_page(self, step: int) -> None:
+        table = self.query_one(DataTable)
+        if step > 0:
+            table.action_page_down()
+        else:
+            table.action_page_up()
+
+    def action_edge(self, end: int) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            table.move_cursor(row=0 if end == 0 else table.row_count - 1)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen.for_screen(self))
+
+    @on(DataTable.HeaderSelected, "#picker-table")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a column's label sorts by it; a second click reverses."""
+        sort = {"title": "name", "cwd": "project"}.get(str(event.column_key.value), event.column_key.value)
+        if sort not in SORTS:
+            return
+        if sort == self.memory.sort:
+            self.memory.reverse = not self.memory.reverse
+        else:
+            self.memory.sort, self.memory.reverse = str(sort), False
+        self._resorted()
+
+
+# --- drawing helpers ------------------------------------------------------------------------------
+
+
+def preview_text(
+    listing: SessionListing, directory: Path, hit: Hit | None, query: Query | None, width: int | None
+) -> Text:
+    """The preview of one session. `width`: one line per field, cut to fit (the preview below
+    the table); None: messages may wrap over a few lines (the preview beside it)."""
+    limit = width or 600
+    out = Text()
+
+    def line(label: str, value: str, style: str = "", *, keep: int | None = None) -> None:
+        shown = one_line(value, max(8, (keep or limit) - len(label) - 1)) if label else one_line(value, limit)
+        if out:
+            out.append("\n")
+        if label:
+            out.append(f"{label} ", style="dim")
+        text = Text(shown, style=style)
+        if query is not None:
+            for start, end in query.spans(shown):
+                text.stylize("reverse", start, end)
+        out.append_text(text)
+
+    if listing.name:
+        line("", listing.name, "bold")
+    else:
+        line("", "(unnamed session)", "dim")
+    if hit is not None:
+        line("match", f"{hit.where}: {_around(hit.text, hit.span, limit)}")
+    line("id", listing.session_id or "?")
+    line("cwd", listing.cwd or "?")
+    line("first ›", listing.first_message or "(no user message)")
+    if listing.last_message and listing.last_message != listing.first_message:
+        line("last  ›", listing.last_message)
+    branches = f"{listing.leaf_count} lea{'f' if listing.leaf_count == 1 else 'ves'}"
+    forks = f"{listing.fork_count} fork{'' if listing.fork_count == 1 else 's'}"
+    # Entries of v1/v2 files have no ids in the file: the ones read now differ at every read.
+    leaf = (listing.leaf_id or "(none)") if listing.version >= 3 else f"(v{listing.version} file, no ids)"
+    counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {leaf}"
+    line("", f"{counts} · {_size(listing.size)}")
+    if width is None:
+        line("modified", _when(listing.modified, 16))
+        try:
+            shown = listing.path.relative_to(directory)
+        except ValueError:
+            shown = listing.path
+        line("file", str(shown))
+    if listing.error:
+        line("⚠", listing.error, "bold red")
+    return out
+
+
+def _around(text: str, span: tuple[int, int], limit: int) -> str:
+    """Some of `text` around `span`, so the match is within the first `limit` characters."""
+    start = max(0, span[0] - max(10, limit // 4))
+    return ("…" if start else "") + text[start : start + limit * 4]
+
+
+def _columns_for(width: int) -> list[_Column]:
+    """Columns that fit `width` cells (each column also takes two cells of padding); the
+    session's title gets what is left."""
+    if width >= 130:
+        rest = [
+            _Column("id", 8),
+            _Column("modified", 16),
+            _Column("entries", 7),
+            _Column("size", 5),
+            _Column("cwd", 30),
+        ]
+    elif width >= 100:
+        rest = [
+            _Column("modified", 16),
+            _Column("entries", 7),
+            _Column("size", 5),
+            _Column("cwd", 18),
+        ]
+    elif width >= 70:
+        rest = [_Column("modified", 11), _Column("entries", 7), _Column("size", 5)]
+    elif width >= 45:
+        rest = [_Column("modified", 11)]
+    else:
+        rest = []
+    used = sum(c.width + 2 for c in rest) + 2
+    return [_Column("title", max(10, width - used)), *rest]
+
+
+def _when(timestamp: float, width: int) -> str:
+    """Date and time; in a narrow column the year of this year's dates and the time of older
+    ones give way (an old session's day matters more than its minute)."""
+    moment = datetime.fromtimestamp(timestamp)
+    if width >= 16:
+        return moment.strftime("%Y-%m-%d %H:%M")
+    return moment.strftime("%m-%d %H:%M" if moment.year == datetime.now().year else "%Y-%m-%d")
+
+
+def _size(n: int) -> str:
+    """At most five characters: 999B, 9.9K, 999K, 9.9M, 999M, 9.9G."""
+    value = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if value < 999.5 or unit == "G":
+            if unit == "B":
+                return f"{int(value)}B"
+            return f"{value:.1f}{unit}" if value < 9.95 else f"{value:.0f}{unit}"
+        value /= 1024
+    return f"{n}B"
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of a path, which tells projects apart better than its start."""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]

@@ -1,0 +1,775 @@
+"""The session picker under `App.run_test()`, over real session files written to tmp_path."""
+
+from __future__ import annotations
+
+import os
+import string
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Static
+
+from helpers import A, U
+from sessiontree import JsonlStorage, Session
+from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
+from sessiontree.query import compile_query
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.launch import build_app, open_for_browsing
+from sessiontree.tui.picker import PickerScreen, SessionTable
+
+WIDE = (160, 50)
+NARROW = (80, 24)
+T0 = 1_764_000_000  # 2025-11-24, a fixed "now" for modification times
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+def _write(path: Path, cwd: str, build) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Session(JsonlStorage.create(path, cwd=cwd)) as s:
+        build(s)
+    return path
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """Pi's layout: one sub-directory per working directory, plus a damaged file at the top.
+    Newest first: weather (named, one fork), api, hostile, broken."""
+    base = tmp_path / "sessions"
+
+    def weather(s: Session) -> None:
+        s.append_message(U("Fix the flaky date parsing"))
+        a1 = s.append_message(A("Found it: the timezone offset."))
+        s.append_message(U("Now add a --tz option"))
+        s.append_message(A("Added --tz with a zoneinfo lookup."))
+        s.move_to(a1)  # a second branch from the first answer
+        s.append_message(U("Try the dateutil parser instead"))
+        s.append_session_name("Weather: flaky dates")
+
+    def api(s: Session) -> None:
+        s.append_message(U("deploy the api"))
+        s.append_message(A("Use kubernetes with a rolling update."))
+        s.append_message(U("what about rollbacks?"))
+        s.append_message(A("helm rollback restores the previous release."))
+
+    def hostile(s: Session) -> None:
+        s.append_message(U("[@click=app.quit]x[/] and [bold]markup[/bold] \x1b[31mred"))
+        s.append_message(A("[link=https://evil.example]click[/link]"))
+        s.append_session_name("[b]named[/b] \u202egnp.exe")
+
+    files = [
+        _write(base / "--home-dev-weather--" / "weather.jsonl", "/home/dev/weather", weather),
+        _write(base / "--srv-api--" / "api.jsonl", "/srv/api", api),
+        _write(base / "--home-dev-weather--" / "hostile.jsonl", "/home/dev/weather", hostile),
+    ]
+    broken = base / "broken.jsonl"
+    broken.write_text("nonsense\n")
+    files.append(broken)
+    for age, path in enumerate(files):
+        os.utime(path, (T0 - 100 * age, T0 - 100 * age))
+    return base
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` (name → bytes): nothing may change, and nothing appear."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return {str(p.relative_to(directory)): p.read_bytes() for p in files}
+
+
+def picker_app(root: Path) -> SessionTreeApp:
+    """The app as `sessiontree DIR` starts it: no session, the picker as the first screen."""
+    return SessionTreeApp(None, picker_dir=root, opener=lambda p: open_for_browsing(p, read_only=False)[0])
+
+
+async def settle(app, pilot) -> None:
+    await pilot.pause(0.05)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def picker(app) -> PickerScreen:
+    screen = app.screen
+    assert isinstance(screen, PickerScreen)
+    return screen
+
+
+def table(app) -> DataTable:
+    return picker(app).query_one(DataTable)
+
+
+def names(app) -> list[str]:
+    """Row keys (paths) as file names, top to bottom."""
+    return [Path(str(row.key.value)).name for row in table(app).ordered_rows]
+
+
+def cursor_name(app) -> str:
+    t = table(app)
+    return Path(str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value)).name
+
+
+def text_of(app, selector: str) -> str:
+    widget = picker(app).query_one(selector, Static)
+    return str(widget.render())
+
+
+def preview(app) -> str:
+    return text_of(app, "#picker-preview-text")
+
+
+def screen_lines(app) -> list[str]:
+    """What the terminal shows, line by line."""
+    from rich.console import Console
+
+    with open(os.devnull, "w") as sink:
+        console = Console(width=app.size.width, height=app.size.height, record=True, file=sink)
+        console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text().splitlines()
+
+
+# --- listing, columns, sorting ----------------------------------------------------------------
+
+
+async def test_lists_newest_first_with_id_and_project_columns(root):
+    app = picker_app(root)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
+        t = table(app)
+        assert [c.key.value for c in t.columns.values()] == [
+            "title",
+            "id",
+            "modified",
+            "entries",
+            "size",
+            "cwd",
+        ]
+        row = [str(c) for c in t.get_row(str(root / "--home-dev-weather--" / "weather.jsonl"))]
+        with Session(JsonlStorage.open(root / "--home-dev-weather--" / "weather.jsonl", read_only=True)) as s:
+            sid, count = s.session_id, s.entry_count()
+        assert row[0] == "Weather: flaky dates" and row[1] == sid[:8]
+        assert row[2] == "2025-11-24 16:00" and row[3] == str(count) and row[5] == "/home/dev/weather"
+        assert str(t.get_row(str(root / "broken.jsonl"))[0]).startswith("⚠")
+        title = text_of(app, "#picker-title")
+        assert "sorted by modified ↓" in title and "all projects" in title
+        assert "4 sessions · 2 projects" in text_of(app, "#picker-status")
+
+
+async def test_sort_cycles_columns_and_reverses(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        assert picker(app).memory.sort == "name"
+        assert "sorted by name ↑" in text_of(app, "#picker-title")
+        assert str(table(app).columns["title"].label) == "Session ▲"
+        # casefolded titles: "[b]named…" < "broken.jsonl" (no name, no message) < "deploy…" < "weather…"
+        assert names(app) == ["hostile.jsonl", "broken.jsonl", "api.jsonl", "weather.jsonl"]
+        await pilot.press("r")
+        assert "sorted by name ↓" in text_of(app, "#picker-title")
+        assert names(app) == ["weather.jsonl", "api.jsonl", "broken.jsonl", "hostile.jsonl"]
+        await pilot.press("s")  # entries, most first; reverse is reset
+        assert picker(app).memory.sort == "entries" and not picker(app).memory.reverse
+        assert names(app)[0] == "weather.jsonl" and names(app)[-1] == "broken.jsonl"
+        assert str(table(app).columns["entries"].label) == "Entries ▼"
+        await pilot.press("s")  # size, biggest first
+        sizes = [(root / p).stat().st_size for p in ("--home-dev-weather--/weather.jsonl", "broken.jsonl")]
+        assert names(app)[0] == "weather.jsonl" and names(app)[-1] == "broken.jsonl" and sizes[0] > sizes[1]
+        await pilot.press("s")  # project: grouped by working directory
+        assert names(app) == ["broken.jsonl", "weather.jsonl", "hostile.jsonl", "api.jsonl"]
+        await pilot.press("s")
+        assert picker(app).memory.sort == "modified"
+        assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
+
+
+async def test_sorting_keeps_the_cursor_on_its_session(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("down")
+        assert cursor_name(app) == "api.jsonl"
+        await pilot.press("s", "r", "s")
+        await settle(app, pilot)
+        assert cursor_name(app) == "api.jsonl"
+        assert "deploy the api" in preview(app)
+
+
+async def test_clicking_a_column_label_sorts_by_it(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        t = table(app)
+        x = sum(c.get_render_width(t) for c in list(t.columns.values())[:3]) + 2  # inside "Size"
+        await pilot.click(SessionTable, offset=(x, 0))
+        await settle(app, pilot)
+        assert picker(app).memory.sort == "size"
+        await pilot.click(SessionTable, offset=(x, 0))
+        assert picker(app).memory.reverse
+
+
+# --- projects ---------------------------------------------------------------------------------
+
+
+async def test_project_filter_cycles_through_working_directories(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")  # the most recently used project first
+        assert names(app) == ["weather.jsonl", "hostile.jsonl"]
+        assert "/home/dev/weather (1/2)" in text_of(app, "#picker-title")
+        assert "2 of 4 sessions" in text_of(app, "#picker-status")
+        await pilot.press("p")
+        assert names(app) == ["api.jsonl"]
+        await pilot.press("p")
+        assert len(names(app)) == 4 and "all projects" in text_of(app, "#picker-title")
+        await pilot.press("P")  # backwards
+        assert names(app) == ["api.jsonl"]
+
+
+async def test_cwd_term_in_the_search(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"cwd:srv")
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        await pilot.press(*" rollback")  # AND a word from the message text
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        await pilot.press(*" flaky")
+        await settle(app, pilot)
+        assert names(app) == []
+        assert "No session matches" in preview(app)
+
+
+# --- search -----------------------------------------------------------------------------------
+
+
+async def test_search_names_and_first_messages_at_once(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"flaky")
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl"]
+        assert "1 session match" in text_of(app, "#picker-message")
+        cell = table(app).get_row(str(root / "--home-dev-weather--" / "weather.jsonl"))[0]
+        assert [cell.plain[s.start : s.end] for s in cell.spans] == ["flaky"]  # highlighted
+
+
+async def test_full_text_search_reads_message_text_in_the_background(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"kubernetes")  # only in an assistant message
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        await pilot.press("enter")  # to the list; the preview says where it matched
+        await settle(app, pilot)
+        assert "match assistant: Use kubernetes with a rolling update." in preview(app)
+        assert isinstance(app.focused, DataTable)
+
+
+async def test_words_may_match_in_different_messages_but_all_must_match(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"KUBERNETES rollbacks")  # two different messages
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        await pilot.press(*" zoneinfo")  # in another session: nothing has all three
+        await settle(app, pilot)
+        assert names(app) == []
+
+
+async def test_phrase_and_regex_terms(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *'"rolling update"')
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(names(app)) == 4
+        await pilot.press("slash", *"re:zone(info|offset)")
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl"]
+
+
+async def test_progress_is_shown_while_message_text_is_read(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        screen = picker(app)
+        from sessiontree.tui.picker import _Search
+
+        search = _Search(compile_query("helm"), pending={"x"}, done=1, total=3)
+        screen.search = search
+        screen._show_message()
+        assert "searching message text… 1/3 files" in text_of(app, "#picker-message")
+
+
+async def test_invalid_regex_shows_one_line_and_keeps_the_rows(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"flaky")
+        await settle(app, pilot)
+        await pilot.press(*" re:[unclosed")
+        await settle(app, pilot)
+        message = text_of(app, "#picker-message")
+        assert message.startswith("invalid regular expression '[unclosed'") and "\n" not in message
+        assert picker(app).query_one("#picker-message").region.height == 1
+        assert names(app) == ["weather.jsonl"]  # as the last valid query left them
+        await pilot.press("backspace")  # still invalid
+        assert text_of(app, "#picker-message").startswith("invalid regular expression '[unclose'")
+        await pilot.press(*"]")  # valid again: a character class
+        await settle(app, pilot)
+        assert "invalid" not in text_of(app, "#picker-message")
+        assert names(app) == ["weather.jsonl"] and app.is_running
+
+
+async def test_escape_clears_the_search_then_goes_back(root, tmp_path):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"helm")
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+        assert app.screen.active_bindings["escape"].binding.description == "Clear search"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(names(app)) == 4 and picker(app).query_one(Input).value == ""
+        assert isinstance(app.focused, DataTable)
+        assert app.screen.active_bindings["escape"].binding.action == "escape('quit')"
+        await pilot.press("escape")  # nothing to clear, no session behind: quit
+        await pilot.pause()
+    assert not app.is_running
+
+
+async def test_search_sees_files_changed_since_the_last_search(root):
+    api = root / "--srv-api--" / "api.jsonl"
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"canary")
+        await settle(app, pilot)
+        assert names(app) == []
+        with Session(JsonlStorage.open(api)) as s:
+            s.append_message(U("and a canary release?"))
+        await pilot.press("backspace", "y")
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"]
+
+
+# --- preview ----------------------------------------------------------------------------------
+
+
+async def test_preview_shows_the_highlighted_sessions_details(root):
+    path = root / "--home-dev-weather--" / "weather.jsonl"
+    with Session(JsonlStorage.open(path, read_only=True)) as s:
+        sid, leaf, count, stats = s.session_id, s.leaf_id, s.entry_count(), s.stats()
+    assert stats.leaf_count == 2 and stats.fork_count == 1
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        text = preview(app)
+        assert text.splitlines()[0] == "Weather: flaky dates"
+        assert f"id {sid}" in text
+        assert "cwd /home/dev/weather" in text
+        assert "first › Fix the flaky date parsing" in text
+        assert "last  › Try the dateutil parser instead" in text
+        assert f"{count} entries · 2 leaves · 1 fork · leaf {leaf}" in text
+        assert f"file --home-dev-weather--{os.sep}weather.jsonl" in text
+        await pilot.press("down")
+        await settle(app, pilot)
+        assert "deploy the api" in preview(app) and "(unnamed session)" in preview(app)
+        await pilot.press("G")
+        await settle(app, pilot)
+        assert "⚠" in preview(app)
+
+
+async def test_preview_of_a_file_not_yet_described_is_read_in_a_worker(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        screen = picker(app)
+        key = str(root / "--srv-api--" / "api.jsonl")
+        screen.listings[key].described = False  # as before the background pass reaches it
+        release = threading.Event()
+        describe = screen.catalog.describe
+
+        def slow(path):
+            assert threading.current_thread() is not threading.main_thread()
+            release.wait(5)
+            return describe(path)
+
+        screen.catalog.describe = slow  # type: ignore[method-assign]
+        await pilot.press("down")
+        assert "reading…" in preview(app)
+        release.set()
+        await settle(app, pilot)
+        assert "deploy the api" in preview(app) and screen.listings[key].described
+
+
+async def test_hostile_text_is_shown_literally(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("down", "down")
+        await settle(app, pilot)
+        assert cursor_name(app) == "hostile.jsonl"
+        text = preview(app)
+        assert "[b]named[/b] ⟨U+202E⟩gnp.exe" in text
+        assert "[@click=app.quit]x[/] and [bold]markup[/bold] ␛[31mred" in text
+        shown = "\n".join(screen_lines(app))
+        assert "[@click=app.quit]x[/]" in shown and "[b]named[/b]" in shown
+        assert "\x1b" not in shown and "\u202e" not in shown
+        await pilot.click("#picker-preview-text", offset=(30, 4))  # on the would-be link
+        await pilot.press("slash", *'"[@click=app.quit]"')
+        await settle(app, pilot)
+        assert names(app) == ["hostile.jsonl"]
+        assert app.is_running
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+async def test_cursor_is_remembered_when_the_picker_is_reopened(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")  # sort by name; the sort is remembered too
+        await pilot.press("G", "k")
+        chosen = cursor_name(app)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session is not None and Path(app.session.storage.location).name == chosen
+        await pilot.press("o")  # from the session: the picker of its own directory…
+        await settle(app, pilot)
+        assert picker(app).memory.sort == "name"
+        # …which for a Pi layout is the project sub-directory; the root keeps its own memory
+        app.push_screen(PickerScreen(root, can_go_back=True))
+        await settle(app, pilot)
+        assert cursor_name(app) == chosen and picker(app).memory.sort == "name"
+        await pilot.press("up")  # highlighted, not chosen: remembered as well
+        moved = cursor_name(app)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        app.push_screen(PickerScreen(root, can_go_back=True))
+        await settle(app, pilot)
+        assert cursor_name(app) == moved
+
+
+async def test_reopening_with_o_puts_the_cursor_on_the_open_file(tmp_path, demo):
+    others = [tmp_path / f"other{i}.jsonl" for i in range(3)]
+    for i, path in enumerate(others):
+        _write(path, "/p", lambda s, i=i: s.append_message(U(f"session {i}")))
+        os.utime(path, (T0 + i, T0 + i))
+    os.utime(demo, (T0 - 1000, T0 - 1000))
+    app = build_app(str(others[1]))
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert cursor_name(app) == "other1.jsonl"  # nothing remembered yet: the open session
+        await pilot.press("G", "k", "enter")  # the second oldest
+        await settle(app, pilot)
+        assert app.session is not None and Path(app.session.storage.location) == others[0]
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert cursor_name(app) == "other0.jsonl"
+
+
+# --- keys -------------------------------------------------------------------------------------
+
+PRINTABLE = [c for c in string.printable if not c.isspace()]
+SPECIAL = [
+    "space", "enter", "escape", "tab", "shift+tab", "up", "down", "left", "right", "pageup",
+    "pagedown", "home", "end", "ctrl+home", "ctrl+end", "backspace", "delete", "insert", "f1",
+    "ctrl+a", "ctrl+e", "ctrl+f", "ctrl+k", "ctrl+l", "ctrl+o", "ctrl+r", "ctrl+s", "ctrl+u",
+    "ctrl+w", "ctrl+x", "ctrl+y", "ctrl+z", "ctrl+p",
+]  # fmt: skip
+
+
+async def _back_to_the_picker(app, pilot, focus: str) -> None:
+    """Undo what the last key did to the screen stack: close dialogs (help, the command
+    palette), and if a session was opened, reopen the picker from it with `o`, as a user would."""
+    for _ in range(5):
+        if not isinstance(app.screen, ModalScreen):
+            break
+        app.pop_screen()
+        await pilot.pause()
+    if not isinstance(app.screen, PickerScreen):
+        await pilot.press("o")
+        await settle(app, pilot)
+    screen = picker(app)
+    widget = screen.query_one(Input) if focus == "search" else screen.query_one(DataTable)
+    if app.focused is not widget:
+        widget.focus()
+        await pilot.pause()
+
+
+async def _press_everything(
+    make_app, focus: str, keys: list[str] = PRINTABLE + SPECIAL, *, size=NARROW
+) -> list[str]:
+    """Press every key in turn on the picker; an app that a key ends (q, Esc at the start) must
+    end cleanly, and the next key goes to a fresh app. Returns the keys that ended one."""
+    keys = list(keys)
+    ended: list[str] = []
+    while keys:
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            await _back_to_the_picker(app, pilot, focus)
+            while keys and app.is_running:
+                key = keys.pop(0)
+                await pilot.press(key)
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+                if app.is_running:
+                    await _back_to_the_picker(app, pilot, focus)
+                else:
+                    ended.append(key)
+        assert app.return_code in (0, None), f"{key!r} ended the app with {app.return_code}"
+    return ended
+
+
+async def test_every_key_on_the_first_screen_changes_nothing(root):
+    before = snapshot(root)
+    ended = await _press_everything(lambda: picker_app(root), "table")
+    assert "q" in ended  # (Esc came after Enter had opened a session: it went back to it)
+    # In the search box printable keys are text: what matters there is the rest, and text
+    # that makes an invalid or odd query.
+    keys = [*SPECIAL, "q", "slash", *"re:(", '"', "[", "escape", *"cwd:"]
+    typed = await _press_everything(lambda: picker_app(root), "search", keys)
+    assert "q" not in typed
+    assert snapshot(root) == before
+
+
+async def test_every_key_over_an_open_session_changes_nothing(root):
+    """Keys the picker does not use must not reach the session behind it (Enter would move its
+    leaf, m set a label, b go back...)."""
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    before = snapshot(root)
+
+    def session_app():
+        return build_app(str(weather))
+
+    ended = await _press_everything(session_app, "table", size=WIDE)
+    assert "q" in ended
+    assert snapshot(root) == before
+
+
+async def test_footer_shows_only_the_pickers_keys(root, demo):
+    app = build_app(str(demo))
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await settle(app, pilot)
+        screen = picker(app)
+        shown = {k: b for k, b in screen.active_bindings.items() if b.binding.show}
+        assert set(shown) == {"enter", "slash", "s", "r", "p", "v", "question_mark", "escape", "q"}
+        assert all(b.node is not app for b in screen.active_bindings.values())
+        assert shown["escape"].binding.description == "Back"
+        assert shown["enter"].binding.description == "Open"
+        await pilot.press("slash")
+        shown = {k for k, b in screen.active_bindings.items() if b.binding.show}
+        assert "q" not in shown and "s" not in shown  # letters type into the search box
+
+
+async def test_help_lists_the_keys(root):
+    app = picker_app(root)
+    async with app.run_test(size=NARROW) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert not isinstance(app.screen, PickerScreen)
+        assert "reverse the sort" in "\n".join(screen_lines(app))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PickerScreen)
+
+
+# --- sizes ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "layout", "columns"),
+    [
+        ((80, 24), "-below", ["title", "modified", "entries", "size"]),
+        ((160, 50), "-side", ["title", "modified", "entries", "size", "cwd"]),
+        ((200, 50), "-side", ["title", "id", "modified", "entries", "size", "cwd"]),
+        ((60, 16), "-no-preview", ["title", "modified"]),
+    ],
+)
+async def test_layout_fits_the_terminal(root, size, layout, columns):
+    app = picker_app(root)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        screen = picker(app)
+        assert screen.has_class(layout)
+        assert [c.key.value for c in table(app).columns.values()] == columns
+        t = table(app)
+        assert t.virtual_size.width <= t.size.width  # no horizontal scrolling
+        lines = screen_lines(app)
+        assert len(lines) == size[1] and all(len(line) <= size[0] for line in lines)
+        text = "\n".join(lines)
+        assert "Weather: flaky dates" in text and "Open" in text
+        if size[0] >= 80:
+            assert "Quit" in text and "Help" in text
+        assert "sorted by modified" in lines[0] or "modified ↓" in lines[0]
+        if layout != "-no-preview":
+            assert "first › Fix the flaky date parsing" in text
+
+
+async def test_preview_toggles_and_follows_resizes(root):
+    app = picker_app(root)
+    async with app.run_test(size=NARROW) as pilot:
+        await settle(app, pilot)
+        screen = picker(app)
+        assert screen.has_class("-below")
+        await pilot.press("v")
+        assert screen.has_class("-no-preview")
+        assert "first ›" not in "\n".join(screen_lines(app))
+        await pilot.press("v")
+        assert screen.has_class("-below")
+        await pilot.resize_terminal(160, 50)
+        await settle(app, pilot)
+        assert screen.has_class("-side") and "cwd" in [c.key.value for c in table(app).columns.values()]
+
+
+async def test_the_bundled_pi_fixtures(tmp_path):
+    from helpers import PI_FIXTURES
+
+    before = snapshot(PI_FIXTURES)
+    app = picker_app(PI_FIXTURES)
+    async with app.run_test(size=NARROW) as pilot:
+        await settle(app, pilot)
+        assert len(names(app)) == 2
+        assert "/Users/badlogic/workspaces/pi-mono" in preview(app)
+        assert "leaf (v1 file, no ids)" in preview(app)
+        await pilot.press("slash", *"invalidate")
+        await settle(app, pilot)
+        assert "large-session.jsonl" in names(app)
+        await pilot.press("escape", "q")
+        await pilot.pause()
+    assert snapshot(PI_FIXTURES) == before
+
+
+async def test_rows_beyond_the_limit_are_counted_not_listed(root, monkeypatch):
+    monkeypatch.setattr("sessiontree.tui.picker.ROW_LIMIT", 2)
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl", "api.jsonl"]
+        status = text_of(app, "#picker-status")
+        assert "4 sessions" in status and "the first 2 listed" in status
+        await pilot.press("r")  # the other end of the sort
+        assert names(app) == ["broken.jsonl", "hostile.jsonl"]
+        await pilot.press("slash", *"helm")
+        await settle(app, pilot)
+        assert names(app) == ["api.jsonl"] and "listed" not in text_of(app, "#picker-status")
+
+
+async def test_empty_and_missing_directories(tmp_path):
+    for directory in (tmp_path / "empty", tmp_path / "missing"):
+        if directory.name == "empty":
+            directory.mkdir()
+        app = picker_app(directory)
+        async with app.run_test(size=NARROW) as pilot:
+            await settle(app, pilot)
+            assert "No session files found" in text_of(app, "#picker-status")
+            assert "No session here" in preview(app)
+            await pilot.press("enter", "s", "r", "p", "v", "slash", "x", "escape", "escape")
+            await pilot.pause()
+        assert not app.is_running
+
+
+# --- the catalog behind it ----------------------------------------------------------------------
+
+
+def test_catalog_reads_only_and_caches_until_a_file_changes(root):
+    before = snapshot(root)
+    catalog = Catalog(root)
+    listings = catalog.scan()
+    assert [x.path.name for x in listings][:2] == ["weather.jsonl", "api.jsonl"]
+    assert not any(x.described for x in listings)
+    api = root / "--srv-api--" / "api.jsonl"
+    first, texts = catalog.messages(api)
+    assert first.described and first.entry_count == 4 and [r for r, _ in texts] == ["user", "assistant"] * 2
+    _, same = catalog.messages(api)
+    assert same is texts  # unchanged file: from the cache
+    assert next(x for x in catalog.scan() if x.path == api).described
+    assert snapshot(root) == before
+    with Session(JsonlStorage.open(api)) as s:
+        s.append_message(U("one more"))
+    changed, fresh = catalog.messages(api)
+    assert changed.entry_count == 5 and fresh[-1] == ("user", "one more")
+
+
+def test_catalog_text_budget_drops_the_least_recently_used(root):
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    api = root / "--srv-api--" / "api.jsonl"
+    sizes = [sum(len(t) for _, t in read_messages(p)) for p in (weather, api)]
+    catalog = Catalog(root, text_budget=max(sizes) + 1)  # room for one file's text, not both
+    assert sum(sizes) > catalog.text_budget
+    catalog.messages(weather)
+    catalog.messages(api)
+    assert list(catalog._texts) == [api] and catalog._text_chars == sizes[1]
+
+
+def test_matching_a_session_across_its_fields_and_messages(root):
+    api = root / "--srv-api--" / "api.jsonl"
+    listing, texts = Catalog(root).messages(api)
+    query = compile_query("DEPLOY helm", fields={"cwd"})
+    verdict = listing_match(query, listing)
+    assert verdict is not None
+    missing, hit = verdict
+    assert [t.text for t in missing] == ["helm"] and hit is not None and hit.where == "first message"
+    found = text_match(missing, texts)
+    assert found is not None and found.where == "assistant" and found.text.startswith("helm rollback")
+    assert listing_match(compile_query("cwd:weather", fields={"cwd"}), listing) is None
+    assert text_match(compile_query("helm nowhere").terms, texts) is None
+    assert read_messages(api) == texts
+
+
+def test_describing_a_damaged_file(root):
+    listing = Catalog(root).describe(root / "broken.jsonl")
+    assert listing.described and listing.error
+    gone = Catalog(root).describe(root / "missing.jsonl")
+    assert gone.error
+
+
+def test_timing_a_directory_of_two_hundred_sessions(tmp_path):
+    """Not a benchmark, a guard: scanning and describing 200 small sessions stays quick."""
+    for i in range(200):
+        _write(
+            tmp_path / f"d{i % 7}" / f"s{i}.jsonl", f"/p/{i % 7}", lambda s, i=i: s.append_message(U(f"n{i}"))
+        )
+    catalog = Catalog(tmp_path)
+    start = time.perf_counter()
+    listings = catalog.scan()
+    for listing in listings:
+        catalog.describe(listing.path)
+    assert len(listings) == 200 and time.perf_counter() - start < 20
+
+
+def test_branch_counts_agree_with_session_stats(root, demo):
+    from helpers import PI_FIXTURES
+    from sessiontree.catalog import describe
+
+    for path in [demo, *sorted(PI_FIXTURES.glob("*.jsonl")), root / "--home-dev-weather--" / "weather.jsonl"]:
+        listing = describe(path)
+        with Session(JsonlStorage.open(path, read_only=True)) as s:
+            stats = s.stats()
+            assert (listing.leaf_count, listing.fork_count) == (stats.leaf_count, stats.fork_count)
+            assert listing.entry_count == s.entry_count() and listing.version == s.format_version
+            if s.format_version >= 3:  # older files get made-up ids at every read
+                assert listing.leaf_id == s.leaf_id
