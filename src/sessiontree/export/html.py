@@ -1,0 +1,235 @@
+"""The whole session as one self-contained HTML page: the tree in a sidebar, the context of the
+selected entry in the main pane.
+
+The page needs nothing from the network (CSS and JavaScript are inline, and its content
+security policy forbids any request). The session travels as two JSON blocks: a small *index*
+(ids, parents, types, roles, one-line previews, labels — enough to draw and filter the tree)
+and the *entries* themselves, which the page reads after the tree is on screen. The page
+computes contexts itself with the same rules as `Session.build_context` (compaction cut,
+projection, derived state, Pi's token estimate), so any entry can be shown without a copy of
+its context per entry: the file stays about the size of the session.
+
+Safety: session text is untrusted. The JSON blocks are written with every `<` as `\\u003c` (so
+no `</script>` or `<!--` can end or confuse them) and U+2028/2029 escaped; the page builds all
+markup from escaped text and renders Markdown itself from escaped text; and the policy admits
+only the page's own script (by its hash), so even markup that slipped through could not run.
+Image data is left out (a placeholder says what was there): it would only make the file big.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from ..context import estimate_tokens
+from ..display import entry_preview, one_line
+from ..model.entries import CompactionEntry, CustomMessageEntry, Entry, MessageEntry
+from ..model.errors import SessionError
+from ..model.ids import iso_now
+from ..session import Session
+from ..storage.index import ROLE_CODES, TYPE_CODES
+from ..storage.scan import encode_line
+from .common import resolve_target, source_name
+from .jsonl import inert_json
+
+PREVIEW_CHARS = 160
+
+
+@dataclass(slots=True)
+class HtmlExport:
+    """What went into a page: the selected entry, and entries that could not be read."""
+
+    target_id: str | None
+    entry_count: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+def script_json(value: Any) -> bytes:
+    """`value` as JSON that is safe inside a `<script>` element."""
+    return _script_safe(orjson.dumps(value))
+
+
+def _script_safe(data: bytes) -> bytes:
+    # `<` occurs in JSON only inside strings, where `\u003c` means the same character
+    return inert_json(data).replace(b"<", b"\\u003c")
+
+
+def _strip_images(content: Any) -> Any:
+    """`content` with the base64 data of image blocks replaced by their size."""
+    if not isinstance(content, list) or not any(
+        isinstance(b, dict) and b.get("type") == "image" for b in content
+    ):
+        return content
+    out = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "image":
+            data = block.get("data")
+            block = {k: v for k, v in block.items() if k != "data"}
+            block["omittedBytes"] = len(data) * 3 // 4 if isinstance(data, str) else 0
+        out.append(block)
+    return out
+
+
+def _message_without_images(message: Any) -> Any:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    stripped = _strip_images(message["content"])
+    return message if stripped is message["content"] else {**message, "content": stripped}
+
+
+def page_entry(entry: Entry) -> dict[str, Any]:
+    """The entry as the page receives it (images left out)."""
+    data = entry.to_dict()
+    if isinstance(entry, MessageEntry):
+        data["message"] = _message_without_images(entry.message)
+    elif isinstance(entry, CustomMessageEntry):
+        data["content"] = _strip_images(entry.content)
+    elif isinstance(entry, CompactionEntry) and entry.retained_tail:
+        data["retainedTail"] = [_message_without_images(m) for m in entry.retained_tail]
+    return data
+
+
+def _asset(name: str) -> str:
+    return (resources.files(__package__) / name).read_text(encoding="utf-8")
+
+
+def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], HtmlExport]:
+    """The page for `session` as a list of byte chunks (a big session's page need not exist as
+    one string); it opens at `at` (default: the leaf; the address `#ID` selects any other)."""
+    target, note = resolve_target(session, at)
+    tree = session.tree
+    n = len(tree)
+    result = HtmlExport(target, n, note=note)
+    previews: list[str] = []
+    chunks: list[bytes] = [b"["]
+    counts = _Counts()
+    for i in range(n):
+        try:
+            entry = session.entry_at(i)
+        except SessionError:
+            result.unreadable.append(tree.ids[i])
+            previews.append("(this line of the file could not be read)")
+            chunks.append(b"null,")
+            continue
+        previews.append(entry_preview(entry, PREVIEW_CHARS))
+        counts.add(entry)
+        try:
+            chunks.append(_script_safe(encode_line(page_entry(entry))) + b",")
+        except (TypeError, ValueError):
+            result.unreadable.append(tree.ids[i])
+            chunks.append(b"null,")
+    if n:
+        chunks[-1] = chunks[-1][:-1]  # no comma after the last entry
+    chunks.append(b"]")
+
+    leaf_context = session.build_context() if session.leaf_id is not None and not result.unreadable else None
+    header = session.header
+    title = one_line(session.session_name or f"Session {header.id}", 200)
+    labels = session.labels()
+    index = {
+        "format": 1,
+        "title": title,
+        "header": {
+            "id": header.id,
+            "cwd": header.cwd,
+            "timestamp": header.timestamp,
+            "version": session.format_version,
+            "parentSession": header.parent_session,
+        },
+        "source": source_name(session) or session.location,
+        "exported": iso_now(),
+        "typeCodes": TYPE_CODES,
+        "roleCodes": ROLE_CODES,
+        "ids": tree.ids,
+        "parent": tree.parent.tolist(),
+        "kind": list(tree.kind),
+        "role": list(tree.role),
+        "unknownTypes": {str(k): v for k, v in tree.unknown_types.items()},
+        "compactions": {str(k): [v[0], v[1]] for k, v in tree.compactions.items()},
+        "labels": labels,
+        "preview": previews,
+        "leaf": tree.leaf,
+        "selected": session.position(target) if target is not None else -1,
+        "unreadable": result.unreadable,
+        "damage": [d.format() for d in session.diagnostics if d.severity != "info"][:50],
+        "stats": {
+            "entries": n,
+            "messages": sum(counts.roles.values()),
+            "roles": counts.roles,
+            "types": counts.types,
+            "forks": sum(1 for i in range(n) if tree.is_fork(i)),
+            "tips": sum(1 for i in range(n) if tree.first_child[i] < 0),
+            "labels": len(labels),
+            "usageTokens": counts.usage_tokens,
+            "cost": round(counts.cost, 6),
+            "messageTokens": counts.message_tokens,
+            "leafContextTokens": leaf_context.tokens if leaf_context is not None else None,
+            "leafContextMessages": len(leaf_context.messages) if leaf_context is not None else None,
+        },
+    }
+    script = _asset("viewer.js")
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    # split first: the title is session text and must not be taken for a marker
+    before, rest = _asset("viewer.html").split("@@INDEX@@")
+    middle, rest = rest.split("@@SCRIPT@@")
+    between, after = rest.split("@@ENTRIES@@")
+    csp = (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:;"
+        f" script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
+    before = before.replace("@@CSP@@", csp).replace("@@STYLE@@", _asset("viewer.css"))
+    before = before.replace("@@TITLE@@", html.escape(title))
+    # the script comes before the entries: the tree is drawn while the browser still reads them
+    page = [before.encode(), script_json(index), middle.encode(), script.encode(), between.encode()]
+    page += [*chunks, after.encode()]
+    return page, result
+
+
+def render_html(session: Session, at: str | None = None) -> tuple[bytes, HtmlExport]:
+    """The page as one `bytes` (see `html_chunks`)."""
+    chunks, result = html_chunks(session, at)
+    return b"".join(chunks), result
+
+
+class _Counts:
+    """Counts for the page's header, gathered in the one pass over the entries. Usage is summed
+    as Pi's `getSessionStats` does: assistant messages, compactions and branch summaries whose
+    usage has every numeric component."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, int] = {}
+        self.roles: dict[str, int] = {}
+        self.usage_tokens = 0
+        self.cost = 0.0
+        self.message_tokens = 0
+
+    def add(self, entry: Entry) -> None:
+        self.types[entry.type] = self.types.get(entry.type, 0) + 1
+        usage = None
+        if isinstance(entry, MessageEntry):
+            role = entry.role
+            self.roles[role] = self.roles.get(role, 0) + 1
+            self.message_tokens += estimate_tokens(entry.message)
+            if role == "assistant":
+                usage = entry.message.get("usage")
+        elif entry.type in ("compaction", "branch_summary"):
+            usage = entry.get("usage")
+        if not isinstance(usage, dict):
+            return
+        parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+        cost = usage.get("cost")
+        total = cost.get("total") if isinstance(cost, dict) else None
+        if all(_number(v) for v in [*parts, total]):
+            self.usage_tokens += int(sum(parts))  # type: ignore[arg-type]
+            self.cost += float(total)  # type: ignore[arg-type]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
