@@ -128,6 +128,12 @@ def damage(session: Session) -> list[Diagnostic]:
     return [d for d in session.diagnostics if d.severity in ("error", "warning")]
 
 
+def _problem(d: Diagnostic) -> str:
+    if d.line is not None and f"line {d.line}" not in d.message:
+        return f"line {d.line}: {d.message}"
+    return d.message
+
+
 def damage_line(session: Session, path: PathExport | None = None, *, limit: int = 3) -> str | None:
     """One line saying what of a damaged source an export skipped, or None when nothing was."""
     problems = damage(session)
@@ -142,7 +148,7 @@ def damage_line(session: Session, path: PathExport | None = None, *, limit: int 
             f"{len(path.unreadable)} unreadable entr{'y' if len(path.unreadable) == 1 else 'ies'}"
             f" on the path left out ({', '.join(path.unreadable[:limit])})"
         )
-    shown = [d.format() for d in problems[:limit]]
+    shown = [_problem(d) for d in problems[:limit]]
     if len(problems) > limit:
         shown.append(f"and {len(problems) - limit} more")
     if shown:

@@ -32,7 +32,8 @@ def write_file(
         raise SessionError("invalid_argument", "already exists; use --force to replace it", path=path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise SessionError("storage", f"cannot write: the directory {directory} does not exist", path=path)
+        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise SessionError("storage", f"cannot write: {directory} {problem}", path=path)
     remove_abandoned(path, PURPOSE)  # temp files of an earlier export that was killed
     try:
         fd, tmp = private_temp(path, PURPOSE, mode)

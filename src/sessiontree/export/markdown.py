@@ -38,7 +38,7 @@ from ..model.entries import (
 )
 from ..model.messages import content_text, pretty_json
 from ..session import Session
-from .common import PathExport, collect_path
+from .common import PathExport, collect_path, source_name
 
 DEFAULT_MAX_RESULT = 4000  # characters of a tool result (or tool-call arguments) shown in full
 
@@ -198,7 +198,7 @@ def _entry_section(
 ) -> list[str] | None:
     """Markdown blocks for one entry of the path; None for entries that add nothing a reader
     needs (label entries: their label is shown on the entry they mark)."""
-    meta = [code(entry.id), one_line(entry.timestamp.replace("T", " ").rstrip("Z"), 40)]
+    meta = [code(entry.id), one_line(entry.timestamp[:19].replace("T", " "), 40)]
     label = labels.get(entry.id)
     if label:
         meta.append(f"label **{one_line(label, 80)}**")
@@ -276,7 +276,7 @@ def render_markdown(
         "",
         f"- Session: {code(header.id)}" + (f" in {code(header.cwd)}" if header.cwd else ""),
         f"- Started: {one_line(header.timestamp, 40)}",
-        f"- Source: {code(session.location)}",
+        f"- Source: {code(source_name(session) or session.location)}",
         f"- Path: root → {code(path.target_id) if path.target_id else '(empty)'},"
         f" {len(path.entries)} entries",
     ]
