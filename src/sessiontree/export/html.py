@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -39,6 +40,7 @@ from .common import resolve_target, source_name
 from .jsonl import inert_json
 
 PREVIEW_CHARS = 160
+READY_SCRIPT = "window.sessiontreePathReady && window.sessiontreePathReady();"
 
 
 @dataclass(slots=True)
@@ -96,6 +98,11 @@ def page_entry(entry: Entry) -> dict[str, Any]:
     return data
 
 
+def _hash(script: str) -> str:
+    """The policy source that admits exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
 def _asset(name: str) -> str:
     return (resources.files(__package__) / name).read_text(encoding="utf-8")
 
@@ -108,7 +115,7 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], H
     n = len(tree)
     result = HtmlExport(target, n, note=note)
     previews: list[str] = []
-    chunks: list[bytes] = [b"["]
+    encoded: list[bytes] = []
     counts = _Counts()
     for i in range(n):
         try:
@@ -116,18 +123,35 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], H
         except SessionError:
             result.unreadable.append(tree.ids[i])
             previews.append("(this line of the file could not be read)")
-            chunks.append(b"null,")
+            encoded.append(b"null")
             continue
         previews.append(entry_preview(entry, PREVIEW_CHARS))
         counts.add(entry)
         try:
-            chunks.append(_script_safe(encode_line(page_entry(entry))) + b",")
+            encoded.append(_script_safe(encode_line(page_entry(entry))))
         except (TypeError, ValueError):
             result.unreadable.append(tree.ids[i])
-            chunks.append(b"null,")
-    if n:
-        chunks[-1] = chunks[-1][:-1]  # no comma after the last entry
-    chunks.append(b"]")
+            encoded.append(b"null")
+    # The entries the opening entry's context is made of (its compaction-bounded path and the
+    # entries its model, thinking level and tools come from) travel first, in a block of their
+    # own, so the page shows that context before it has parsed the rest (see viewer.js).
+    on_path: list[int] = []
+    if target is not None:
+        t = session.position(target)
+        on_path = sorted({*tree.bounded_path(t), *(k for k in tree.state_entries(t) if k >= 0)})
+    path_block = b"".join(
+        [
+            b'{"positions":',
+            orjson.dumps(on_path),
+            b',"entries":[',
+            b",".join(encoded[i] for i in on_path),
+            b"]}",
+        ]
+    )
+    for i in on_path:
+        encoded[i] = b"0"  # already sent
+    rest = [b"[", b",".join(encoded), b"]"]
+    del encoded
 
     leaf_context = session.build_context() if session.leaf_id is not None and not result.unreadable else None
     header = session.header
@@ -175,20 +199,26 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], H
         },
     }
     script = _asset("viewer.js")
-    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     # split first: the title is session text and must not be taken for a marker
-    before, rest = _asset("viewer.html").split("@@INDEX@@")
-    middle, rest = rest.split("@@SCRIPT@@")
-    between, after = rest.split("@@ENTRIES@@")
+    pieces = re.split(r"@@(INDEX|SCRIPT|PATH|READY|ENTRIES)@@", _asset("viewer.html"))
     csp = (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:;"
-        f" script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+        f" script-src {_hash(script)} {_hash(READY_SCRIPT)}; base-uri 'none'; form-action 'none'"
     )
-    before = before.replace("@@CSP@@", csp).replace("@@STYLE@@", _asset("viewer.css"))
-    before = before.replace("@@TITLE@@", html.escape(title))
-    # the script comes before the entries: the tree is drawn while the browser still reads them
-    page = [before.encode(), script_json(index), middle.encode(), script.encode(), between.encode()]
-    page += [*chunks, after.encode()]
+    head = pieces[0].replace("@@CSP@@", csp).replace("@@STYLE@@", _asset("viewer.css"))
+    head = head.replace("@@TITLE@@", html.escape(title))
+    parts: dict[str, list[bytes]] = {
+        "INDEX": [script_json(index)],
+        # the script comes before the entries: the tree is drawn while the browser reads them
+        "SCRIPT": [script.encode()],
+        "PATH": [path_block],
+        "READY": [READY_SCRIPT.encode()],
+        "ENTRIES": rest,
+    }
+    page = [head.encode()]
+    for k in range(1, len(pieces), 2):
+        page += parts[pieces[k]]
+        page.append(pieces[k + 1].encode())
     return page, result
 
 

@@ -28,16 +28,45 @@
   for (const name in R) ROLE_NAME[R[name]] = name;
   const posOf = new Map();
   for (let i = 0; i < N; i++) posOf.set(ids[i], i);
-  let ENTRIES = null;
-  let loaded = false; // the entries block follows this script; it is complete at DOMContentLoaded
+  // The entries arrive in two blocks after this script: first those the context of the entry the
+  // page opens at is made of (so it can be shown at once), then all the others, which take a big
+  // session's page seconds to parse. `have` marks what has arrived.
+  const ENTRIES = new Array(N); // null: a line of the file that could not be read
+  const have = new Uint8Array(N);
+  let full = false;
 
   function entries() {
-    if (ENTRIES === null) {
-      const el = $("st-entries");
-      ENTRIES = JSON.parse(el.textContent);
-      el.textContent = ""; // the parsed copy is enough; halve the memory held
-    }
     return ENTRIES;
+  }
+
+  function readBlock(id, fill) {
+    const el = $(id);
+    if (!el) return;
+    fill(JSON.parse(el.textContent));
+    el.textContent = ""; // the parsed copy is enough; halve the memory held
+  }
+
+  function readPath() {
+    readBlock("st-path", (block) => {
+      block.positions.forEach((pos, k) => { ENTRIES[pos] = block.entries[k]; have[pos] = 1; });
+    });
+  }
+
+  function readAll() {
+    readBlock("st-entries", (all) => {
+      for (let i = 0; i < N; i++) if (!have[i]) ENTRIES[i] = all[i];
+    });
+    have.fill(1);
+    full = true;
+  }
+
+  // Whether the context of `i` can be shown: its bounded path and the entries its state comes
+  // from have arrived.
+  function covered(i) {
+    if (full) return true;
+    for (const k of boundedPath(i)) if (!have[k]) return false;
+    for (const k of statePositions(i)) if (k >= 0 && !have[k]) return false;
+    return true;
   }
 
   // --- text helpers -------------------------------------------------------------------------
@@ -406,7 +435,8 @@
     return out;
   }
 
-  function deriveState(i) {
+  // The nearest thinking-level change, model source and tools change on the full root path.
+  function statePositions(i) {
     let thinking = -1, model = -1, tools = -1;
     for (; i >= 0 && (thinking < 0 || model < 0 || tools < 0); i = parent[i]) {
       const k = kind[i];
@@ -414,6 +444,11 @@
       else if (k === T.model_change || (k === T.message && role[i] === R.assistant)) { if (model < 0) model = i; }
       else if (k === T.active_tools_change && tools < 0) tools = i;
     }
+    return [thinking, model, tools];
+  }
+
+  function deriveState(i) {
+    const [thinking, model, tools] = statePositions(i);
     const E = entries();
     const state = { thinking: "off", model: null, tools: null };
     if (thinking >= 0 && E[thinking]) state.thinking = E[thinking].thinkingLevel;
@@ -554,6 +589,7 @@
 
   const expanded = new Set();
   let showAll = false;
+  let renderedFor = -2; // the entry whose context the main pane shows (-2: none yet)
 
   function entryTitle(i) {
     const e = entries()[i];
@@ -564,10 +600,12 @@
 
   function renderMain() {
     const main = $("main");
-    if (!loaded) {
+    renderedFor = -2;
+    if (selected >= 0 && !covered(selected)) {
       main.innerHTML = '<p class="muted">Reading ' + N.toLocaleString() + " entries…</p>";
       return;
     }
+    renderedFor = selected;
     if (selected < 0) {
       main.innerHTML = '<p class="muted">The session has no entries' + (N ? " on its active path (the leaf is before the first entry)" : "") + ". Pick one in the tree.</p>";
       main.dataset.selected = "";
@@ -627,6 +665,7 @@
     const i = posOf.get(id);
     if (i === undefined) {
       $("main").innerHTML = '<p class="note">No entry ' + safe(id) + " in this session.</p>";
+      renderedFor = selected;
       document.body.dataset.ready = "1";
       return true;
     }
@@ -660,7 +699,7 @@
 
   function search(query, step) {
     query = query.trim().toLowerCase();
-    if (!loaded) { $("hits").textContent = "reading entries…"; return; }
+    if (!full) { $("hits").textContent = "reading entries…"; return; }
     if (!query) { hits = new Set(); matchList = []; $("hits").textContent = ""; repaintRows(); return; }
     if (query !== lastQuery) {
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
@@ -744,7 +783,10 @@
       else if (ev.key === "Escape") { ev.target.blur(); }
     });
     $("search").addEventListener("input", (ev) => { if (!ev.target.value.trim()) search("", 0); });
-    window.addEventListener("hashchange", fromHash);
+    window.addEventListener("hashchange", () => {
+      // no fragment (back to where the page opened): the entry the export was made at
+      if (!fromHash() && IX.selected >= 0) select(IX.selected);
+    });
     document.addEventListener("keydown", (ev) => {
       if (ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement || ev.ctrlKey || ev.metaKey || ev.altKey) return;
       if (ev.key === "ArrowDown" || ev.key === "j") { ev.preventDefault(); moveSelection(1); }
@@ -766,17 +808,21 @@
     wire();
     build();
     mark("tree");
-    if (selected < 0 && IX.selected >= 0) scrollToRow(rowFor(IX.selected));
-    // the entries come after this script in the page: the tree is on screen before they are read
-    const ready = () => setTimeout(() => {
-      loaded = true;
-      entries();
-      mark("entries");
+    if (IX.selected >= 0) scrollToRow(rowFor(IX.selected));
+    // called by the page right after the block of path entries
+    window.sessiontreePathReady = () => {
+      readPath();
+      mark("path");
       if (!fromHash()) {
         if (IX.selected >= 0) select(IX.selected); else renderMain();
       }
       mark("context");
-    }, 0);
+    };
+    const ready = () => {
+      readAll();
+      mark("entries");
+      if (renderedFor !== selected) renderMain(); // it waited for entries off the path
+    };
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready); else ready();
   }
 
