@@ -149,6 +149,23 @@ def test_export_at_an_entry_opens_there_and_unknown_links_say_so(tree, tmp_path)
     assert "No entry no-such-entry in this session" in dom and body_attr(dom, "data-error") is None
 
 
+def test_a_damaged_session_and_an_empty_one(tree, tmp_path):
+    path, ids = tree
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines = [b"{not json\n" if f'"id":"{ids["u2"]}"'.encode() in line else line for line in lines]
+    path.write_bytes(b"".join(lines))
+    dom = dump(export(path, tmp_path / "damaged.html"))
+    assert body_attr(dom, "data-error") is None and body_attr(dom, "data-ready") == "1"
+    banner = re.search(r'<div id="damage">(.*?)</div>', dom, re.S)
+    assert banner and "is damaged" in banner.group(1) and "not valid JSON" in banner.group(1)
+    assert attr(dom, "main", "data-selected") == ids["a3"]
+
+    empty = tmp_path / "empty.jsonl"
+    JsonlStorage.create(empty, cwd="/p").close()
+    dom = dump(export(empty, tmp_path / "empty.html"))
+    assert body_attr(dom, "data-error") is None and "The session has no entries" in dom
+
+
 HOSTILE = [
     "<script>document.body.dataset.pwned='script'</script>",
     "<img src=x onerror=\"document.body.dataset.pwned='img'\">",

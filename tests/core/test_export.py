@@ -208,6 +208,34 @@ def test_jsonl_escapes_what_a_terminal_would_act_on(tmp_path):
         assert copy.build_context().messages[0]["content"] == text  # same value, escaped form
 
 
+def test_a_leaf_entry_inside_the_path_is_left_out(tmp_path):
+    """Pi's coding agent continues a file that ends in a leaf move *below* the leaf entry, and a
+    label may name an entry of another branch; the copy is still a clean session."""
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"},
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": ts, "message": U("one")},
+        {"type": "message", "id": "a1", "parentId": "u1", "timestamp": ts, "message": A("two")},
+        {"type": "message", "id": "side", "parentId": "a1", "timestamp": ts, "message": U("side")},
+        {"type": "leaf", "id": "mv", "parentId": "side", "timestamp": ts, "targetId": "u1"},
+        {"type": "message", "id": "u2", "parentId": "mv", "timestamp": ts, "message": U("below the move")},
+        {"type": "label", "id": "lb", "parentId": "u2", "timestamp": ts, "targetId": "a1", "label": "x"},
+        {"type": "message", "id": "a2", "parentId": "lb", "timestamp": ts, "message": A("end")},
+    ]
+    source = tmp_path / "pi-continued.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with open_session(source, read_only=True) as s:
+        copy = jsonl_at(s, "a2", tmp_path / "copy.jsonl")
+        want = s.build_context(at="a2").messages
+    with open_session(copy, read_only=True) as c:
+        assert c.diagnostics == [] and c.leaf_id == "a2"
+        assert [e.id for e in c.get_entries()] == ["u1", "a1", "side", "u2", "lb", "a2"]
+        assert c.require_entry("u2").parent_id == "side"
+        assert c.build_context().messages == want
+    if HAVE_PI:
+        assert pi_compare(source, [("a2", copy)], tmp_path)[0]["same"]
+
+
 def damaged_copy(tree_path: Path, tmp_path: Path, drop_id: str) -> Path:
     """The file with the line of `drop_id` replaced by garbage (a damaged interior line)."""
     lines = tree_path.read_bytes().splitlines(keepends=True)
@@ -250,13 +278,15 @@ const [source, pairs] = [process.argv[1], JSON.parse(readFileSync(process.argv[2
 const original = SessionManager.open(source);
 const all = original.getEntries();
 const out = [];
-for (const [id, copyPath] of pairs) {
+for (const [key, copyPath] of pairs) {
+  // a number names an entry by position: Pi gives a migrated v1 file ids of its own
+  const id = typeof key === "number" ? all[key].id : key;
   const want = buildSessionContext(all, id);
   const copy = SessionManager.open(copyPath);
   const got = copy.buildSessionContext();
   const header = JSON.parse(readFileSync(copyPath, "utf8").split("\\n")[0]);
   out.push({
-    id,
+    id: key,
     leaf: copy.getLeafId(),
     same: JSON.stringify(got) === JSON.stringify(want),
     messages: want.messages.length,
@@ -267,7 +297,7 @@ console.log(JSON.stringify(out));
 """
 
 
-def pi_compare(source: Path, copies: list[tuple[str, Path]], tmp_path: Path) -> list[dict]:
+def pi_compare(source: Path, copies: list[tuple[str | int, Path]], tmp_path: Path) -> list[dict]:
     pairs = tmp_path / "pairs.json"
     pairs.write_text(json.dumps([[i, str(p)] for i, p in copies]))
     done = subprocess.run(
@@ -280,8 +310,8 @@ def pi_compare(source: Path, copies: list[tuple[str, Path]], tmp_path: Path) -> 
     return json.loads(done.stdout)
 
 
-def export_many(source: Path, ids: list[str], tmp_path: Path) -> list[tuple[str, Path]]:
-    copies = []
+def export_many(source: Path, ids: list[str], tmp_path: Path) -> list[tuple[str | int, Path]]:
+    copies: list[tuple[str | int, Path]] = []
     with open_session(source, read_only=True) as s:
         for k, entry_id in enumerate(ids):
             copies.append((entry_id, jsonl_at(s, entry_id, tmp_path / f"copy{k}.jsonl")))
@@ -320,6 +350,25 @@ def test_pi_opens_copies_of_the_real_fixtures_with_the_same_context(fixture, tmp
     assert all(r["parentSession"] == str(source) for r in results)
     if fixture == "before-compaction.jsonl":
         assert max(r["messages"] for r in results) > 400
+
+
+@needs_pi
+def test_pi_opens_copies_exported_straight_from_a_v1_file(tmp_path):
+    """No upgrade first: sessiontree's in-memory migration and Pi's own must agree on what the
+    context at the k-th entry is."""
+    source = tmp_path / "v1.jsonl"
+    shutil.copy(PI_FIXTURES / "before-compaction.jsonl", source)  # a copy: Pi rewrites what it migrates
+    with open_session(source, read_only=True) as s:
+        entries = s.get_entries()
+        positions = sorted(
+            {0, 1, len(entries) // 3, len(entries) // 2, len(entries) - 1}
+            | {k for k, e in enumerate(entries) if e.type == "compaction"}
+        )
+        copies = [(k, jsonl_at(s, entries[k].id, tmp_path / f"v1-{k}.jsonl")) for k in positions]
+        ours = {k: entries[k].id for k in positions}
+    results = pi_compare(source, copies, tmp_path)
+    assert all(r["same"] for r in results), [r["id"] for r in results if not r["same"]]
+    assert all(r["leaf"] == ours[r["id"]] for r in results)
 
 
 @needs_pi

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from ..model.entries import LeafEntry
 from ..model.header import SessionHeader
 from ..model.ids import iso_now, new_session_id
 from ..session import Session
@@ -46,7 +47,12 @@ def session_lines(
     parent_session: str | None = None,
     timestamp: str | None = None,
 ) -> list[bytes]:
-    """The lines (each ending in a newline) of a v3 session file holding `path`."""
+    """The lines (each ending in a newline) of a v3 session file holding `path`.
+
+    A `leaf` entry inside the path (Pi's coding agent chains new entries below one when it
+    continues a file that ends with a leaf move) is left out and its child re-parented onto its
+    parent: in a file of one path, its target is usually absent, which a reader takes for
+    damage, and it contributes nothing to the context."""
     header = SessionHeader.new(
         session_id or new_session_id(),
         timestamp or iso_now(),
@@ -55,7 +61,9 @@ def session_lines(
     )
     lines = [inert_json(encode_line(header.to_dict())) + b"\n"]
     previous: str | None = None
-    for entry in path.entries:
+    for k, entry in enumerate(path.entries):
+        if isinstance(entry, LeafEntry) and k < len(path.entries) - 1:
+            continue  # see `session_lines`' docstring
         data = entry.to_dict()
         if data.get("parentId") != previous:
             data["parentId"] = previous  # bridge a gap left by damage (see the module docstring)
