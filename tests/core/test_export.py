@@ -144,6 +144,43 @@ def test_markdown_of_the_path(tree):
     assert "- Context: 6 messages" in tail  # compaction summary, kept a2, custom, u3, u4, a4
 
 
+def test_hostile_text_does_not_take_the_document_apart(tmp_path):
+    """Parsed by a CommonMark parser, the document keeps one section per entry in order, and
+    no raw HTML survives, whatever the messages hold."""
+    markdown_it = pytest.importorskip("markdown_it")
+    nasty = [
+        "an unclosed fence\n```python\nprint(1)",
+        "a longer fence ````` and ~~~ tildes\n~~~\nnever closed",
+        "<script>alert(1)</script> <img src=x onerror=alert(1)>\n<!-- a comment that never ends",
+        "    indented code <b>",
+    ]
+    path = tmp_path / "nasty.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for k, text in enumerate(nasty):
+            s.append_message(U(text))
+            s.append_message(tool_call(f"c{k}", "bash", command="echo '```'"))
+            s.append_message(tool_result(f"c{k}", "bash", "```\n### not a heading\n" + text))
+            s.append_message(A(text))
+    with open_session(path, read_only=True) as s:
+        text, _ = export_markdown(s)
+    tokens = markdown_it.MarkdownIt("commonmark").parse(text)
+    headings = [
+        tokens[k + 1].content for k, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h3"
+    ]
+    assert (
+        headings
+        == [
+            "User",
+            "Assistant (anthropic/claude-test)",
+            "Tool result: bash",
+            "Assistant (anthropic/claude-test)",
+        ]
+        * 4
+    )
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    assert tokens[-1].type == "bullet_list_close"  # the state list at the end is still a list
+
+
 def test_markdown_at_an_entry_and_the_clipboard_text(tree):
     path, ids = tree
     with open_session(path, read_only=True) as s:
