@@ -263,6 +263,53 @@ def test_hostile_session_text_stays_text(tmp_path, where):
     assert title and "<" not in title.group(1)
 
 
+def test_lone_surrogates_and_huge_numbers(tmp_path):
+    """Pi's files can hold half an emoji (a cut in the middle of a surrogate pair) in any string,
+    ids included, and integers JavaScript reads as floats. The page shows them, inert, and an
+    id no URL can hold is addressed by position (`#@N`)."""
+    ts = "2026-01-01T00:00:00.000Z"
+    call = {
+        "type": "toolCall",
+        "id": "c\udfff",
+        "name": "t",
+        "arguments": {"n": 123456789012345678901234567890},
+    }
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"},
+        {
+            "type": "message",
+            "id": "u\ud800",
+            "parentId": None,
+            "timestamp": ts,
+            "message": U("half \ud83d an emoji"),
+        },
+        {
+            "type": "label",
+            "id": "l1",
+            "parentId": "u\ud800",
+            "timestamp": ts,
+            "targetId": "u\ud800",
+            "label": "x\udc00",
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "l1",
+            "timestamp": ts,
+            "message": {**A(""), "content": [call]},
+        },
+    ]
+    path = tmp_path / "surrogates.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))  # ensure_ascii: \ud800 escapes
+    page = export(path, tmp_path / "surrogates.html")
+    for fragment in ("", "@0", "a1"):
+        dom = dump(page, fragment)
+        assert body_attr(dom, "data-ready") == "1" and body_attr(dom, "data-error") is None, fragment
+    assert attr(dom, "main", "data-roles") == "user,assistant"
+    assert "half ⟨U+D83D⟩ an emoji" in dom and "1.2345678901234568e+29" in dom
+    assert attr(dump(page, "@0"), "main", "data-selected") == "u⟨U+D800⟩"
+
+
 # --- interactions (DevTools protocol) -----------------------------------------------------------
 
 

@@ -273,6 +273,24 @@ def test_a_leaf_entry_inside_the_path_is_left_out(tmp_path):
         assert pi_compare(source, [("a2", copy)], tmp_path)[0]["same"]
 
 
+def test_lone_surrogates_survive_copies_and_stay_inert_in_markdown(tmp_path):
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"},
+        {"type": "message", "id": "u\ud800", "parentId": None, "timestamp": ts, "message": U("half \ud83d")},
+        {"type": "message", "id": "a1", "parentId": "u\ud800", "timestamp": ts, "message": A("big 1e400")},
+    ]
+    source = tmp_path / "surrogates.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with open_session(source, read_only=True) as s:
+        copy = jsonl_at(s, "a1", tmp_path / "copy.jsonl")
+        text, _ = export_markdown(s)
+    with open_session(copy, read_only=True) as c:
+        assert [e.id for e in c.get_entries()] == ["u\ud800", "a1"] and c.diagnostics == []
+    assert "half ⟨U+D83D⟩" in text and "u⟨U+D800⟩" in text
+    text.encode()  # nothing unencodable is left
+
+
 def damaged_copy(tree_path: Path, tmp_path: Path, drop_id: str) -> Path:
     """The file with the line of `drop_id` replaced by garbage (a damaged interior line)."""
     lines = tree_path.read_bytes().splitlines(keepends=True)

@@ -2,9 +2,10 @@
 selected entry in the main pane.
 
 The page needs nothing from the network (CSS and JavaScript are inline, and its content
-security policy forbids any request). The session travels as two JSON blocks: a small *index*
-(ids, parents, types, roles, one-line previews, labels — enough to draw and filter the tree)
-and the *entries* themselves, which the page reads after the tree is on screen. The page
+security policy forbids any request). The session travels as JSON blocks: a small *index* (ids,
+parents, types, roles, one-line previews, labels — enough to draw and filter the tree) before
+the script, then the entries the opening entry's context is made of, then all other entries,
+which a big session's page takes seconds to parse while its tree is already on screen. The page
 computes contexts itself with the same rules as `Session.build_context` (compaction cut,
 projection, derived state, Pi's token estimate), so any entry can be shown without a copy of
 its context per entry: the file stays about the size of the session.
@@ -54,8 +55,9 @@ class HtmlExport:
 
 
 def script_json(value: Any) -> bytes:
-    """`value` as JSON that is safe inside a `<script>` element."""
-    return _script_safe(orjson.dumps(value))
+    """`value` as JSON that is safe inside a `<script>` element (lone surrogates and integers
+    past 64 bits, which Pi's files can hold, included)."""
+    return _script_safe(encode_line(value))
 
 
 def _script_safe(data: bytes) -> bytes:

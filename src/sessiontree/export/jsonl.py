@@ -5,9 +5,10 @@ entry and computes exactly the context it computes at ID in the source. The head
 fresh session id, now as its timestamp, the source's working directory, and `parentSession`
 naming the source — what Pi writes for a branched session.
 
-Only where the source is damaged does an entry change: when an ancestor is missing or
-unreadable, the next readable entry is re-parented onto the previous one (or made a root), so
-the file written is a valid session rather than a copy of the damage.
+An entry's `parentId` changes in two cases only, so that the file written is a clean session
+rather than a copy of a problem: where the source is damaged (an ancestor missing or
+unreadable), the next readable entry is re-parented onto the previous one or made a root; and a
+`leaf` entry inside the path is left out (see `session_lines`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def session_lines(
             continue  # see `session_lines`' docstring
         data = entry.to_dict()
         if data.get("parentId") != previous:
-            data["parentId"] = previous  # bridge a gap left by damage (see the module docstring)
+            data["parentId"] = previous  # bridge a gap (see the module docstring)
         lines.append(inert_json(encode_line(data)) + b"\n")
         previous = entry.id
     return lines

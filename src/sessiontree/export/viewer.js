@@ -77,7 +77,9 @@
   }
 
   // Control, bidi and invisible characters drawn as visible stand-ins (as the terminal app does).
-  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb]/g;
+  // With the `u` flag a surrogate range matches only lone surrogates (half an emoji, as a cut
+  // can leave it), never a pair.
+  const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]/gu;
   function inert(text) {
     return String(text).replace(HIDDEN, (ch) => {
       const code = ch.charCodeAt(0);
@@ -352,10 +354,10 @@
         el = document.createElement("div");
         el.dataset.row = r;
         el.dataset.i = view.rowsPos[r];
-        el.dataset.id = ids[view.rowsPos[r]];
+        el.dataset.id = inert(ids[view.rowsPos[r]]);
         el.style.top = r * ROW + "px";
         el.innerHTML = rowHtml(r);
-        el.title = ids[view.rowsPos[r]];
+        el.title = inert(ids[view.rowsPos[r]]);
         spacer.appendChild(el);
         drawn.set(r, el);
       }
@@ -523,14 +525,24 @@
 
   // --- the main pane ------------------------------------------------------------------------
 
+  // The address of entry `i`: its id, or `@position` for an id no URL can hold (a lone
+  // surrogate, which Pi's files may contain).
+  function fragment(i) {
+    try {
+      return encodeURIComponent(ids[i]);
+    } catch (e) {
+      return "@" + i;
+    }
+  }
+
   function link(i) {
-    return '<a href="#' + esc(encodeURIComponent(ids[i])) + '">' + safe(ids[i]) + "</a>";
+    return '<a href="#' + esc(fragment(i)) + '">' + safe(ids[i]) + "</a>";
   }
 
   function cutText(text, key) {
-    if (text.length <= MAX_TEXT || expanded.has(key)) return "<pre>" + safe(text) + "</pre>";
+    if (text.length <= MAX_TEXT || expanded.has(inert(key))) return "<pre>" + safe(text) + "</pre>";
     return "<pre>" + safe(text.slice(0, MAX_TEXT)) + "</pre>" +
-      '<button class="more" type="button" data-expand="' + esc(key) + '">show all ' + text.length.toLocaleString() + " characters</button>";
+      '<button class="more" type="button" data-expand="' + safe(key) + '">show all ' + text.length.toLocaleString() + " characters</button>";
   }
 
   function imageNotes(content) {
@@ -583,7 +595,7 @@
     } else {
       body = "<pre>" + safe(jsonText(m, 2)) + "</pre>";
     }
-    return '<div class="msg ' + esc(cls) + '" data-role="' + esc(r) + '"><div class="who">' + safe(who) +
+    return '<div class="msg ' + safe(cls) + '" data-role="' + safe(r) + '"><div class="who">' + safe(who) +
       (source >= 0 ? link(source) : "") + "</div>" + body + "</div>";
   }
 
@@ -638,9 +650,9 @@
       parts.push('<p class="note">This ' + safe(e.type) + " entry itself adds nothing to the context; it is shown as stored:</p><pre>" + safe(jsonText(e, 2)) + "</pre>");
     }
     main.innerHTML = parts.join("");
-    main.dataset.selected = ids[i];
+    main.dataset.selected = inert(ids[i]);
     main.dataset.messages = String(messages.length);
-    main.dataset.roles = messages.map((p) => (p[0] && p[0].role) || "?").join(",");
+    main.dataset.roles = inert(messages.map((p) => (p[0] && p[0].role) || "?").join(","));
     document.body.dataset.ready = "1";
   }
 
@@ -662,7 +674,8 @@
     if (!raw) return false;
     let id;
     try { id = decodeURIComponent(raw); } catch (e) { id = raw; }
-    const i = posOf.get(id);
+    let i = posOf.get(id);
+    if (i === undefined && /^@\d+$/.test(id) && Number(id.slice(1)) < N) i = Number(id.slice(1));
     if (i === undefined) {
       $("main").innerHTML = '<p class="note">No entry ' + safe(id) + " in this session.</p>";
       renderedFor = selected;
@@ -713,7 +726,7 @@
     if (!matchList.length) { $("hits").textContent = "no match"; return; }
     if (step) {
       matchAt = (matchAt + step + matchList.length) % matchList.length;
-      location.hash = encodeURIComponent(ids[matchList[matchAt]]);
+      location.hash = fragment(matchList[matchAt]);
     }
     $("hits").textContent = (matchAt + 1) + "/" + matchList.length;
   }
@@ -750,7 +763,7 @@
   function moveSelection(delta) {
     const r = selected >= 0 ? rowFor(selected) : -1;
     const next = Math.max(0, Math.min(view.rowsPos.length - 1, r + delta));
-    if (view.rowsPos.length) location.hash = encodeURIComponent(ids[view.rowsPos[next]]);
+    if (view.rowsPos.length) location.hash = fragment(view.rowsPos[next]);
   }
 
   function wire() {
@@ -765,7 +778,7 @@
         return;
       }
       const row = ev.target.closest(".row");
-      if (row) location.hash = encodeURIComponent(row.dataset.id);
+      if (row) location.hash = fragment(Number(row.dataset.i));
     });
     $("main").addEventListener("click", (ev) => {
       const more = ev.target.closest("[data-expand]");
