@@ -41,6 +41,7 @@ from .common import resolve_target, source_name
 from .jsonl import inert_json
 
 PREVIEW_CHARS = 160
+BATCH = 4096  # entries per chunk of the page
 READY_SCRIPT = "window.sessiontreePathReady && window.sessiontreePathReady();"
 
 
@@ -152,8 +153,11 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], H
     )
     for i in on_path:
         encoded[i] = b"0"  # already sent
-    rest = [b"[", b",".join(encoded), b"]"]
-    del encoded
+    rest = [b"["]
+    while encoded:  # joined in batches taken off the front: each entry is freed once copied
+        rest.append((b"," if len(rest) > 1 else b"") + b",".join(encoded[:BATCH]))
+        del encoded[:BATCH]
+    rest.append(b"]")
 
     leaf_context = session.build_context() if session.leaf_id is not None and not result.unreadable else None
     header = session.header
