@@ -1,0 +1,142 @@
+"""Commands that copy a session out: `export` (Markdown, a session file, an HTML page), `fork`
+(a new session file holding one path) and `diff` (two contexts compared).
+
+They open the source read-only. Output files appear whole or not at all, and an existing file
+is replaced only with `--force`. A damaged source is exported as far as it can be read; one line
+on stderr says what was skipped, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..compare import compare_contexts, comparison_lines
+from ..export import damage_line, export_jsonl, export_markdown, html_chunks, write_file
+from ..export.markdown import DEFAULT_MAX_RESULT
+from ..fork import fork_session
+from ..opening import open_session
+from ..session import Session
+from .output import err, json_out, out
+
+COMMANDS = ("export", "fork", "diff")
+FORMATS = {"md": "md", "markdown": "md", "html": "html", "htm": "html", "jsonl": "jsonl"}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write the path root → ID (default: the leaf) as Markdown, a session file or an HTML page",
+    )
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
+    p.add_argument("--at", metavar="ID", help="end the path at this entry instead of the leaf")
+    p.add_argument(
+        "--format",
+        choices=("md", "html", "jsonl"),
+        help="md: readable Markdown; jsonl: a session file Pi opens at ID; html: the whole tree as"
+        " one self-contained page (default: from the -o suffix, else md)",
+    )
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument(
+        "--max-result",
+        type=int,
+        default=DEFAULT_MAX_RESULT,
+        metavar="CHARS",
+        help=f"md: characters of a tool result shown before it is cut (default {DEFAULT_MAX_RESULT}; 0: all)",
+    )
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("fork", help="a new session file holding the path root → ID; prints its path")
+    p.add_argument("file")
+    p.add_argument("id", help="entry to fork at (a user message: the fork ends at its parent)")
+    p.add_argument("-o", "--output", metavar="NEW", help="the new file (default: next to the source)")
+    p.add_argument("--force", action="store_true", help="replace NEW if it exists")
+    p.add_argument("--json", action="store_true", help="path, ids and the text to re-send as JSON")
+    p.set_defaults(func=cmd_fork)
+
+    p = sub.add_parser("diff", help="compare what the model sees at two entries")
+    p.add_argument("file")
+    p.add_argument("a", help="first entry id")
+    p.add_argument("b", help="second entry id")
+    p.add_argument("--json", action="store_true", help="the comparison as JSON")
+    p.add_argument("--width", type=int, default=100, help="width of a message line")
+    p.set_defaults(func=cmd_diff)
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return str(args.format)
+    if args.output:
+        suffix = os.path.splitext(args.output)[1].lstrip(".").lower()
+        return FORMATS.get(suffix, "md")
+    return "md"
+
+
+def _damaged(session: Session, line: str | None) -> int:
+    if line is None:
+        return 0
+    err(f"sessiontree: warning: {line}")
+    return 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    fmt = _format(args)
+    with open_session(args.file, read_only=True) as session:
+        data: list[bytes]
+        if fmt == "md":
+            text, path = export_markdown(session, args.at, max_result_chars=args.max_result or None)
+            data, note, problem = [text.encode()], path.note, damage_line(session, path)
+        elif fmt == "jsonl":
+            body, path = export_jsonl(session, args.at)
+            data, note, problem = [body], path.note, damage_line(session, path)
+        else:
+            data, page = html_chunks(session, args.at)
+            note, problem = page.note, damage_line(session)
+        if note:
+            err(f"sessiontree: note: {note}")
+        if args.output:
+            written = write_file(args.output, data, force=args.force)
+            out(f"wrote {written} ({fmt}, {sum(len(c) for c in data):,} bytes)")
+        else:
+            for chunk in data:
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return _damaged(session, problem)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    with open_session(args.file, read_only=True) as session:
+        result = fork_session(session, args.id, output=args.output, force=args.force)
+        if args.json:
+            json_out(
+                {
+                    "path": result.path,
+                    "sessionId": result.session_id,
+                    "leafId": result.leaf_id,
+                    "entries": len(result.source.entries),
+                    "resendText": result.resend_text,
+                }
+            )
+        else:
+            out(result.path)
+            ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
+            out(f"the fork {ends} ({len(result.source.entries)} entries); session {result.session_id}")
+            if result.resend_text is not None:
+                out(f"{args.id} is a message the user sent, so the fork ends before it; send again:")
+                for line in result.resend_text.split("\n"):
+                    out(line)
+        return _damaged(session, damage_line(session, result.source))
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    with open_session(args.file, read_only=True) as session:
+        comparison = compare_contexts(session, args.a, args.b)
+        if args.json:
+            json_out(comparison.to_json())
+        else:
+            for line in comparison_lines(comparison, width=max(40, args.width)):
+                out(line)
+        return _damaged(session, damage_line(session))

@@ -1,0 +1,175 @@
+"""Comparing what the model sees at two entries.
+
+Two points of one session usually share a beginning (everything before the fork that separates
+them) and then differ. `compare_contexts` finds the longest shared prefix of the two contexts,
+then lines the two tails up (a compaction can make the tails share messages again: the kept
+messages follow a summary on one side and stand alone on the other). `comparison_lines`
+renders that as a unified listing — the shared prefix as one line, then `-` for messages only
+at A, `+` for messages only at B, ` ` for messages both tails hold — with token totals.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .context import SessionContext, estimate_tokens
+from .display import one_line
+from .export.common import resolve_target
+from .model.messages import content_text, format_tool_call, json_compact, message_text, tool_calls
+from .session import Session
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One of the two points compared."""
+
+    entry_id: str
+    context: SessionContext
+
+    @property
+    def tokens(self) -> int:
+        return self.context.tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """The two contexts, how many messages they share from the start, and how the tails line
+    up (`ops`: difflib opcodes over the tails, A's tail against B's)."""
+
+    a: Side
+    b: Side
+    shared: int
+    ops: Sequence[tuple[str, int, int, int, int]]
+
+    @property
+    def shared_messages(self) -> list[Message]:
+        return self.a.context.messages[: self.shared]
+
+    @property
+    def tail_a(self) -> list[Message]:
+        return self.a.context.messages[self.shared :]
+
+    @property
+    def tail_b(self) -> list[Message]:
+        return self.b.context.messages[self.shared :]
+
+    @property
+    def shared_tokens(self) -> int:
+        return sum(estimate_tokens(m) for m in self.shared_messages)
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as plain data (the CLI's `--json`)."""
+
+        def side(s: Side, tail: list[Message]) -> dict[str, Any]:
+            ctx = s.context
+            return {
+                "id": s.entry_id,
+                "messages": len(ctx.messages),
+                "tokens": ctx.tokens,
+                "tailTokens": sum(estimate_tokens(m) for m in tail),
+                "model": None if ctx.model is None else str(ctx.model),
+                "thinkingLevel": ctx.thinking_level,
+                "tail": tail,
+            }
+
+        return {
+            "shared": {"messages": self.shared, "tokens": self.shared_tokens},
+            "a": side(self.a, self.tail_a),
+            "b": side(self.b, self.tail_b),
+            "ops": [
+                {
+                    "op": tag,
+                    "a": [i1 + self.shared, i2 + self.shared],
+                    "b": [j1 + self.shared, j2 + self.shared],
+                }
+                for tag, i1, i2, j1, j2 in self.ops
+            ],
+        }
+
+
+def _key(message: Message) -> str:
+    """Messages compare by their whole content (two entries saying the same thing are the same
+    message to the model)."""
+    return json_compact(message)
+
+
+def compare_contexts(session: Session, a: str, b: str) -> Comparison:
+    """Compare the contexts at entries `a` and `b`."""
+    for entry_id in (a, b):
+        resolve_target(session, entry_id)  # unknown ids and `leaf` entries are refused
+    ctx_a = session.build_context(at=a)
+    ctx_b = session.build_context(at=b)
+    keys_a = [_key(m) for m in ctx_a.messages]
+    keys_b = [_key(m) for m in ctx_b.messages]
+    shared = 0
+    for ka, kb in zip(keys_a, keys_b, strict=False):
+        if ka != kb:
+            break
+        shared += 1
+    matcher = difflib.SequenceMatcher(None, keys_a[shared:], keys_b[shared:], autojunk=False)
+    return Comparison(Side(a, ctx_a), Side(b, ctx_b), shared, matcher.get_opcodes())
+
+
+def message_line(message: Message, width: int = 100) -> str:
+    """A message in one inert line: its role and the start of its text."""
+    role = message.get("role") if isinstance(message, dict) else None
+    text = message_text(message)
+    if role == "assistant":
+        calls = [format_tool_call(c) for c in tool_calls(message)]
+        text = "  ".join([t for t in [text] if t.strip()] + ["→ " + c for c in calls])
+    elif role == "toolResult":
+        name = message.get("toolName")
+        text = f"{name if isinstance(name, str) else 'tool'}: {content_text(message.get('content'))}"
+    elif not isinstance(role, str):
+        text = json_compact(message)
+    return one_line(f"{role if isinstance(role, str) else '?'}: {text}", width)
+
+
+def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> list[str]:
+    """The comparison as text lines (see the module docstring). Runs of messages shared by
+    both tails longer than 2×`context` are collapsed to their first and last `context`."""
+    a, b = c.a, c.b
+
+    def head(sign: str, side: Side, tail: list[Message]) -> str:
+        ctx = side.context
+        return one_line(
+            f"{sign} {side.entry_id}: {len(ctx.messages)} messages, ~{ctx.tokens:,} tokens"
+            f" ({len(tail)} after the shared part, ~{sum(estimate_tokens(m) for m in tail):,} tokens)"
+            f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}",
+            400,
+        )
+
+    lines = [head("---", a, c.tail_a), head("+++", b, c.tail_b)]
+    if c.shared:
+        last = message_line(c.shared_messages[-1], max(20, width - 40))
+        lines.append(
+            f"= {c.shared} shared message{'s' if c.shared != 1 else ''} (~{c.shared_tokens:,} tokens),"
+            f" ending with {last}"
+        )
+    else:
+        lines.append("= nothing shared: the contexts differ from the first message")
+    tail_a, tail_b = c.tail_a, c.tail_b
+    for tag, i1, i2, j1, j2 in c.ops:
+        if tag == "equal":
+            run = tail_a[i1:i2]
+            if len(run) > 2 * context:
+                shown = [" " + message_line(m, width) for m in run[:context]]
+                shown.append(f"  … {len(run) - 2 * context} more messages both hold …")
+                shown += [" " + message_line(m, width) for m in run[-context:]]
+            else:
+                shown = [" " + message_line(m, width) for m in run]
+            lines += shown
+            continue
+        lines += ["-" + message_line(m, width) for m in tail_a[i1:i2]]
+        lines += ["+" + message_line(m, width) for m in tail_b[j1:j2]]
+    if not tail_a and not tail_b:
+        lines.append("(the two contexts are identical)")
+    return lines
+
+
+__all__ = ["Comparison", "Side", "compare_contexts", "comparison_lines", "message_line"]

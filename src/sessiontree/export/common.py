@@ -1,0 +1,158 @@
+"""What every export shares: which entry it ends at, the path of entries from the root to it,
+and what of the source could not be read.
+
+An export of a damaged session is still useful (the readable part of the conversation), but it
+must say what it left out, so collecting the path records every gap instead of failing: a path
+cut off by a missing parent, an entry on the path that no longer decodes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..display import one_line
+from ..model.entries import Entry, LabelEntry, LeafEntry
+from ..model.errors import Diagnostic, SessionError
+from ..session import Session
+from ..storage.index import NONE
+from ..storage.jsonl import JsonlStorage
+from ..storage.sqlite import SqliteStorage
+
+
+@dataclass(slots=True)
+class PathExport:
+    """The entries from the root down to `target_id` (file order along the path), readable ones
+    only. `cut_above` names the missing parent when the path does not reach a root; `unreadable`
+    lists entries on the path that could not be decoded (left out); `note` explains a target
+    that is not an ordinary point of the conversation."""
+
+    target_id: str | None
+    entries: list[Entry]
+    cut_above: str | None = None
+    unreadable: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.cut_above is None and not self.unreadable
+
+
+def describe_entry(entry: Entry) -> str:
+    """What an entry is, in a few words, for messages that refuse or explain a target."""
+    if isinstance(entry, LeafEntry):
+        to = entry.target_id or "the start"
+        return f"a `leaf` entry (a recorded move of the leaf to {to}), not a point of the conversation"
+    if isinstance(entry, LabelEntry):
+        what = (
+            f"labels {entry.target_id} {entry.label!r}"
+            if entry.label
+            else f"clears the label of {entry.target_id}"
+        )
+        return f"a `label` entry (it {what}); its context is the context of its parent"
+    return f"a `{entry.type}` entry"
+
+
+def resolve_target(session: Session, at: str | None) -> tuple[str | None, str | None]:
+    """The entry an export ends at (`at`, default the leaf) and an explanatory note, or raise.
+
+    `leaf` entries are refused: one records a move of the leaf, and the path through it leads
+    to where the leaf was *before* the move, which is never what someone pointing at it means.
+    A `label` entry is a real point of the path (Pi makes it the leaf), so it is accepted with a
+    note saying what it is."""
+    if at is None:
+        return session.leaf_id, None
+    entry = session.get_entry(at)
+    if entry is None:
+        raise SessionError(
+            "not_found", f"no entry {one_line(at, 80)!r} in this session", path=session.location
+        )
+    if isinstance(entry, LeafEntry):
+        hint = f"; use its target {entry.target_id}" if entry.target_id else ""
+        raise SessionError(
+            "invalid_argument", f"{one_line(at, 80)} is {describe_entry(entry)}{hint}", path=session.location
+        )
+    if isinstance(entry, LabelEntry):
+        return at, f"{one_line(at, 80)} is {describe_entry(entry)}"
+    return at, None
+
+
+def collect_path(session: Session, at: str | None = None) -> PathExport:
+    """The root → `at` path (default: the leaf) as decoded entries, recording what is missing."""
+    target, note = resolve_target(session, at)
+    return path_to(session, target, note)
+
+
+def path_to(session: Session, target: str | None, note: str | None = None) -> PathExport:
+    """The root → `target` path of an entry known to exist; None gives the empty path."""
+    if target is None:
+        return PathExport(None, [], note=note)
+    tree = session.tree
+    positions = tree.path_to_root(session.position(target))
+    entries: list[Entry] = []
+    unreadable: list[str] = []
+    for i in positions:
+        try:
+            entries.append(session.entry_at(i))
+        except SessionError:
+            unreadable.append(tree.ids[i])  # the storage records the line among its diagnostics
+    cut = None
+    if tree.parent[positions[0]] != NONE:  # a root whose parent is not in the log
+        top = positions[0]
+        cut = next((pid for pid, kids in tree.missing_parents.items() if top in kids), "?")
+    return PathExport(target, entries, cut, unreadable, note)
+
+
+def source_file(session: Session) -> str | None:
+    """The file a session lives in (for SQLite, the database), absolute; None in memory."""
+    storage = session.storage
+    if isinstance(storage, SqliteStorage):
+        return os.path.abspath(storage.db_path)
+    if isinstance(storage, JsonlStorage):
+        return os.path.abspath(storage.path)
+    return None
+
+
+def source_name(session: Session) -> str | None:
+    """How a copy names its source in `parentSession`: the absolute path of the session file
+    (for SQLite, of the database, followed by `#id`); None for a session only in memory."""
+    file = source_file(session)
+    if file is not None and isinstance(session.storage, SqliteStorage):
+        return f"{file}#{session.storage.session_id}"
+    return file
+
+
+def damage(session: Session) -> list[Diagnostic]:
+    """Problems of the source that mean something was left out (errors and warnings; `info`
+    diagnostics record repairs that lost nothing)."""
+    return [d for d in session.diagnostics if d.severity in ("error", "warning")]
+
+
+def _problem(d: Diagnostic) -> str:
+    if d.line is not None and f"line {d.line}" not in d.message:
+        return f"line {d.line}: {d.message}"
+    return d.message
+
+
+def damage_line(session: Session, path: PathExport | None = None, *, limit: int = 3) -> str | None:
+    """One line saying what of a damaged source an export skipped, or None when nothing was."""
+    problems = damage(session)
+    parts: list[str] = []
+    if path is not None and path.cut_above is not None:
+        parts.append(
+            f"the path is cut above {path.entries[0].id if path.entries else '?'}"
+            f" (its parent {path.cut_above} is missing)"
+        )
+    if path is not None and path.unreadable:
+        parts.append(
+            f"{len(path.unreadable)} unreadable entr{'y' if len(path.unreadable) == 1 else 'ies'}"
+            f" on the path left out ({', '.join(path.unreadable[:limit])})"
+        )
+    shown = [_problem(d) for d in problems[:limit]]
+    if len(problems) > limit:
+        shown.append(f"and {len(problems) - limit} more")
+    if shown:
+        parts.append("skipped: " + "; ".join(shown))
+    if not parts:
+        return None
+    return one_line(f"{session.location} is damaged; exported what is readable: " + "; ".join(parts), 600)

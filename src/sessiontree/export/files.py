@@ -1,0 +1,86 @@
+"""Writing an export or a fork: the whole file or nothing, never over a file by accident.
+
+The data goes to a private temp file in the target's directory (see `storage.atomic`), is
+flushed to disk, and only then appears under its name: hard-linked into place when the name must
+be new (so a file that appeared meanwhile is not clobbered either), renamed over the old file
+when replacing was asked for. A failure at any step leaves no partial file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterable
+
+from ..model.errors import SessionError
+from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
+
+PURPOSE = "export"
+
+
+def write_file(
+    target: str | os.PathLike[str], chunks: bytes | Iterable[bytes], *, force: bool = False, mode: int = 0o666
+) -> str:
+    """Write `chunks` to `target` atomically; returns the path written. Without `force` an
+    existing file (or symlink, or anything else) at `target` is refused. `mode` is filtered by
+    the umask like any new file's; a replaced file keeps its own permission bits."""
+    path = os.fspath(target)
+    if os.path.isdir(path):
+        raise SessionError("invalid_argument", "is a directory; name a file to write", path=path)
+    if not force and os.path.lexists(path):
+        raise SessionError("invalid_argument", "already exists; use --force to replace it", path=path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise SessionError("storage", f"cannot write: {directory} {problem}", path=path)
+    remove_abandoned(path, PURPOSE)  # temp files of an earlier export that was killed
+    try:
+        fd, tmp = private_temp(path, PURPOSE, mode)
+    except OSError as exc:
+        raise SessionError("storage", f"cannot write here: {exc.strerror or exc}", path=path) from None
+    try:
+        try:
+            for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
+                write_all(fd, chunk)
+            os.fsync(fd)
+            if force:
+                with contextlib.suppress(OSError):
+                    old = os.stat(path, follow_symlinks=False)
+                    if not os.path.islink(path):
+                        os.fchmod(fd, old.st_mode & 0o7777)
+                os.replace(tmp, path)
+            else:
+                _link_new(tmp, path)
+        finally:
+            os.close(fd)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, FileExistsError):
+            raise SessionError(
+                "invalid_argument", "already exists; use --force to replace it", path=path
+            ) from None
+        if isinstance(exc, OSError):
+            raise SessionError("storage", f"cannot write: {exc.strerror or exc}", path=path) from None
+        raise
+    with contextlib.suppress(OSError):
+        fsync_dir(path)
+    return path
+
+
+def _link_new(tmp: str, path: str) -> None:
+    """Give the finished temp file the name `path`, which must not exist."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # a file system without hard links: the check and the rename are two steps here
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "File exists", path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)

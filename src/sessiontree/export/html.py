@@ -1,0 +1,271 @@
+"""The whole session as one self-contained HTML page: the tree in a sidebar, the context of the
+selected entry in the main pane.
+
+The page needs nothing from the network (CSS and JavaScript are inline, and its content
+security policy forbids any request). The session travels as JSON blocks: a small *index* (ids,
+parents, types, roles, one-line previews, labels — enough to draw and filter the tree) before
+the script, then the entries the opening entry's context is made of, then all other entries,
+which a big session's page takes seconds to parse while its tree is already on screen. The page
+computes contexts itself with the same rules as `Session.build_context` (compaction cut,
+projection, derived state, Pi's token estimate), so any entry can be shown without a copy of
+its context per entry: the file stays about the size of the session.
+
+Safety: session text is untrusted. The JSON blocks are written with every `<` as `\\u003c` (so
+no `</script>` or `<!--` can end or confuse them) and U+2028/2029 escaped; the page builds all
+markup from escaped text and renders Markdown itself from escaped text; and the policy admits
+only the page's own script (by its hash), so even markup that slipped through could not run.
+Image data is left out (a placeholder says what was there): it would only make the file big.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from ..context import estimate_tokens
+from ..display import entry_preview, one_line
+from ..model.entries import CompactionEntry, CustomMessageEntry, Entry, MessageEntry
+from ..model.errors import SessionError
+from ..model.ids import iso_now
+from ..session import Session
+from ..storage.index import ROLE_CODES, TYPE_CODES
+from ..storage.scan import encode_line
+from .common import resolve_target, source_name
+from .jsonl import inert_json
+
+PREVIEW_CHARS = 160
+BATCH = 4096  # entries per chunk of the page
+READY_SCRIPT = "window.sessiontreePathReady && window.sessiontreePathReady();"
+
+
+@dataclass(slots=True)
+class HtmlExport:
+    """What went into a page: the selected entry, and entries that could not be read."""
+
+    target_id: str | None
+    entry_count: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+def script_json(value: Any) -> bytes:
+    """`value` as JSON that is safe inside a `<script>` element (lone surrogates and integers
+    past 64 bits, which Pi's files can hold, included)."""
+    return _script_safe(encode_line(value))
+
+
+def _script_safe(data: bytes) -> bytes:
+    # `<` occurs in JSON only inside strings, where `\u003c` means the same character
+    return inert_json(data).replace(b"<", b"\\u003c")
+
+
+def _strip_images(content: Any) -> Any:
+    """`content` with the base64 data of image blocks replaced by their size."""
+    if not isinstance(content, list) or not any(
+        isinstance(b, dict) and b.get("type") == "image" for b in content
+    ):
+        return content
+    out = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "image":
+            data = block.get("data")
+            block = {k: v for k, v in block.items() if k != "data"}
+            block["omittedBytes"] = len(data) * 3 // 4 if isinstance(data, str) else 0
+        out.append(block)
+    return out
+
+
+def _message_without_images(message: Any) -> Any:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    stripped = _strip_images(message["content"])
+    return message if stripped is message["content"] else {**message, "content": stripped}
+
+
+def page_entry(entry: Entry) -> dict[str, Any]:
+    """The entry as the page receives it (images left out)."""
+    data = entry.to_dict()
+    if isinstance(entry, MessageEntry):
+        data["message"] = _message_without_images(entry.message)
+    elif isinstance(entry, CustomMessageEntry):
+        data["content"] = _strip_images(entry.content)
+    elif isinstance(entry, CompactionEntry) and entry.retained_tail:
+        data["retainedTail"] = [_message_without_images(m) for m in entry.retained_tail]
+    return data
+
+
+def _hash(script: str) -> str:
+    """The policy source that admits exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def _asset(name: str) -> str:
+    return (resources.files(__package__) / name).read_text(encoding="utf-8")
+
+
+def html_chunks(session: Session, at: str | None = None) -> tuple[list[bytes], HtmlExport]:
+    """The page for `session` as a list of byte chunks (a big session's page need not exist as
+    one string); it opens at `at` (default: the leaf; the address `#ID` selects any other)."""
+    target, note = resolve_target(session, at)
+    tree = session.tree
+    n = len(tree)
+    result = HtmlExport(target, n, note=note)
+    previews: list[str] = []
+    encoded: list[bytes] = []
+    counts = _Counts()
+    for i in range(n):
+        try:
+            entry = session.entry_at(i)
+        except SessionError:
+            result.unreadable.append(tree.ids[i])
+            previews.append("(this line of the file could not be read)")
+            encoded.append(b"null")
+            continue
+        previews.append(entry_preview(entry, PREVIEW_CHARS))
+        counts.add(entry)
+        try:
+            encoded.append(_script_safe(encode_line(page_entry(entry))))
+        except (TypeError, ValueError):
+            result.unreadable.append(tree.ids[i])
+            encoded.append(b"null")
+    # The entries the opening entry's context is made of (its compaction-bounded path and the
+    # entries its model, thinking level and tools come from) travel first, in a block of their
+    # own, so the page shows that context before it has parsed the rest (see viewer.js).
+    on_path: list[int] = []
+    if target is not None:
+        t = session.position(target)
+        on_path = sorted({*tree.bounded_path(t), *(k for k in tree.state_entries(t) if k >= 0)})
+    path_block = b"".join(
+        [
+            b'{"positions":',
+            orjson.dumps(on_path),
+            b',"entries":[',
+            b",".join(encoded[i] for i in on_path),
+            b"]}",
+        ]
+    )
+    for i in on_path:
+        encoded[i] = b"0"  # already sent
+    rest = [b"["]
+    while encoded:  # joined in batches taken off the front: each entry is freed once copied
+        rest.append((b"," if len(rest) > 1 else b"") + b",".join(encoded[:BATCH]))
+        del encoded[:BATCH]
+    rest.append(b"]")
+
+    leaf_context = session.build_context() if session.leaf_id is not None and not result.unreadable else None
+    header = session.header
+    title = one_line(session.session_name or f"Session {header.id}", 200)
+    labels = session.labels()
+    index = {
+        "format": 1,
+        "title": title,
+        "header": {
+            "id": header.id,
+            "cwd": header.cwd,
+            "timestamp": header.timestamp,
+            "version": session.format_version,
+            "parentSession": header.parent_session,
+        },
+        "source": source_name(session) or session.location,
+        "exported": iso_now(),
+        "typeCodes": TYPE_CODES,
+        "roleCodes": ROLE_CODES,
+        "ids": tree.ids,
+        "parent": tree.parent.tolist(),
+        "kind": list(tree.kind),
+        "role": list(tree.role),
+        "unknownTypes": {str(k): v for k, v in tree.unknown_types.items()},
+        "compactions": {str(k): [v[0], v[1]] for k, v in tree.compactions.items()},
+        "labels": labels,
+        "preview": previews,
+        "leaf": tree.leaf,
+        "selected": session.position(target) if target is not None else -1,
+        "unreadable": result.unreadable,
+        "damage": [d.format() for d in session.diagnostics if d.severity != "info"][:50],
+        "stats": {
+            "entries": n,
+            "messages": sum(counts.roles.values()),
+            "roles": counts.roles,
+            "types": counts.types,
+            "forks": sum(1 for i in range(n) if tree.is_fork(i)),
+            "tips": sum(1 for i in range(n) if tree.first_child[i] < 0),
+            "labels": len(labels),
+            "usageTokens": counts.usage_tokens,
+            "cost": round(counts.cost, 6),
+            "messageTokens": counts.message_tokens,
+            "leafContextTokens": leaf_context.tokens if leaf_context is not None else None,
+            "leafContextMessages": len(leaf_context.messages) if leaf_context is not None else None,
+        },
+    }
+    script = _asset("viewer.js")
+    # split first: the title is session text and must not be taken for a marker
+    pieces = re.split(r"@@(INDEX|SCRIPT|PATH|READY|ENTRIES)@@", _asset("viewer.html"))
+    csp = (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:;"
+        f" script-src {_hash(script)} {_hash(READY_SCRIPT)}; base-uri 'none'; form-action 'none'"
+    )
+    head = pieces[0].replace("@@CSP@@", csp).replace("@@STYLE@@", _asset("viewer.css"))
+    head = head.replace("@@TITLE@@", html.escape(title))
+    parts: dict[str, list[bytes]] = {
+        "INDEX": [script_json(index)],
+        # the script comes before the entries: the tree is drawn while the browser reads them
+        "SCRIPT": [script.encode()],
+        "PATH": [path_block],
+        "READY": [READY_SCRIPT.encode()],
+        "ENTRIES": rest,
+    }
+    page = [head.encode()]
+    for k in range(1, len(pieces), 2):
+        page += parts[pieces[k]]
+        page.append(pieces[k + 1].encode())
+    return page, result
+
+
+def render_html(session: Session, at: str | None = None) -> tuple[bytes, HtmlExport]:
+    """The page as one `bytes` (see `html_chunks`)."""
+    chunks, result = html_chunks(session, at)
+    return b"".join(chunks), result
+
+
+class _Counts:
+    """Counts for the page's header, gathered in the one pass over the entries. Usage is summed
+    as Pi's `getSessionStats` does: assistant messages, compactions and branch summaries whose
+    usage has every numeric component."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, int] = {}
+        self.roles: dict[str, int] = {}
+        self.usage_tokens = 0
+        self.cost = 0.0
+        self.message_tokens = 0
+
+    def add(self, entry: Entry) -> None:
+        self.types[entry.type] = self.types.get(entry.type, 0) + 1
+        usage = None
+        if isinstance(entry, MessageEntry):
+            role = entry.role
+            self.roles[role] = self.roles.get(role, 0) + 1
+            self.message_tokens += estimate_tokens(entry.message)
+            if role == "assistant":
+                usage = entry.message.get("usage")
+        elif entry.type in ("compaction", "branch_summary"):
+            usage = entry.get("usage")
+        if not isinstance(usage, dict):
+            return
+        parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+        cost = usage.get("cost")
+        total = cost.get("total") if isinstance(cost, dict) else None
+        if all(_number(v) for v in [*parts, total]):
+            self.usage_tokens += int(sum(parts))  # type: ignore[arg-type]
+            self.cost += float(total)  # type: ignore[arg-type]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,0 +1,85 @@
+"""The path root → ID as a session file of its own (Pi's v3 JSONL).
+
+The entries are copied unchanged (ids, parents, payloads), so Pi opens the new file at the last
+entry and computes exactly the context it computes at ID in the source. The header is new: a
+fresh session id, now as its timestamp, the source's working directory, and `parentSession`
+naming the source — what Pi writes for a branched session.
+
+An entry's `parentId` changes in two cases only, so that the file written is a clean session
+rather than a copy of a problem: where the source is damaged (an ancestor missing or
+unreadable), the next readable entry is re-parented onto the previous one or made a root; and a
+`leaf` entry inside the path is left out (see `session_lines`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..model.entries import LeafEntry
+from ..model.header import SessionHeader
+from ..model.ids import iso_now, new_session_id
+from ..session import Session
+from ..storage.scan import encode_line
+from .common import PathExport, collect_path, source_name
+
+# Characters that mean nothing to JSON but something to a terminal or an editor (DEL, C1
+# controls, bidi controls, zero-width characters, line/paragraph separators, BOM). They only
+# ever occur inside JSON strings, where `\uXXXX` says the same thing, so escaping them at the
+# byte level changes no value and makes the file safe to print.
+_INERT_BYTES = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8b-\x8f\xa8-\xae]|\xe2\x81[\xa0-\xa4\xa6-\xa9]|\xef\xbb\xbf"
+)
+
+
+def _escape(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode())
+
+
+def inert_json(line: bytes) -> bytes:
+    """`line` (encoded JSON) with the characters above written as `\\uXXXX` escapes."""
+    return _INERT_BYTES.sub(_escape, line)
+
+
+def session_lines(
+    session: Session,
+    path: PathExport,
+    *,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+    timestamp: str | None = None,
+) -> list[bytes]:
+    """The lines (each ending in a newline) of a v3 session file holding `path`.
+
+    A `leaf` entry inside the path (Pi's coding agent chains new entries below one when it
+    continues a file that ends with a leaf move) is left out and its child re-parented onto its
+    parent: in a file of one path, its target is usually absent, which a reader takes for
+    damage, and it contributes nothing to the context."""
+    header = SessionHeader.new(
+        session_id or new_session_id(),
+        timestamp or iso_now(),
+        session.header.cwd,
+        parent_session=parent_session if parent_session is not None else source_name(session),
+    )
+    lines = [inert_json(encode_line(header.to_dict())) + b"\n"]
+    previous: str | None = None
+    for k, entry in enumerate(path.entries):
+        if isinstance(entry, LeafEntry) and k < len(path.entries) - 1:
+            continue  # see `session_lines`' docstring
+        data = entry.to_dict()
+        if data.get("parentId") != previous:
+            data["parentId"] = previous  # bridge a gap (see the module docstring)
+        lines.append(inert_json(encode_line(data)) + b"\n")
+        previous = entry.id
+    return lines
+
+
+def export_jsonl(
+    session: Session,
+    at: str | None = None,
+    *,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+) -> tuple[bytes, PathExport]:
+    """The session file for root → `at` (default: the leaf), and what was collected."""
+    path = collect_path(session, at)
+    return b"".join(session_lines(session, path, session_id=session_id, parent_session=parent_session)), path

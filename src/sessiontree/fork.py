@@ -1,0 +1,77 @@
+"""Forking: a new session file that holds the path root → ID of an existing session.
+
+The new file continues the conversation from ID without the other branches, as Pi's "branch
+into a new session" does. It follows Pi's navigation rule: forking at a user (or custom)
+message ends the new file at that message's *parent* and hands the message text back to be
+sent again (as Pi puts it into the editor), because continuing *after* a user message that was
+already answered is never what picking it means. Every other entry ends the file itself.
+
+The entries are copied unchanged (see `export.jsonl`); the header gets a fresh session id and
+`parentSession` naming the source. By default the file goes next to the source, named the way
+Pi names session files, so Pi's session list shows it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .export.common import PathExport, path_to, resolve_target, source_file
+from .export.files import write_file
+from .export.jsonl import session_lines
+from .model.errors import SessionError
+from .model.ids import iso_now, new_session_id
+from .opening import session_file_name
+from .session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """What `fork_session` wrote."""
+
+    path: str  # the new session file
+    session_id: str
+    leaf_id: str | None  # the last entry of the new file (None: it holds no entries)
+    resend_text: str | None  # the user/custom message text to send again, when forking at one
+    source: PathExport  # what was copied, with any damage of the source
+
+
+def fork_point(session: Session, entry_id: str) -> tuple[str | None, str | None]:
+    """Where a fork at `entry_id` ends, and the text to re-send (Pi's navigation rule, see the
+    module docstring). Raises `not_found` for an unknown id and `invalid_argument` for a
+    `leaf` entry, which records a move rather than a point of the conversation."""
+    resolve_target(session, entry_id)
+    return session.navigation_target(entry_id)
+
+
+def default_fork_path(session: Session, session_id: str, timestamp: str) -> str:
+    """`<source directory>/<timestamp>_<session id>.jsonl`, Pi's file name for a session."""
+    source = source_file(session)
+    if source is None:
+        raise SessionError("invalid_argument", "a session in memory has no directory; name the output file")
+    return os.path.join(os.path.dirname(source), session_file_name(timestamp, session_id))
+
+
+def fork_session(
+    session: Session,
+    entry_id: str,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    parent_session: str | None = None,
+) -> ForkResult:
+    """Write a new session file holding root → `entry_id` (see the module docstring). Nothing
+    is written when anything fails; an existing `output` is replaced only with `force`."""
+    end, resend = fork_point(session, entry_id)
+    path = path_to(session, end)
+    session_id, timestamp = new_session_id(), iso_now()
+    target = os.fspath(output) if output is not None else default_fork_path(session, session_id, timestamp)
+    lines = session_lines(
+        session, path, session_id=session_id, parent_session=parent_session, timestamp=timestamp
+    )
+    # a session file like any other sessiontree creates: private to its owner
+    written = write_file(target, lines, force=force, mode=0o600)
+    return ForkResult(written, session_id, end, resend, path)
+
+
+__all__ = ["ForkResult", "default_fork_path", "fork_point", "fork_session"]

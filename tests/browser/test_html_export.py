@@ -1,0 +1,508 @@
+"""The HTML export in a real headless Chromium: the page loads without the network, draws the
+tree, shows the context of `#ID` (the same roles sessiontree computes), keeps hostile session
+text as text, and its controls (click, filter, search, fold) work.
+
+Loading and deep links are checked with `--dump-dom` (the DOM after the page's script ran);
+interactions through the DevTools protocol over `--remote-debugging-pipe`. Skipped, saying so,
+without Chromium.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from helpers import A, U
+from sessiontree import JsonlStorage, Session, open_session
+from sessiontree.export import render_html
+
+CHROMIUM = next(
+    (
+        p
+        for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium")
+        if p and Path(p).exists()
+    ),
+    None,
+)
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (set CHROMIUM=/path/to/it)"
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dump(page: Path, fragment: str = "", budget: int = 5000) -> str:
+    url = page.resolve().as_uri() + (("#" + urllib.parse.quote(fragment, safe="")) if fragment else "")
+    done = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--virtual-time-budget={budget}", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def attr(dom: str, element_id: str, name: str) -> str | None:
+    tag = re.search(r"<[a-z]+ [^>]*id=\"" + re.escape(element_id) + r"\"[^>]*>", dom)
+    assert tag, f"no #{element_id}"
+    m = re.search(r"\b" + re.escape(name) + r"=\"([^\"]*)\"", tag.group())
+    return None if m is None else m.group(1).replace("&quot;", '"').replace("&amp;", "&")
+
+
+def body_attr(dom: str, name: str) -> str | None:
+    tag = re.search(r"<body[^>]*>", dom)
+    assert tag
+    m = re.search(r"\b" + re.escape(name) + r"=\"([^\"]*)\"", tag.group())
+    return None if m is None else m.group(1)
+
+
+def export(session_path: Path, out: Path, at: str | None = None) -> Path:
+    with open_session(session_path, read_only=True) as s:
+        data, _ = render_html(s, at)
+    out.write_bytes(data)
+    return out
+
+
+def build_tree(path: Path) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        s.append_model_change("openai", "gpt-5")
+        ids["u1"] = s.append_message(U("first question with **bold** and `code`"))
+        ids["a1"] = s.append_message(A("# Heading\n\n- item one\n- item two\n\n```python\nprint('hi')\n```"))
+        ids["label"] = s.append_label(ids["a1"], "good")
+        ids["u_side"] = s.append_message(U("a question we drop"))
+        ids["a_side"] = s.append_message(A("an answer we drop"))
+        ids["summary"] = s.move_to(ids["a1"], "tried something else") or ""
+        ids["u2"] = s.append_message(U("second question"))
+        ids["a2"] = s.append_message(A("kept answer"))
+        ids["compaction"] = s.append_compaction("summary of the early part", ids["a2"], 1234)
+        ids["u3"] = s.append_message(U("after the compaction"))
+        ids["a3"] = s.append_message(A("last answer"))
+    return ids
+
+
+@pytest.fixture
+def tree(tmp_path) -> tuple[Path, dict[str, str]]:
+    path = tmp_path / "tree.jsonl"
+    return path, build_tree(path)
+
+
+def test_the_page_loads_and_shows_the_leaf(tree, tmp_path):
+    path, ids = tree
+    page = export(path, tmp_path / "tree.html")
+    dom = dump(page)
+    assert body_attr(dom, "data-ready") == "1" and body_attr(dom, "data-error") is None
+    assert attr(dom, "main", "data-selected") == ids["a3"]
+    with open_session(path, read_only=True) as s:
+        want = [m["role"] for m in s.build_context().messages]
+    assert attr(dom, "main", "data-roles") == ",".join(want)
+    rows = re.findall(r'<div [^>]*class="row[^"]*"', dom)
+    assert len(rows) >= 9  # the default filter hides the label and the leaf entry
+    assert re.search(r'class="row path leaf[^"]*"', dom)
+    assert "13 entries" in re.sub(r"<[^>]+>", "", dom)  # the header counts
+    assert "<h1>Heading</h1>" not in dom  # the leaf's context is after the compaction
+
+
+@pytest.mark.parametrize("name", ["u1", "a1", "label", "a_side", "summary", "u2", "compaction", "u3"])
+def test_a_deep_link_shows_that_entrys_context(tree, tmp_path, name):
+    path, ids = tree
+    page = export(path, tmp_path / "tree.html")
+    dom = dump(page, ids[name])
+    assert body_attr(dom, "data-error") is None
+    assert attr(dom, "main", "data-selected") == ids[name]
+    with open_session(path, read_only=True) as s:
+        context = s.build_context(at=ids[name])
+    assert attr(dom, "main", "data-roles") == ",".join(m["role"] for m in context.messages)
+    if name == "a1":  # Markdown rendered from escaped text
+        assert "<h1>Heading</h1>" in dom and "<li>item one</li>" in dom
+        assert (
+            "<pre><code>print(&#39;hi&#39;)</code></pre>" in dom
+            or "<pre><code>print('hi')</code></pre>" in dom
+        )
+        assert "<strong>bold</strong>" in dom and "<code>code</code>" in dom
+
+
+def test_export_at_an_entry_opens_there_and_unknown_links_say_so(tree, tmp_path):
+    path, ids = tree
+    page = export(path, tmp_path / "at.html", at=ids["a_side"])
+    assert attr(dump(page), "main", "data-selected") == ids["a_side"]
+    dom = dump(page, "no-such-entry")
+    assert "No entry no-such-entry in this session" in dom and body_attr(dom, "data-error") is None
+
+
+def test_a_damaged_session_and_an_empty_one(tree, tmp_path):
+    path, ids = tree
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines = [b"{not json\n" if f'"id":"{ids["u2"]}"'.encode() in line else line for line in lines]
+    path.write_bytes(b"".join(lines))
+    dom = dump(export(path, tmp_path / "damaged.html"))
+    assert body_attr(dom, "data-error") is None and body_attr(dom, "data-ready") == "1"
+    banner = re.search(r'<div id="damage">(.*?)</div>', dom, re.S)
+    assert banner and "is damaged" in banner.group(1) and "not valid JSON" in banner.group(1)
+    assert attr(dom, "main", "data-selected") == ids["a3"]
+
+    empty = tmp_path / "empty.jsonl"
+    JsonlStorage.create(empty, cwd="/p").close()
+    dom = dump(export(empty, tmp_path / "empty.html"))
+    assert body_attr(dom, "data-error") is None and "The session has no entries" in dom
+
+
+HOSTILE = [
+    "<script>document.body.dataset.pwned='script'</script>",
+    "<img src=x onerror=\"document.body.dataset.pwned='img'\">",
+    "</script><script>document.body.dataset.pwned='breakout'</script>",
+    "<!--<script>document.body.dataset.pwned='comment'</script>",
+    "[click](javascript:document.body.dataset.pwned='link') and [ok](https://example.com/a?b=1&c=\"2\")",
+    "**<b onmouseover=alert(1)>bold</b>** `<i>code</i>`",
+    "line\u2028separator\u2029paragraph and \x1b]0;title\x07 escape and \u202e bidi",
+]
+
+
+def hostile_session(path: Path) -> dict[str, str]:
+    """Hostile text everywhere the page shows session text: message bodies, a tool name and
+    result, a label, the session name, an entry id, a model name."""
+    ts = "2026-01-01T00:00:00.000Z"
+    evil_id = "x\"'><img src=x onerror=\"document.body.dataset.pwned='id'\">"
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "<b>sid</b>",
+        "timestamp": ts,
+        "cwd": "</title><script>x</script>",
+    }
+    lines = [header]
+    parent = None
+    ids = {}
+    for k, text in enumerate(HOSTILE):
+        eid = f"u{k}"
+        lines.append({"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": U(text)})
+        parent = eid
+    call = A("")
+    call["content"] = [
+        {
+            "type": "toolCall",
+            "id": "c1",
+            "name": "<img src=x onerror=alert(1)>",
+            "arguments": {"x": "</script>"},
+        }
+    ]
+    call["model"] = "<svg onload=alert(1)>"
+    lines.append({"type": "message", "id": evil_id, "parentId": parent, "timestamp": ts, "message": call})
+    lines.append(
+        {
+            "type": "message",
+            "id": "r1",
+            "parentId": evil_id,
+            "timestamp": ts,
+            "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "<img src=x onerror=alert(1)>",
+                        "content": [{"type": "text", "text": HOSTILE[2]}], "isError": False, "timestamp": 3},
+        }
+    )  # fmt: skip
+    lines.append(
+        {
+            "type": "label",
+            "id": "l1",
+            "parentId": "r1",
+            "timestamp": ts,
+            "targetId": "u0",
+            "label": HOSTILE[1],
+        }
+    )
+    lines.append({"type": "session_info", "id": "n1", "parentId": "l1", "timestamp": ts, "name": HOSTILE[2]})
+    lines.append(
+        {"type": "message", "id": "last", "parentId": "n1", "timestamp": ts, "message": U(HOSTILE[0])}
+    )
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ids["evil"] = evil_id
+    return ids
+
+
+@pytest.mark.parametrize("where", ["", "evil", "u4"])
+def test_hostile_session_text_stays_text(tmp_path, where):
+    path = tmp_path / "evil.jsonl"
+    ids = hostile_session(path)
+    page = export(path, tmp_path / "evil.html")
+    raw = page.read_text()
+    assert raw.count("<script") == 5 and raw.count("</script>") == 5  # only the page's own
+    assert "\u2028" not in raw and "\u2029" not in raw
+    dom = dump(page, ids.get(where, where))
+    assert body_attr(dom, "data-ready") == "1"
+    assert body_attr(dom, "data-pwned") is None and body_attr(dom, "data-error") is None
+    assert "<img" not in dom and "<svg" not in dom and "<b " not in dom and "<i>" not in dom
+    assert dom.count("<script") == 5
+    assert 'href="javascript' not in dom
+    if where == "u4":
+        assert '<a href="https://example.com/a?b=1&amp;c=&quot;2&quot;' in dom  # http(s) links only
+        assert "[click](javascript:" in dom
+    if where == "":
+        assert "&lt;script&gt;document.body.dataset.pwned='script'&lt;/script&gt;" in dom.replace(
+            "&#39;", "'"
+        )
+    if where == "evil":
+        assert "&lt;img src=x onerror=alert(1)&gt;" in dom  # the tool name, as text
+    title = re.search(r"<title>(.*?)</title>", dom, re.S)
+    assert title and "<" not in title.group(1)
+
+
+def test_lone_surrogates_and_huge_numbers(tmp_path):
+    """Pi's files can hold half an emoji (a cut in the middle of a surrogate pair) in any string,
+    ids included, and integers JavaScript reads as floats. The page shows them, inert, and an
+    id no URL can hold is addressed by position (`#@N`)."""
+    ts = "2026-01-01T00:00:00.000Z"
+    call = {
+        "type": "toolCall",
+        "id": "c\udfff",
+        "name": "t",
+        "arguments": {"n": 123456789012345678901234567890},
+    }
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"},
+        {
+            "type": "message",
+            "id": "u\ud800",
+            "parentId": None,
+            "timestamp": ts,
+            "message": U("half \ud83d an emoji"),
+        },
+        {
+            "type": "label",
+            "id": "l1",
+            "parentId": "u\ud800",
+            "timestamp": ts,
+            "targetId": "u\ud800",
+            "label": "x\udc00",
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "l1",
+            "timestamp": ts,
+            "message": {**A(""), "content": [call]},
+        },
+    ]
+    path = tmp_path / "surrogates.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))  # ensure_ascii: \ud800 escapes
+    page = export(path, tmp_path / "surrogates.html")
+    for fragment in ("", "@0", "a1"):
+        dom = dump(page, fragment)
+        assert body_attr(dom, "data-ready") == "1" and body_attr(dom, "data-error") is None, fragment
+    assert attr(dom, "main", "data-roles") == "user,assistant"
+    assert "half ⟨U+D83D⟩ an emoji" in dom and "1.2345678901234568e+29" in dom
+    assert attr(dump(page, "@0"), "main", "data-selected") == "u⟨U+D800⟩"
+
+
+# --- interactions (DevTools protocol) -----------------------------------------------------------
+
+
+class Browser:
+    """Chromium driven over `--remote-debugging-pipe` (NUL-separated JSON on fds 3 and 4)."""
+
+    def __init__(self) -> None:
+        to_chrome_r, self._w = os.pipe()
+        self._r, from_chrome_w = os.pipe()
+
+        def fds() -> None:  # Chromium reads commands on fd 3 and answers on fd 4
+            high_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+            high_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *FLAGS, "--remote-debugging-pipe", "--window-size=1200,800", "about:blank"],
+            pass_fds=(3, 4, to_chrome_r, from_chrome_w),  # fds closed after `fds` ran, except these
+            preexec_fn=fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf = b""
+        self._next = 0
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        self._next += 1
+        message = {"id": self._next, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._w, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buf:
+                chunk = os.read(self._r, 1 << 16)
+                assert chunk, "Chromium closed the pipe"
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._next:
+                assert "error" not in reply, reply
+                return reply["result"]
+
+    def js(self, expression: str):
+        result = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            self.session,
+        )
+        assert "exceptionDetails" not in result, result
+        return result["result"].get("value")
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", {"url": url}, self.session)
+        self.wait("document.body && document.body.dataset.ready === '1'")
+
+    def wait(self, condition: str, timeout: float = 60) -> None:
+        end = time.monotonic() + timeout
+        while not self.js(f"!!({condition})"):
+            assert time.monotonic() < end, f"timed out waiting for {condition}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self._w)
+        os.close(self._r)
+
+
+@pytest.fixture
+def browser():
+    b = Browser()
+    yield b
+    b.close()
+
+
+def test_clicks_filter_search_and_fold(tree, tmp_path, browser):
+    path, ids = tree
+    page = export(path, tmp_path / "tree.html")
+    browser.open(page.resolve().as_uri())
+    sel = "document.getElementById('main').dataset.selected"
+    assert browser.js(sel) == ids["a3"]
+
+    # a click on a row selects its entry, through the address (so back/forward work)
+    browser.js(f"document.querySelector('.row[data-id=\"{ids['a_side']}\"] .pv').click()")
+    browser.wait(f"{sel} === '{ids['a_side']}'")
+    assert browser.js("location.hash") == "#" + ids["a_side"]
+    browser.js("history.back()")
+    browser.wait(f"{sel} === '{ids['a3']}'")
+
+    # filters: the default hides the label entry; "everything" shows it; "user messages" only users
+    count = "document.querySelectorAll('.row').length"
+    default_rows = browser.js(count)
+    choose = (
+        "{{ const f = document.getElementById('filter'); f.value = '{}';"
+        " f.dispatchEvent(new Event('change')) }}"
+    )
+    browser.js(choose.format("all"))
+    assert browser.js(count) == default_rows + 3  # + the model change, the label, the leaf entry
+    browser.js(choose.format("user-only"))
+    assert browser.js(count) == 4
+    browser.js(choose.format("default"))
+
+    # search: Enter jumps to the first match, searching full text, not only the previews
+    browser.js(
+        "{ const s = document.getElementById('search'); s.value = 'DROP';"
+        "s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }"
+    )
+    browser.wait(f"{sel} === '{ids['u_side']}'")
+    assert browser.js("document.getElementById('hits').textContent") == "1/2"
+    assert browser.js("document.querySelectorAll('.row.hit').length") == 2
+
+    # fold the fork at a1: the side branch and the path below it disappear; unfold brings them back
+    before = browser.js(count)
+    browser.js(f"document.querySelector('.row[data-id=\"{ids['a1']}\"] [data-fold]').click()")
+    assert browser.js(count) < before
+    assert browser.js(f"!document.querySelector('.row[data-id=\"{ids['a3']}\"]')")
+    browser.js("document.getElementById('unfold').click()")
+    assert browser.js(count) == before
+
+    # keyboard: ↓ moves to the next row
+    browser.js(f"location.hash = '{ids['u1']}'")
+    browser.wait(f"{sel} === '{ids['u1']}'")
+    browser.js("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowDown', bubbles: true}))")
+    browser.wait(f"{sel} === '{ids['a1']}'")
+    assert browser.js("document.body.dataset.error") is None
+
+
+def test_no_request_leaves_the_page(tmp_path, browser):
+    """The content security policy admits nothing from the network: a fetch fails."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("hi"))
+    page = export(path, tmp_path / "s.html")
+    browser.open(page.resolve().as_uri())
+    blocked = browser.js("fetch('https://example.com/').then(() => 'sent', () => 'blocked')")
+    assert blocked == "blocked"
+    policy = browser.js("document.querySelector('meta[http-equiv]').content")
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+
+
+def big_session(tmp_path: Path, entries: int) -> Path:
+    path = tmp_path / f"s{entries}.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "make_session.py"), str(entries), "-o", str(path)],
+        check=True,
+        capture_output=True,
+    )
+    return path
+
+
+def check_big(tmp_path: Path, browser: Browser, entries: int) -> dict:
+    path = big_session(tmp_path, entries)
+    start = time.monotonic()
+    page = export(path, tmp_path / "big.html")
+    exported = time.monotonic() - start
+    with open_session(path, read_only=True) as s:
+        deep = s.get_entries()[entries // 2]
+        while deep.type == "leaf":
+            deep = s.get_entry(deep.parent_id or "") or deep
+        want = [m["role"] for m in s.build_context(at=deep.id).messages]
+    start = time.monotonic()
+    browser.open(page.resolve().as_uri())
+    loaded = time.monotonic() - start
+    assert browser.js("document.querySelectorAll('.row').length") < 200  # only the rows on screen
+    browser.js(f"location.hash = '{deep.id}'")
+    browser.wait(f"document.getElementById('main').dataset.selected === '{deep.id}'")
+    assert browser.js("document.getElementById('main').dataset.roles") == ",".join(want)
+    start = time.monotonic()
+    browser.js("document.getElementById('tree').scrollTop = 1e9")
+    browser.js("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    scrolled = time.monotonic() - start
+    timing = json.loads(browser.js("document.body.dataset.timing"))
+    return {
+        "bytes": page.stat().st_size,
+        "export_s": exported,
+        "load_s": loaded,
+        "scroll_s": scrolled,
+        **timing,
+    }
+
+
+def test_a_big_session_stays_usable(tmp_path, browser):
+    figures = check_big(tmp_path, browser, 10_000)
+    assert figures["tree"] < 5000 and figures["scroll_s"] < 1, figures
+
+
+@pytest.mark.slow
+def test_a_100k_entry_session(tmp_path, browser):
+    figures = check_big(tmp_path, browser, 100_000)
+    print(figures)
+    assert figures["tree"] < 10_000 and figures["scroll_s"] < 2, figures

@@ -1,0 +1,203 @@
+"""`sessiontree export`, `fork` and `diff`, run as real subprocesses on real files: what they
+print, what they write, and how each kind of bad input ends (one line on stderr, nothing
+half-written, a meaningful exit status)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import A, U
+from sessiontree import JsonlStorage, Session, SqliteStorage, open_session
+
+
+def run(*args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessiontree", *args], capture_output=True, text=True, check=check, cwd=cwd
+    )
+
+
+def make(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    path = tmp_path / "s.jsonl"
+    ids = {}
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        ids["u1"] = s.append_message(U("hello \x1b]0;pwned\x07 world"))
+        ids["a1"] = s.append_message(A("answer with ```` fences ```` inside"))
+        ids["label"] = s.append_label(ids["a1"], "kept")
+        ids["u2"] = s.append_message(U("second"))
+        ids["a2"] = s.append_message(A("second answer"))
+        s.move_to(ids["a1"])
+        ids["leaf_entry"] = s.leaf_moves()[-1].entry_id
+        ids["u3"] = s.append_message(U("other branch"))
+        ids["a3"] = s.append_message(A("other answer"))
+    return path, ids
+
+
+def test_export_markdown_to_stdout(tmp_path):
+    path, ids = make(tmp_path)
+    done = run("export", str(path))
+    assert done.stderr == ""
+    assert "### User" in done.stdout and "other branch" in done.stdout and "second answer" not in done.stdout
+    assert "\x1b" not in done.stdout and "␛]0;pwned␇" in done.stdout  # inert, like every text output
+    assert "label **kept**" in done.stdout
+    at = run("export", str(path), "--at", ids["a2"], "--format", "md").stdout
+    assert "second answer" in at and "other branch" not in at
+
+
+def test_export_writes_files_in_each_format(tmp_path):
+    path, ids = make(tmp_path)
+    for name in ("out.md", "out.jsonl", "out.html"):
+        done = run("export", str(path), "-o", str(tmp_path / name))
+        assert done.stdout.startswith(f"wrote {tmp_path / name} ({name.split('.')[1]},")
+    assert (tmp_path / "out.md").read_text().startswith("# Session ")
+    with open_session(tmp_path / "out.jsonl", read_only=True) as copy:
+        assert copy.leaf_id == ids["a3"] and copy.entry_count() == 4  # u1 a1 u3 a3
+    assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
+    jsonl = run("export", str(path), "--format", "jsonl", "--at", ids["u2"]).stdout
+    assert [json.loads(line)["type"] for line in jsonl.splitlines()] == [
+        "session",
+        "message",
+        "message",
+        "label",
+        "message",
+    ]
+
+
+def test_existing_output_is_refused_unless_forced(tmp_path):
+    path, _ = make(tmp_path)
+    target = tmp_path / "taken.md"
+    target.write_text("precious")
+    done = run("export", str(path), "-o", str(target), check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "already exists; use --force" in done.stderr
+    assert target.read_text() == "precious"
+    run("export", str(path), "-o", str(target), "--force")
+    assert target.read_text().startswith("# Session")
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["missing-dir/out.md", "is-a-dir", "s.jsonl/out.md"],
+)
+def test_unwritable_output_is_one_line_and_leaves_nothing(tmp_path, where):
+    path, _ = make(tmp_path)
+    (tmp_path / "is-a-dir").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    done = run("export", str(path), "-o", str(tmp_path / where), check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's /sys")
+def test_a_directory_nobody_may_write(tmp_path):
+    path, _ = make(tmp_path)
+    done = run("export", str(path), "-o", "/sys/kernel/sessiontree-export.md", check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot write here" in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_directory(tmp_path):
+    path, _ = make(tmp_path)
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        done = run("export", str(path), "-o", str(locked / "x.md"), check=False)
+        assert done.returncode == 2 and "cannot write" in done.stderr and done.stderr.count("\n") == 1
+    finally:
+        locked.chmod(0o700)
+
+
+def test_bad_ids(tmp_path):
+    path, ids = make(tmp_path)
+    unknown = run("export", str(path), "--at", "nope", check=False)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.strip().endswith("no entry 'nope' in this session [not_found]")
+    leaf = run("export", str(path), "--at", ids["leaf_entry"], "-o", str(tmp_path / "x.md"), check=False)
+    assert leaf.returncode == 2 and leaf.stderr.count("\n") == 1
+    assert "`leaf` entry" in leaf.stderr and f"use its target {ids['a1']}" in leaf.stderr
+    assert not (tmp_path / "x.md").exists()
+    label = run("export", str(path), "--at", ids["label"])
+    assert label.returncode == 0 and "note:" in label.stderr and "`label` entry" in label.stderr
+
+
+def damaged(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    path, ids = make(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines = [b"{not json\n" if f'"id":"{ids["a1"]}"'.encode() in line else line for line in lines]
+    path.write_bytes(b"".join(lines))
+    return path, ids
+
+
+@pytest.mark.parametrize("fmt", ["md", "jsonl", "html"])
+def test_damaged_source_exports_what_is_readable_and_exits_1(tmp_path, fmt):
+    path, ids = damaged(tmp_path)
+    out = tmp_path / f"out.{fmt}"
+    done = run("export", str(path), "--at", ids["a3"], "-o", str(out), check=False)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "damaged; exported what is readable" in done.stderr
+    assert "line 3" in done.stderr  # the damaged line, by number
+    assert out.exists()
+    if fmt == "jsonl":
+        with open_session(out, read_only=True) as copy:
+            assert copy.diagnostics == [] and copy.leaf_id == ids["a3"]
+            assert [e.id for e in copy.get_entries()] == [ids["u3"], ids["a3"]]  # cut above u3
+
+
+def test_sqlite_address(tmp_path):
+    db = tmp_path / "s.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/p")) as s:
+        s.append_message(U("in a database"))
+        a = s.append_message(A("yes"))
+        sid = s.session_id
+    out = run("export", f"{db}#{sid}", "--at", a).stdout
+    assert "in a database" in out
+    copy = tmp_path / "copy.jsonl"
+    run("export", f"{db}#{sid}", "-o", str(copy))
+    with open_session(copy, read_only=True) as c:
+        assert c.header.parent_session == f"{db}#{sid}" and c.leaf_id == a
+
+
+def test_fork(tmp_path):
+    path, ids = make(tmp_path)
+    done = run("fork", str(path), ids["u2"])
+    lines = done.stdout.splitlines()
+    new = Path(lines[0])
+    assert new.parent == tmp_path and new.exists()
+    assert "send again" in lines[2] and lines[3] == "second"
+    with open_session(new, read_only=True) as fork:
+        assert fork.leaf_id == ids["label"]  # the parent of the user message
+    data = json.loads(run("fork", str(path), ids["a2"], "--json", "-o", str(tmp_path / "f.jsonl")).stdout)
+    assert (
+        data["path"] == str(tmp_path / "f.jsonl")
+        and data["leafId"] == ids["a2"]
+        and data["resendText"] is None
+    )
+    again = run("fork", str(path), ids["a2"], "-o", str(tmp_path / "f.jsonl"), check=False)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    bad = run("fork", str(path), ids["leaf_entry"], check=False)
+    assert bad.returncode == 2 and "`leaf` entry" in bad.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".jsonl").__len__() == 3
+
+
+def test_diff(tmp_path):
+    path, ids = make(tmp_path)
+    text = run("diff", str(path), ids["a2"], ids["a3"]).stdout.splitlines()
+    assert text[0].startswith(f"--- {ids['a2']}: 4 messages")
+    assert text[1].startswith(f"+++ {ids['a3']}: 4 messages")
+    assert text[2].startswith("= 2 shared messages")
+    assert text[3:] == [
+        "-user: second",
+        "-assistant: second answer",
+        "+user: other branch",
+        "+assistant: other answer",
+    ]
+    data = json.loads(run("diff", str(path), ids["a2"], ids["a3"], "--json").stdout)
+    assert data["shared"]["messages"] == 2 and [m["role"] for m in data["b"]["tail"]] == ["user", "assistant"]
+    bad = run("diff", str(path), ids["a2"], "nope", check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
