@@ -111,6 +111,15 @@ class SessionTreeApp(App[None]):
         if session is not None:
             self._show(session)
 
+    def open_path(self, path: Path) -> None:
+        """Open another session in place of the current one (a fork just made, say)."""
+        try:
+            session = self.opener(path)
+        except SessionError as exc:
+            self.notify(f"{exc}", title="Cannot open", severity="error", markup=False)
+            return
+        self._show(session)
+
     def upgrade_and_reopen(self, location: str) -> None:
         browser = self.browser
         if browser is None:
@@ -143,7 +152,9 @@ class SessionTreeApp(App[None]):
                 partial(screen.action_set_filter, flt.value),
             )
         tree = screen.query_one(SessionTreeView)
-        commands = [
+        export_html: Callable[[], None] = partial(screen.export_here, "html")
+        export_md: Callable[[], None] = partial(screen.export_here, "md")
+        commands: list[tuple[str, str, Callable[[], object]]] = [
             ("Find…", "search entries (/)", screen.action_search),
             ("Filter by search…", "narrow the tree to matching entries (&)", screen.action_search_filter),
             ("Go to the active leaf", "jump the cursor to the leaf (a)", tree.action_jump_active),
@@ -153,6 +164,19 @@ class SessionTreeApp(App[None]):
             ("Navigation history", "every recorded leaf move (H)", screen.action_history),
             ("Open another session…", "the session picker (o)", self.action_open_other),
             ("Pause / resume live follow", "(F)", screen.action_toggle_follow),
+            ("Copy…", "entry text, tool call with result, context as sent, id (c)", screen.action_copy),
+            ("Fork a new session here…", "root → this entry in a new file (X)", screen.action_fork),
+            ("Compare with a marked entry", "mark, move, compare contexts (d)", screen.action_compare),
+            (
+                "Export as HTML",
+                "root → this entry, next to the session file",
+                export_html,
+            ),
+            (
+                "Export as Markdown",
+                "root → this entry, next to the session file",
+                export_md,
+            ),
         ]
         if screen.session.format_version < 3:
             commands.append(("Upgrade to v3…", "rewrite this old-format file (U)", screen.action_upgrade))

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Header, Input, Static
 from ..outline import Filter
 from ..session import Session
 from . import deliver
+from .branching import BranchingMixin
 from .follow import FollowMixin
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
@@ -42,7 +43,7 @@ def _filter_bindings() -> list[Binding]:
     return cycle + direct
 
 
-class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
+class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     HELP_TITLE = "Session"
     # The footer lists the focused widget's bindings, then the screen's, then the app's: help
     # and quit come first here so that they are the last to be cut at narrow widths.
@@ -69,6 +70,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin):
             "F", "toggle_follow", "Follow", show=False, tooltip="pause / resume live follow", id="follow"
         ),
         Binding("U", "upgrade", "Upgrade", tooltip="upgrade this old-format file to v3", id="upgrade"),
+        Binding(
+            "c", "copy", "Copy", show=False, tooltip="copy: text, tool call + result, context, id", id="copy"
+        ),
+        Binding("X", "fork", "Fork", show=False, tooltip="fork a new session file at the entry", id="fork"),
+        Binding("d", "compare", "Compare", show=False, tooltip="mark / compare two contexts", id="compare"),
     ]
 
     def __init__(self, session: Session, *, summarizer: str | None = None, follow: bool = True) -> None:

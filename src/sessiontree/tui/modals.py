@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -290,3 +290,68 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
+
+
+class ChoiceScreen(ModalScreen[str | None]):
+    """Pick one of a few choices: by number, or with the cursor and Enter; Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, choices: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog small-dialog"):
+            yield Static(plain(self.title_text), classes="dialog-title")
+            options = [
+                Option(plain(f"{n}  {label}"), id=key) for n, (key, label) in enumerate(self.choices, 1)
+            ]
+            yield OptionList(*options, id="choices", markup=False)
+            yield Static("1-9 or Enter: choose · Esc: cancel", classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.character and event.character.isdigit():
+            n = int(event.character)
+            if 1 <= n <= len(self.choices):
+                event.stop()
+                self.dismiss(self.choices[n - 1][0])
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class LinesScreen(ModalScreen[None]):
+    """Read-only lines (a comparison of two contexts) in a scrollable dialog."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, title: str, lines: list[str]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
+            yield Static(plain(self.title_text), classes="dialog-title")
+            with VerticalScroll(id="lines-body"):
+                text = Text()
+                for line in self.lines:
+                    style = {"-": "red", "+": "green", "=": "dim"}.get(line[:1], "")
+                    text.append(inert(line) + "\n", style=style)
+                yield Static(text, markup=False)
+            yield Static("↑ ↓ PgUp PgDn scroll · Esc closes", classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#lines-body").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,154 @@
+"""Taking a branch elsewhere from the browser: copy (entry text, a tool call with its result,
+the context as sent, the id), fork the path into a new session file, compare two contexts, and
+export to HTML or Markdown. The work is the library's (`sessiontree.fork`, `sessiontree.compare`,
+`sessiontree.export`), the same code as the CLI's `fork`, `diff` and `export`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..compare import compare_contexts, comparison_lines
+from ..display import entry_summary, one_line
+from ..export import context_markdown, html_chunks, write_file
+from ..fork import fork_point, fork_session
+from ..model.errors import SessionError
+from ..model.messages import content_text
+from .core import BrowserBase
+from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
+
+COPY_CHOICES = [
+    ("text", "the entry's text"),
+    ("call", "the tool call with its result"),
+    ("sent", "the context here, as sent to the model (JSON)"),
+    ("id", "the entry id"),
+]
+
+
+class BranchingMixin(BrowserBase):
+    _compare_mark: str | None = None  # the entry id marked with `d`, waiting for its pair
+
+    # --- copy ---------------------------------------------------------------------------------
+
+    def action_copy(self) -> None:
+        target = self._tree().current_target()
+        if target is None:
+            return
+
+        def chosen(what: str | None) -> None:
+            if what is None:
+                return
+            try:
+                text = self._copy_text(target.position, target.entry_id, what)
+            except SessionError as exc:
+                self.notify(f"Nothing copied: {exc}", severity="error", markup=False)
+                return
+            if not text:
+                self.notify("Nothing to copy there.", severity="warning", markup=False)
+                return
+            self.app.copy_to_clipboard(text)
+            size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
+            self.notify(f"Copied {dict(COPY_CHOICES)[what]}: {size}", markup=False)
+
+        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", COPY_CHOICES), chosen)
+
+    def _copy_text(self, position: int, entry_id: str, what: str) -> str:
+        session = self.session
+        if what == "id":
+            return entry_id
+        if what == "sent":
+            return json.dumps(session.build_context(at=entry_id).to_llm(), ensure_ascii=False, indent=2)
+        entry = session.entry_at(position)
+        if what == "text":
+            return entry_summary(entry)
+        call = session.tool_call_of(position)
+        if call is None:  # on the assistant message: its calls, without results
+            return entry_summary(entry)
+        result = content_text(entry.get("message", {}).get("content"))
+        arguments = json.dumps(call.get("arguments"), ensure_ascii=False, indent=2)
+        return f"{call.get('name')}({arguments})\n\n→ {result}"
+
+    # --- fork ---------------------------------------------------------------------------------
+
+    def action_fork(self) -> None:
+        target = self._tree().current_target()
+        if target is None:
+            return
+        session = self.session
+        try:
+            end, resend = fork_point(session, target.entry_id)
+        except SessionError as exc:
+            self.notify(f"Cannot fork here: {exc}", severity="error", markup=False)
+            return
+        detail = f"The new session holds the path from the first entry to {end or 'nothing (empty)'}"
+        if resend:
+            detail += "; the message's text is copied to re-send, as Pi does"
+        detail += ". This session is not changed."
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                result = fork_session(session, target.entry_id)
+            except SessionError as exc:
+                self.notify(f"Not forked: {exc}", severity="error", markup=False)
+                return
+            if result.resend_text:
+                self.app.copy_to_clipboard(result.resend_text)
+            self._offer_to_open(result.path)
+
+        self.app.push_screen(
+            ConfirmScreen(f"Fork a new session at {target.entry_id}?", detail, "Fork"), answered
+        )
+
+    def _offer_to_open(self, path: str) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.open_path(Path(path))  # type: ignore[attr-defined]
+
+        self.app.push_screen(ConfirmScreen(f"Forked to {path}. Open it now?", yes="Open"), answered)
+
+    # --- compare ------------------------------------------------------------------------------
+
+    def action_compare(self) -> None:
+        target = self._tree().current_target()
+        if target is None:
+            return
+        mark = self._compare_mark
+        if mark is None or mark == target.entry_id or mark not in self.session.tree.pos:
+            self._compare_mark = target.entry_id
+            self.notify(
+                f"Marked {target.entry_id}: move to another entry and press d to compare", markup=False
+            )
+            return
+        self._compare_mark = None
+        try:
+            comparison = compare_contexts(self.session, mark, target.entry_id)
+        except SessionError as exc:
+            self.notify(f"Cannot compare: {exc}", severity="error", markup=False)
+            return
+        width = max(self.app.size.width - 12, 40)
+        lines = comparison_lines(comparison, width=width)
+        title = f"Context at {mark} (−) against {target.entry_id} (+)"
+        self.app.push_screen(LinesScreen(title, lines))
+
+    # --- export -------------------------------------------------------------------------------
+
+    def export_here(self, kind: str) -> None:
+        """Write root → cursor as a self-contained HTML page or as Markdown next to the session."""
+        target = self._tree().current_target()
+        location = self.session.location
+        if target is None or location is None:
+            return
+        base = Path(location)
+        out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
+        try:
+            if kind == "html":
+                chunks, _page = html_chunks(self.session, target.entry_id)
+            else:
+                chunks = [context_markdown(self.session, target.entry_id).encode()]
+            write_file(out, chunks, force=True)
+        except SessionError as exc:
+            self.notify(f"Not exported: {exc}", severity="error", markup=False)
+            return
+        self.notify(f"Exported to {out}", markup=False, timeout=8)
