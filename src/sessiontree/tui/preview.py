@@ -202,12 +202,19 @@ RICH_THEME = Theme(
 _local = threading.local()
 
 
+def _as_written(url: str) -> str:
+    return url
+
+
 def _parser() -> MarkdownIt:
     """One parser per thread (a cancelled render may still be finishing in another). HTML is
-    off: tags in session text are shown as written, not dropped."""
+    off: tags in session text are shown as written, not dropped. Link targets are kept as
+    written rather than normalised (percent-encoded, punycode), since they are only shown."""
     parser = getattr(_local, "parser", None)
     if parser is None:
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        parser.normalizeLink = _as_written  # type: ignore[method-assign]
+        parser.normalizeLinkText = _as_written  # type: ignore[method-assign,assignment]
         _local.parser = parser
     return parser
 
@@ -786,7 +793,7 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
     raw = call.get("arguments")
     args = _args(call)
     path = _text_arg(args, "path", "file_path") or ""
-    title = f"→ {name}" + (f"  {inert(path)}" if path else "")
+    title = f"→ {name}" + (f"  {one_line(path, 300)}" if path else "")
     shown = {"path", "file_path"} if path else set()
     parts: list[Part] = []
 
@@ -1208,7 +1215,8 @@ class PreviewView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self._rows: list[Row] = []
         self._anchor: tuple[int, int] | None = None
-        self._placed_y: int | None = None
+        self._placed_y: int | None = None  # where rows were last placed
+        self._reader_offset: int | None = None  # set once the reader scrolls: kept from then on
         self._width = -1
 
     @property
@@ -1235,19 +1243,19 @@ class PreviewView(ScrollView, can_focus=True):
         whatever the reader scrolled before."""
         height = max(self.scrollable_content_region.height, 1)
         y = int(self.scroll_offset.y)
-        scrolled = self._placed_y is not None and y != self._placed_y
-        keep = None
-        if not fresh and scrolled and self._anchor is not None:
-            keep = self._anchor[0] - y  # where the reader has the selected entry
+        if fresh:
+            self._reader_offset = None
+        elif self._placed_y is not None and y != self._placed_y and self._anchor is not None:
+            self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
         self._rows = rendered.rows
         self._anchor = rendered.anchor
         self._width = self.render_width()
         total = len(self._rows)
         self.virtual_size = Size(self.scrollable_content_region.width, total)
         if rendered.anchor is None:
-            new_y = 0 if fresh or not scrolled else y
-        elif keep is not None:
-            new_y = rendered.anchor[0] - keep
+            new_y = 0 if fresh else y  # rows only ever arrive below
+        elif self._reader_offset is not None:
+            new_y = rendered.anchor[0] - self._reader_offset
         else:
             new_y = rendered.anchor[0] - self.ABOVE
         new_y = max(0, min(new_y, total - height))
