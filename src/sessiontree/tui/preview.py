@@ -1268,6 +1268,14 @@ class PreviewView(ScrollView, can_focus=True):
             self.post_message(self.WidthChanged())
         self.refresh()
 
+    def _in_heading(self, index: int, start: int) -> bool:
+        """The selected entry's heading: its first row and the rows it wraps onto."""
+        while index > start:
+            if not self._rows[index][2]:
+                return False
+            index -= 1
+        return index == start
+
     def render_line(self, y: int) -> Strip:
         index = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
@@ -1281,7 +1289,7 @@ class PreviewView(ScrollView, can_focus=True):
         marked = anchor is not None and anchor[0] <= index < anchor[1]
         if marked:
             bar = Segment("▌ ", base + self.get_component_rich_style("preview--anchor-bar", partial=True))
-            if anchor is not None and index == anchor[0]:
+            if anchor is not None and self._in_heading(index, anchor[0]):
                 style += self.get_component_rich_style("preview--anchor", partial=True)
         else:
             bar = Segment(" " * GUTTER, base)
