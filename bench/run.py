@@ -216,12 +216,131 @@ def measure_durability(_path: str) -> dict:
     return out
 
 
+PREVIEW_MARKDOWN = """## Goal
+
+Make the **parser** handle *every* time zone, and keep `day_label` stable:
+
+- parse API times as UTC
+- keep local time for people, with a `--tz` option
+  - nested: the tests pin `TZ=UTC`
+
+| zone | offset | note |
+| --- | --- | --- |
+| Tokyo | +9 | CI runs here |
+| UTC | 0 | laptops |
+
+```python
+def parse_date(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+```
+
+> A quote, with a [link](https://example.com/docs) in it.
+
+"""
+
+
+def measure_preview(_path: str) -> dict:
+    """Cursor rest → settled preview for Markdown and code entries of 10 KB, 100 KB and 1 MB, in
+    both preview scopes, with the render cache emptied before each sample (cold). "visible" is
+    the first showing of the rows on screen (what is there is final); "done" the last row of
+    the preview rendered (in the worker, while keys are answered)."""
+    import inspect
+
+    import rich.console
+
+    from sessiontree import JsonlStorage, Session
+    from sessiontree.tui.app import SessionTreeApp
+    from sessiontree.tui.launch import open_for_browsing
+    from sessiontree.tui.preview_pane import PreviewPane
+    from sessiontree.tui.tree_view import SessionTreeView
+
+    code_unit = inspect.getsource(rich.console)
+    sizes = {"10KB": 10_000, "100KB": 100_000, "1MB": 1_000_000}
+
+    def cut(unit: str, size: int) -> str:
+        return (unit * (size // len(unit) + 1))[:size]
+
+    result: dict = {}
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        path = Path(tmp) / "preview.jsonl"
+        targets: dict[str, str] = {}
+        with Session(JsonlStorage.create(path, cwd="/b")) as session:
+            usage = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+            for label, size in sizes.items():
+                session.append_message({"role": "user", "content": f"markdown {label}", "timestamp": 1})
+                targets[f"markdown {label}"] = session.append_message(
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": cut(PREVIEW_MARKDOWN, size)}],
+                        "provider": "anthropic",
+                        "model": "bench",
+                        "usage": usage,
+                        "stopReason": "toolUse",
+                        "timestamp": 2,
+                    }
+                )
+                session.append_message({"role": "user", "content": f"code {label}", "timestamp": 1})
+                call = {"type": "toolCall", "id": f"w{size}", "name": "write"}
+                call["arguments"] = {"path": f"src/big_{size}.py", "content": cut(code_unit, size)}
+                targets[f"code {label}"] = session.append_message(
+                    {
+                        "role": "assistant",
+                        "content": [call],
+                        "provider": "anthropic",
+                        "model": "bench",
+                        "usage": usage,
+                        "stopReason": "toolUse",
+                        "timestamp": 2,
+                    }
+                )
+
+        async def run() -> None:
+            opened, _ = open_for_browsing(str(path), read_only=True)
+            app = SessionTreeApp(opened, follow=False)
+            async with app.run_test(size=(160, 50)) as pilot:
+                await pilot.pause(0.5)  # the first paint, the renderer's warm-up
+                await app.workers.wait_for_complete()
+                browser = app.browser
+                assert browser is not None
+                pane = browser.query_one(PreviewPane)
+                tree = browser.query_one(SessionTreeView)
+                for scope in ("context", "entry"):
+                    if scope == "entry":
+                        await pilot.press("v")
+                    for name, entry_id in targets.items():
+                        visible, done = [], []
+                        for _ in range(12):
+                            tree.go_to_position(opened.tree.pos[entry_id] - 1)  # the entry before
+                            await pilot.pause(0.1)
+                            await app.workers.wait_for_complete()
+                            await pilot.pause(0.1)
+                            pane.cache.clear()
+                            t0 = time.perf_counter()
+                            await pilot.press("j")  # the cursor rests on the entry
+                            while pane.timings.get("start", 0) < t0 or "done" not in pane.timings:
+                                await asyncio.sleep(0.001)
+                            visible.append(pane.timings["first"] - t0)
+                            done.append(pane.timings["done"] - t0)
+                        visible.sort()
+                        done.sort()
+                        result[f"{scope} · {name}"] = {
+                            "visible_p50_ms": 1000 * visible[len(visible) // 2],
+                            "visible_p95_ms": 1000 * visible[int(len(visible) * 0.95)],
+                            "done_p50_ms": 1000 * done[len(done) // 2],
+                        }
+
+        asyncio.run(run())
+    result["rss_mb"] = peak_rss_mb()
+    return result
+
+
 MEASURES = {
     "floor": measure_floor,
     "open": measure_open,
     "tui": measure_tui,
     "write": measure_write,
     "durability": measure_durability,
+    "preview": measure_preview,
 }
 
 
@@ -323,6 +442,17 @@ def main() -> None:
             plain, durable = durability[f"{backend}_default_ms"], durability[f"{backend}_durable_ms"]
             slower = durable / plain
             print(f"{backend:7} default {plain:.3f} ms · durable {durable:.3f} ms ({slower:.0f}× slower)")
+    preview = run_measure("preview", DATA)
+    results["preview"] = preview
+    if "error" not in preview:
+        print("\n== preview: cursor rest → settled (160×50, cold render cache) ==")
+        print(f"{'':28}  {'visible p50':>11}  {'visible p95':>11}  {'done p50':>9}")
+        for name, row in preview.items():
+            if isinstance(row, dict):
+                shown = (row["visible_p50_ms"], row["visible_p95_ms"], row["done_p50_ms"])
+                print(f"{name:28}  {shown[0]:8.0f} ms  {shown[1]:8.0f} ms  {shown[2]:6.0f} ms")
+    else:
+        print(f"\npreview: {preview['error']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

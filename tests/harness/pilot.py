@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sessiontree.outline import Filter
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.launch import open_for_browsing
 from sessiontree.tui.preview import PreviewView
@@ -41,6 +42,9 @@ def row_of(app, entry_id: str) -> int:
 
 
 async def put_cursor(app, pilot, entry_id: str) -> None:
+    """The cursor on `entry_id`; the "all" filter first if the current one hides the entry."""
     tree = app.browser.query_one(SessionTreeView)
+    if tree.outline.row_of[app.session.tree.pos[entry_id]] < 0:
+        app.browser.action_set_filter(Filter.ALL.value)
     tree.set_cursor(row_of(app, entry_id))
     await settle(app, pilot)

@@ -65,6 +65,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         Binding("H", "history", "History", show=False, tooltip="navigation history", id="history"),
         Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
         Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
+        Binding("v", "preview_scope", "Entry", show=False, tooltip="this entry / the context", id="scope"),
         Binding("o", "open_other", "Open", show=False, tooltip="open another session", id="open"),
         Binding(
             "F", "toggle_follow", "Follow", show=False, tooltip="pause / resume live follow", id="follow"
@@ -144,6 +145,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def action_preview_mode(self) -> None:
         pane = self.query_one(PreviewPane)
         pane.mode = pane.mode.next()
+
+    def action_preview_scope(self) -> None:
+        self.query_one(PreviewPane).action_toggle_scope()
 
     def action_expand(self) -> None:
         pane = self.query_one(PreviewPane)

@@ -1,27 +1,56 @@
 """The context preview: what the model would see if the leaf were at the highlighted entry.
 
-Lines are produced off the UI thread (`context_lines`, `llm_lines`, `raw_lines`: plain strings,
-made inert) and shown by `PreviewView`, a line-API widget that wraps to its width and draws only
-what is on screen. Long message bodies are cut to a few lines until expanded, so an entry of
-hundreds of KB costs nothing until asked for.
+A preview is planned as *parts* (a heading, a chunk of a message body, a tool call), and each part
+is rendered to rows of Rich segments for one width, off the UI thread: Markdown through Rich's
+renderer, code through Pygments (Rich `Syntax`), edits as a coloured diff. `PreviewView`, a
+line-API widget, only draws the rows that are on screen. Long bodies are cut until expanded and
+big ones are rendered in chunks, nearest to the selected entry first, so what is on screen shows
+up in tens of milliseconds and an entry of megabytes costs no more than a bounded prefix.
+
+Session text is made inert (`sessiontree.display.inert`) before it is rendered and again on the
+segments that come out (Markdown decodes character references such as `&#x202e;`), and links and
+click actions are stripped from every style: nothing in a session can become markup, a live link
+or an escape sequence.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from io import StringIO
+from typing import Any, ClassVar
 
+from markdown_it import MarkdownIt
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import (  # type: ignore[import-untyped]
+    find_lexer_class_by_name,
+    find_lexer_class_for_filename,
+)
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.markdown import CodeBlock, Heading, ListItem, Markdown
 from rich.segment import Segment
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from rich.theme import Theme
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens
-from ..display import inert, pretty_json
-from ..model.entries import Entry
+from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens, project
+from ..display import entry_summary, inert, one_line, pretty_json
+from ..model.entries import Entry, MessageEntry
 from ..model.messages import (
     assistant_text,
     content_text,
@@ -32,10 +61,22 @@ from ..model.messages import (
 )
 from ..outline import Cycle
 
-BODY_LINES = 14
+BODY_LINES = 14  # a message body in the context, until expanded
 BODY_CHARS = 4000
+THINKING_LINES = 3
+RESULT_LINES = 6  # tool results and command output
 RAW_LINES = 400
 RAW_LINE_CHARS = 2000
+ENTRY_RICH_CHARS = 100_000  # "this entry" renders this much of a body; e shows the rest as text
+EXPANDED_RICH_CHARS = 32_000  # per body when the whole context is expanded; the rest as text
+# Bodies are rendered in chunks of characters: the first small (about half a screen, ~12 ms),
+# then growing by half up to CHUNK, big enough to amortise and small enough to cancel promptly.
+FIRST_CHUNK = 1200
+CHUNK = 4000
+TEXT_CHUNK = 64_000  # plain text past the rendered prefix, in parts of this size
+DIFF_MAX_LINES = 4000  # above this an edit is shown as removed + added, without matching lines
+GUTTER = 2  # columns left of every row: the bar that marks the selected entry
+PROGRESS_SECONDS = 0.25  # while the rest renders, what is done is shown this often
 
 
 class PreviewMode(Cycle):
@@ -44,11 +85,96 @@ class PreviewMode(Cycle):
     RAW = "raw JSON"
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    text: str
-    style: str = ""  # a component class of PreviewView, or "" for body text
+class Scope(Cycle):
+    CONTEXT = "up to here"
+    ENTRY = "this entry"
 
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """How much of each body a preview shows."""
+
+    name: str  # part of the render cache's keys
+    cut: bool  # bodies are cut to a few lines, with a marker that `e` expands them
+    rich_chars: int  # this much of a body is rendered (Markdown, code); the rest is plain text
+    rest: bool  # the text past `rich_chars` is shown (else a marker says how much is left)
+
+
+COLLAPSED = Detail("collapsed", True, BODY_CHARS, True)
+EXPANDED = Detail("expanded", False, EXPANDED_RICH_CHARS, True)
+ENTRY = Detail("entry", False, ENTRY_RICH_CHARS, False)
+ENTRY_ALL = Detail("entry-all", False, ENTRY_RICH_CHARS, True)
+
+
+# One drawn line: ((text, style id), ...), the component class of PreviewView drawn under it,
+# and whether it continues the row above (a wrapped line: `plain_text` joins them). Plain tuples
+# of strings and ints, not Segments or Strips: the garbage collector stops tracking such tuples,
+# and a preview holds tens of thousands of rows that its full passes (which hold the GIL, so
+# keys wait) would otherwise walk every time.
+Row = tuple[tuple[tuple[str, int], ...], str, bool]
+BLANK: Row = ((), "", False)
+
+
+class StyleTable:
+    """Styles by small integer, for rows. Rendering produces few distinct styles."""
+
+    def __init__(self) -> None:
+        self._styles: list[Style | None] = [None]
+        self._ids: dict[Style, int] = {}
+        self._lock = threading.Lock()
+
+    def id(self, style: Style | None) -> int:
+        if style is None:
+            return 0
+        found = self._ids.get(style)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._ids.get(style)
+            if found is None:
+                found = self._ids[style] = len(self._styles)
+                self._styles.append(style)
+            return found
+
+    def __getitem__(self, index: int) -> Style | None:
+        return self._styles[index]
+
+
+STYLES = StyleTable()
+
+
+def row_text(row: Row) -> str:
+    return "".join(text for text, _ in row[0])
+
+
+def row_segments(row: Row) -> list[Segment]:
+    return [Segment(text, STYLES[style]) for text, style in row[0]]
+
+
+@dataclass(slots=True)
+class Part:
+    """A unit of rendering: `make` turns it into rows for a width. Parts with a `key` are cached
+    (per width and code theme); `entry` is the entry the part shows, for marking and scrolling."""
+
+    make: Callable[[Renderer], list[Row]]
+    key: tuple[Any, ...] | None = None
+    entry: str | None = None
+
+
+@dataclass(slots=True)
+class Plan:
+    parts: list[Part]
+    anchor: str | None = None  # the selected entry: its parts are marked and scrolled to
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    rows: list[Row]
+    anchor: tuple[int, int] | None  # rows [start, end) of the selected entry
+    complete: bool
+
+
+# --- rendering --------------------------------------------------------------------------------
 
 HEADING_STYLE = {
     "user": "preview--user",
@@ -60,36 +186,674 @@ HEADING_STYLE = {
     "compactionSummary": "preview--summary",
 }
 
+# Rich's defaults, adjusted for a narrow pane on a themed background: no black behind inline
+# code, headings told apart by weight rather than centring.
+RICH_THEME = Theme(
+    {
+        "markdown.code": "bold cyan",
+        "markdown.h1": "bold underline",
+        "markdown.h2": "bold",
+        "markdown.h3": "bold italic",
+        "markdown.h4": "italic",
+        "markdown.link_url": "blue",
+    }
+)
 
-def _heading(title: str, role: str) -> Line:
-    return Line(f"── {title} ──", HEADING_STYLE.get(role, "preview--dim"))
+_local = threading.local()
 
 
-def _body(text: str, expanded: bool, style: str = "") -> list[Line]:
-    """A message body, cut to BODY_LINES / BODY_CHARS unless expanded."""
-    text = inert(text).expandtabs(4)
-    if not expanded and len(text) > BODY_CHARS:
-        cut_chars = len(text) - BODY_CHARS
-        text = text[:BODY_CHARS]
-    else:
-        cut_chars = 0
-    lines = text.split("\n")
-    out = []
-    if not expanded and len(lines) > BODY_LINES:
-        hidden = len(lines) - BODY_LINES
-        out = [Line(x, style) for x in lines[:BODY_LINES]]
-        more = f"… {hidden} more lines" + (f" and {cut_chars:,} more characters" if cut_chars else "")
-        out.append(Line(more + "  (e: expand)", "preview--more"))
+def _as_written(url: str) -> str:
+    return url
+
+
+def _parser() -> MarkdownIt:
+    """One parser per thread (a cancelled render may still be finishing in another). HTML is
+    off: tags in session text are shown as written, not dropped. Link targets are kept as
+    written rather than normalised (percent-encoded, punycode), since they are only shown."""
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        parser.normalizeLink = _as_written  # type: ignore[method-assign]
+        parser.normalizeLinkText = _as_written  # type: ignore[method-assign,assignment]
+        _local.parser = parser
+    return parser
+
+
+@lru_cache(maxsize=256)
+def _lexer_class(name: str = "", filename: str = "") -> type[Lexer] | None:
+    """Looked up once per name: Pygments scans plugin entry points on every miss."""
+    try:
+        if filename:
+            return find_lexer_class_for_filename(filename)
+        return find_lexer_class_by_name(name) if name else None
+    except (ClassNotFound, ValueError):
+        return None
+
+
+def lexer_for(*, name: str = "", path: str = "") -> Lexer | None:
+    cls = (
+        _lexer_class(name=name.strip().lower()[:40])
+        if name
+        else _lexer_class(filename=path.rsplit("/", 1)[-1])
+    )
+    return cls() if cls is not None else None
+
+
+class _Heading(Heading):
+    LEVEL_ALIGN: ClassVar = dict.fromkeys(("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+
+
+class _ListItem(ListItem):
+    def render_number(
+        self, console: Console, options: ConsoleOptions, number: int, last_number: int
+    ) -> RenderResult:
+        """`2. item`, as written, where Rich draws `2 item`."""
+        width = len(str(last_number)) + 3
+        lines = console.render_lines(
+            self.elements, options.update(width=options.max_width - width), style=self.style
+        )
+        number_style = console.get_style("markdown.item.number", default="none")
+        numeral = Segment(f"{number}.".rjust(width - 1) + " ", number_style)
+        padding = Segment(" " * width, number_style)
+        for k, line in enumerate(lines):
+            yield numeral if k == 0 else padding
+            yield from line
+            yield Segment.line()
+
+
+class _CodeBlock(CodeBlock):
+    """Fenced code highlighted by Pygments, the lexer looked up once per name; no blank padding
+    rows, so a fence split across chunks reads as one block."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        code = str(self.text).rstrip("\n")
+        lexer = lexer_for(name=self.lexer_name) if self.lexer_name != "text" else None
+        yield Syntax(code, lexer or "text", theme=self.theme, word_wrap=True, padding=(0, 1))
+
+
+class _Markdown(Markdown):
+    elements: ClassVar = {
+        **Markdown.elements,
+        "heading_open": _Heading,
+        "fence": _CodeBlock,
+        "code_block": _CodeBlock,
+        "list_item_open": _ListItem,
+    }
+
+    def __init__(self, text: str, code_theme: str) -> None:
+        # Links become "text (url)" (hyperlinks off); the parse is our own, see `_parser`.
+        super().__init__("", code_theme=code_theme, hyperlinks=False)
+        self.markup = text
+        tokens = _parser().parse(text)
+        for token in tokens:
+            for child in token.children or ():
+                if child.type == "softbreak":  # a newline in a message is a line break, as in chat
+                    child.type = "hardbreak"
+        self.parsed = tokens
+
+
+def _clean(line: Iterable[Segment], width: int) -> tuple[tuple[str, int], ...]:
+    """Rendered segments made safe: no control segments, no links or click actions, and text
+    that decoding produced (character references) made inert again."""
+    out: list[Segment] = []
+    changed = False
+    for text, style, control in line:
+        if control:
+            continue
+        if "\t" in text:
+            text = text.expandtabs(4)
+        safe = inert(text)
+        if safe is not text:
+            changed = True
+        if style is not None and style.link_id:
+            style = style.clear_meta_and_links()
+        out.append(Segment(safe, style))
+    if changed and sum(cell_len(s.text) for s in out) > width:
+        out = list(Strip(out).crop(0, width))
+    return tuple((text, STYLES.id(style)) for text, style, _ in out)
+
+
+class RenderCache:
+    """Rendered parts by (key, width, theme), least recently used out first, bounded by rows.
+    Moving the cursor one entry keeps almost the whole context, so most parts come from here."""
+
+    def __init__(self, max_rows: int = 60_000) -> None:
+        self._data: OrderedDict[tuple[Any, ...], list[Row]] = OrderedDict()
+        self._rows = 0
+        self._max = max_rows
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> list[Row] | None:
+        with self._lock:
+            rows = self._data.get(key)
+            if rows is not None:
+                self._data.move_to_end(key)
+            return rows
+
+    def put(self, key: tuple[Any, ...], rows: list[Row]) -> None:
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._rows -= len(old)
+            self._data[key] = rows
+            self._rows += len(rows)
+            while self._rows > self._max and len(self._data) > 1:
+                _, dropped = self._data.popitem(last=False)
+                self._rows -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._rows = 0
+
+
+class Renderer:
+    """Turns parts into rows for one width (the pane's, less the gutter)."""
+
+    def __init__(self, width: int, *, dark: bool = True, cache: RenderCache | None = None) -> None:
+        self.width = max(width, 8)
+        self.code_theme = "monokai" if dark else "default"
+        self.cache = cache
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = Console(
+                width=self.width,
+                file=StringIO(),
+                color_system="truecolor",
+                force_terminal=True,
+                legacy_windows=False,
+                emoji=False,
+                markup=False,
+                highlight=False,
+                theme=RICH_THEME,
+            )
+        return self._console
+
+    def rows(self, part: Part) -> list[Row]:
+        key = None if part.key is None else (*part.key, self.width, self.code_theme)
+        if key is not None and self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                return cached
+        try:
+            rows = part.make(self)
+        except Exception as exc:  # a renderer bug must cost one part, never the preview
+            rows = self.plain(f"(this part could not be drawn: {type(exc).__name__})", "preview--error")
+        if key is not None and self.cache is not None:
+            self.cache.put(key, rows)
+        return rows
+
+    def plain(self, text: str, cls: str = "", indent: int = 0) -> list[Row]:
+        """Text as written (already inert), wrapped by cells."""
+        width = max(self.width - indent, 4)
+        pad = ((" " * indent, 0),) if indent else ()
+        out: list[Row] = []
+        for line in text.split("\n"):
+            for k, chunk in enumerate(wrap(line, width)):
+                out.append(((*pad, (chunk, 0)), cls, k > 0))
         return out
-    out = [Line(x, style) for x in lines]
-    if cut_chars:
-        out.append(Line(f"… {cut_chars:,} more characters  (e: expand)", "preview--more"))
+
+    def rich(self, renderable: RenderableType, indent: int = 0) -> list[Row]:
+        width = max(self.width - indent, 4)
+        console = self.console
+        lines = console.render_lines(renderable, console.options.update_width(width), pad=False)
+        pad = ((" " * indent, 0),) if indent else ()
+        return [((*pad, *_clean(line, width)), "", False) for line in lines]
+
+    def markdown(self, text: str, indent: int = 0) -> list[Row]:
+        try:
+            return self.rich(_Markdown(text, self.code_theme), indent)
+        except Exception:  # e.g. nesting deep enough to exhaust Rich: show it as written
+            return self.plain(text, indent=indent)
+
+    def code(self, text: str, lexer: Lexer | None, indent: int = 0) -> list[Row]:
+        try:
+            syntax = Syntax(text, lexer or "text", theme=self.code_theme, word_wrap=True, padding=(0, 1))
+            return self.rich(syntax, indent)
+        except Exception:
+            return self.plain(text, indent=indent)
+
+
+def render_plan(
+    plan: Plan,
+    renderer: Renderer,
+    height: int,
+    emit: Callable[[Rendered], None],
+    cancelled: Callable[[], bool] = lambda: False,
+) -> None:
+    """Render the parts nearest the anchor first: the anchor and what follows it until a screen
+    is full, then what precedes it until the screen is full (that is shown at once), then the
+    rest, alternating downwards and upwards, shown every PROGRESS_SECONDS. The rendered parts
+    are always one contiguous run, so each showing is a consistent piece of the preview."""
+    parts = plan.parts
+    n = len(parts)
+    done: dict[int, list[Row]] = {}
+    anchor = plan.anchor
+    first = next((i for i, p in enumerate(parts) if anchor is not None and p.entry == anchor), 0)
+    lo = hi = first
+
+    def flatten(complete: bool) -> Rendered:
+        rows: list[Row] = []
+        start = end = -1
+        for i in range(lo, hi):
+            if anchor is not None and parts[i].entry == anchor:
+                start = len(rows) if start < 0 else start
+                rows += done[i]
+                end = len(rows)
+            else:
+                rows += done[i]
+        return Rendered(rows, (start, end) if 0 <= start < end else None, complete)
+
+    def take(i: int) -> int:
+        done[i] = renderer.rows(parts[i])
+        return len(done[i])
+
+    below = above = 0
+    while hi < n and below < height:
+        if cancelled():
+            return
+        below += take(hi)
+        hi += 1
+    while lo > 0 and above < height - below:
+        if cancelled():
+            return
+        lo -= 1
+        above += take(lo)
+    if cancelled():
+        return
+    emit(flatten(lo == 0 and hi == n))
+    if lo == 0 and hi == n:
+        return
+    last = time.monotonic()
+    downwards = True
+    while lo > 0 or hi < n:
+        if cancelled():
+            return
+        if (downwards and hi < n) or lo == 0:
+            take(hi)
+            hi += 1
+        else:
+            lo -= 1
+            take(lo)
+        downwards = not downwards
+        time.sleep(0)  # let the UI thread take the GIL between parts: keys stay prompt
+        if time.monotonic() - last > PROGRESS_SECONDS and (lo > 0 or hi < n):
+            emit(flatten(False))
+            last = time.monotonic()
+    if not cancelled():
+        emit(flatten(True))
+
+
+# --- cutting and chunking ---------------------------------------------------------------------
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+
+
+def _long_lines(text: str, most: int) -> list[str]:
+    """Lines, with any longer than `most` split into pieces (at a space when there is one)."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        while len(line) > most:
+            cut = line.rfind(" ", most // 2, most)
+            cut = cut + 1 if cut > 0 else most
+            out.append(line[:cut])
+            line = line[cut:]
+        out.append(line)
     return out
 
 
-def _message_lines(msg: Any, expanded: bool) -> list[Line]:
+def split_markdown(text: str, first: int = FIRST_CHUNK, most: int = CHUNK) -> list[tuple[str, bool]]:
+    """Markdown in chunks that render alone as they would together: (chunk, gap) where gap says
+    a blank line separated it from the chunk before. Chunks end at a blank line outside code
+    fences followed by an unindented line (a new top-level block), about `first` characters
+    for the first chunk and growing to `most`; where there is no such place for twice that, at a line
+    end (an open fence is closed and reopened), and very long lines are split."""
+    if len(text) <= first:
+        return [(text, False)]
+    chunks: list[tuple[str, bool]] = []
+    lines = _long_lines(text, most)
+    current: list[str] = []
+    size = 0
+    target = first
+    gap = False
+    fence: tuple[str, str] | None = None  # (marker, opening line)
+    for k, line in enumerate(lines):
+        match = _FENCE.match(line)
+        if match:
+            marker = match.group(1)
+            if fence is None:
+                fence = (marker, line)
+            elif marker[0] == fence[0][0] and len(marker) >= len(fence[0]) and not match.group(2).strip():
+                fence = None
+        current.append(line)
+        size += len(line) + 1
+        if size < target or k == len(lines) - 1:
+            continue
+        following = lines[k + 1]
+        if fence is None and not line.strip() and following[:1] not in ("", " ", "\t"):
+            chunks.append(("\n".join(current[:-1]), gap))
+            current, size, target, gap = [], 0, min(most, target * 3 // 2), True
+        elif size >= 2 * target:
+            reopen = None
+            if fence is not None:
+                current.append(fence[0])
+                reopen = fence[1]
+            chunks.append(("\n".join(current), gap))
+            current, size, target, gap = ([reopen] if reopen else []), 0, min(most, target * 3 // 2), False
+    if current:
+        chunks.append(("\n".join(current), gap))
+    return chunks
+
+
+def split_code(text: str, first: int = FIRST_CHUNK, most: int = CHUNK) -> list[str]:
+    """Code in chunks of whole lines (long lines split): highlighting restarts at each chunk,
+    which only matters for a construct that spans the cut."""
+    if len(text) <= first:
+        return [text]
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    target = first
+    for line in _long_lines(text, most):
+        current.append(line)
+        size += len(line) + 1
+        if size >= target:
+            chunks.append("\n".join(current))
+            current, size, target = [], 0, min(most, target * 3 // 2)
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+def _cut(text: str, max_lines: int) -> tuple[str, str | None]:
+    """The first `max_lines` lines and BODY_CHARS characters, and the marker for the rest."""
+    cut_chars = 0
+    if len(text) > BODY_CHARS:
+        cut_chars = len(text) - BODY_CHARS
+        text = text[:BODY_CHARS]
+    lines = text.split("\n")
+    if len(lines) > max_lines:
+        hidden = len(lines) - max_lines
+        more = f"… {hidden} more lines" + (f" and {cut_chars:,} more characters" if cut_chars else "")
+        return "\n".join(lines[:max_lines]), more + "  (e: expand · v: entry)"
+    if cut_chars:
+        return text, f"… {cut_chars:,} more characters  (e: expand · v: entry)"
+    return text, None
+
+
+def _drop_open_fence(text: str) -> str:
+    """A cut that ends on the line opening a code fence would draw an empty code block."""
+    head, _, last = text.rstrip("\n").rpartition("\n")
+    if _FENCE.match(last) and sum(1 for line in head.split("\n") if _FENCE.match(line)) % 2 == 0:
+        return head
+    return text
+
+
+def _at_line_end(text: str, limit: int) -> int:
+    """Where to split `text` near `limit`: after a newline in the last quarter, else at `limit`."""
+    if len(text) <= limit:
+        return len(text)
+    newline = text.rfind("\n", limit * 3 // 4, limit)
+    return newline + 1 if newline >= 0 else limit
+
+
+def _plain_maker(text: str, cls: str = "", indent: int = 0) -> Callable[[Renderer], list[Row]]:
+    return lambda r: r.plain(text, cls, indent)
+
+
+def _markdown_maker(text: str, gap: bool, indent: int) -> Callable[[Renderer], list[Row]]:
+    return lambda r: ([BLANK] if gap else []) + r.markdown(text, indent)
+
+
+def _code_maker(
+    text: str, lexer: Callable[[], Lexer | None] | None, indent: int
+) -> Callable[[Renderer], list[Row]]:
+    return lambda r: r.code(text, lexer() if lexer else None, indent)
+
+
+def _marker(text: str) -> Part:
+    return Part(lambda r: r.plain(text, "preview--more"))
+
+
+def body_parts(
+    key: tuple[Any, ...] | None,
+    text: str,
+    detail: Detail,
+    *,
+    kind: str = "markdown",
+    lexer: Callable[[], Lexer | None] | None = None,
+    cls: str = "",
+    max_lines: int = BODY_LINES,
+    indent: int = 0,
+) -> list[Part]:
+    """A body as parts: `kind` "markdown", "code" (with `lexer`) or "plain" (drawn in `cls`).
+    Cut to `max_lines` when the detail says so; rendered in chunks up to `detail.rich_chars`;
+    the rest as plain text, or a marker when the detail leaves it out. Only what is shown is
+    made inert and split here: planning runs for every message on every cursor rest."""
+    marker = None
+    if detail.cut:
+        text, marker = _cut(text, max_lines)
+        if marker and kind == "markdown":
+            text = _drop_open_fence(text)
+    split = _at_line_end(text, detail.rich_chars)
+    head, rest = text[:split], text[split:]
+    head = inert(head).expandtabs(4)
+    parts: list[Part] = []
+
+    def keyed(*more: Any) -> tuple[Any, ...] | None:
+        return None if key is None else (*key, detail.name, *more)
+
+    def plain_parts(text: str, name: str) -> None:
+        for k in range(0, len(text), TEXT_CHUNK):
+            piece = text[k : k + TEXT_CHUNK]
+            parts.append(Part(_plain_maker(piece, cls, indent), keyed(name, k)))
+
+    if kind == "markdown":
+        for k, (chunk, gap) in enumerate(split_markdown(head)):
+            parts.append(Part(_markdown_maker(chunk, gap, indent), keyed("md", k)))
+    elif kind == "code":
+        for k, chunk in enumerate(split_code(head)):
+            parts.append(Part(_code_maker(chunk, lexer, indent), keyed("code", k)))
+    else:
+        plain_parts(head, "text")
+    if rest and detail.rest:
+        rest = inert(rest).expandtabs(4)
+        plain_parts(rest.lstrip("\n") if kind != "plain" and head.endswith("\n") else rest, "rest")
+    elif rest:
+        marker = f"… {len(rest):,} more characters  (e: show them as plain text)"
+    if marker:
+        parts.append(_marker(marker))
+    return parts
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+
+def _blank() -> Part:
+    return Part(lambda r: [BLANK])
+
+
+def _line(text: str, cls: str = "", indent: int = 0) -> Part:
+    return Part(lambda r: r.plain(text, cls, indent))
+
+
+def _heading(title: str, role: str) -> Part:
+    return _line(f"── {inert(title)} ──", HEADING_STYLE.get(role, "preview--dim"))
+
+
+def _args(call: dict[str, Any]) -> dict[str, Any]:
+    args = call.get("arguments")
+    return args if isinstance(args, dict) else {}
+
+
+def _text_arg(args: dict[str, Any], *names: str) -> str | None:
+    for name in names:
+        if isinstance(args.get(name), str):
+            return str(args[name])
+    return None
+
+
+def _edits(args: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """(old, new) pairs of an edit call: `oldText`/`newText`, `edits: [{oldText, newText}]`, or
+    the `old_string`/`new_string` spelling; None when the arguments are none of these."""
+    old = _text_arg(args, "oldText", "old_string", "old_str")
+    new = _text_arg(args, "newText", "new_string", "new_str")
+    if old is not None or new is not None:
+        return [(old or "", new or "")]
+    edits = args.get("edits")
+    if isinstance(edits, list) and edits:
+        pairs = []
+        for item in edits:
+            if not isinstance(item, dict):
+                return None
+            pairs.append(
+                (
+                    _text_arg(item, "oldText", "old_string", "old_str") or "",
+                    _text_arg(item, "newText", "new_string", "new_str") or "",
+                )
+            )
+        return pairs
+    return None
+
+
+def diff_lines(old: str, new: str) -> list[tuple[str, str]]:
+    """(sign, line) for an edit: " " unchanged, "-" removed, "+" added, "⋯" between hunks."""
+    if old.endswith("\n") and new.endswith("\n"):  # the usual whole-line edit: no blank last line
+        old, new = old[:-1], new[:-1]
+    a, b = old.split("\n"), new.split("\n")
+    if len(a) + len(b) > DIFF_MAX_LINES:
+        return [("-", x) for x in a] + [("+", x) for x in b]
+    out: list[tuple[str, str]] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for k, group in enumerate(matcher.get_grouped_opcodes(3)):
+        if k:
+            out.append(("⋯", ""))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [(" ", x) for x in a[i1:i2]]
+            else:
+                out += [("-", x) for x in a[i1:i2]]
+                out += [("+", x) for x in b[j1:j2]]
+    return out
+
+
+DIFF_CLASS = {" ": "preview--diff-context", "-": "preview--diff-removed", "+": "preview--diff-added"}
+
+
+def _edit_part(
+    title: str, key: tuple[Any, ...] | None, pairs: list[tuple[str, str]], detail: Detail
+) -> list[Part]:
+    """The call's title with the counts of removed and added lines, then the diff; compared in
+    the part's rendering (cached), never while planning."""
+    limit = detail.rich_chars
+    trimmed = sum(max(len(old) - limit, 0) + max(len(new) - limit, 0) for old, new in pairs)
+    bounded = [(old[:limit], new[:limit]) for old, new in pairs]
+
+    def make(r: Renderer) -> list[Row]:
+        rows: list[Row] = []
+        removed = added = 0
+        for k, (old, new) in enumerate(bounded):
+            if k:
+                rows += r.plain("⋯", "preview--diff-hunk", 2)
+            for sign, line in diff_lines(inert(old).expandtabs(4), inert(new).expandtabs(4)):
+                if sign == "⋯":
+                    rows += r.plain("⋯", "preview--diff-hunk", 2)
+                    continue
+                removed += sign == "-"
+                added += sign == "+"
+                rows += r.plain(f"{sign} {line}", DIFF_CLASS[sign], 2)
+        if detail.cut and len(rows) > BODY_LINES:
+            hidden = len(rows) - BODY_LINES
+            rows = rows[:BODY_LINES] + r.plain(
+                f"… {hidden} more lines of the diff  (e: expand · v: entry)", "preview--more"
+            )
+        counts = f"  (−{removed} +{added})" if removed or added else "  (no change)"
+        return r.plain(title + counts, "preview--call") + rows
+
+    parts = [Part(make, None if key is None else (*key, detail.name, "edit"))]
+    if trimmed:
+        parts.append(_marker(f"… {trimmed:,} more characters of the edit not compared"))
+    return parts
+
+
+def _field_rows(name: str, value: Any) -> Callable[[Renderer], list[Row]]:
+    def make(r: Renderer) -> list[Row]:
+        return r.rich(Text.assemble((f"{inert(name)}: ", "bold"), inert(value)), indent=2)
+
+    return make
+
+
+def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail) -> list[Part]:
+    """A tool call as readable fields: edits as a diff, written files highlighted by their
+    name, commands as shell, other arguments one per line (long ones as text blocks)."""
+    name = inert(call["name"]) if isinstance(call.get("name"), str) else "?"
+    raw = call.get("arguments")
+    args = _args(call)
+    path = _text_arg(args, "path", "file_path") or ""
+    title = f"→ {name}" + (f"  {one_line(path, 300)}" if path else "")
+    shown = {"path", "file_path"} if path else set()
+    parts: list[Part] = []
+
+    def sub(*more: Any) -> tuple[Any, ...] | None:
+        return None if key is None else (*key, *more)
+
+    pairs = _edits(args) if name == "edit" else None
+    if pairs is not None:
+        parts += _edit_part(title, sub("diff"), pairs, detail)
+        shown |= {"oldText", "newText", "old_string", "new_string", "old_str", "new_str", "edits"}
+    elif name == "write" and isinstance(args.get("content"), str):
+        content = str(args["content"])
+        count = content.count("\n") + (0 if content.endswith("\n") else 1)
+        parts.append(_line(f"{title}  ({count:,} lines)", "preview--call"))
+        lexer = (lambda: lexer_for(path=path)) if path else None
+        parts += body_parts(sub("content"), content.rstrip("\n"), detail, kind="code", lexer=lexer, indent=2)
+        shown.add("content")
+    elif name == "bash" and isinstance(args.get("command"), str):
+        parts.append(_line(title, "preview--call"))
+        command = str(args["command"])
+        parts += body_parts(
+            sub("command"), command, detail, kind="code", lexer=lambda: lexer_for(name="bash"), indent=2
+        )
+        shown.add("command")
+    else:
+        parts.append(_line(title, "preview--call"))
+    if not isinstance(raw, dict):
+        if raw is not None:
+            parts += body_parts(
+                sub("args"), json_compact(raw), detail, kind="plain", cls="preview--dim", indent=2
+            )
+        return parts
+    for k, (field_name, value) in enumerate(args.items()):
+        if field_name in shown:
+            continue
+        text = value if isinstance(value, str) else json_compact(value)
+        if "\n" not in text and len(text) <= 300:
+            parts.append(Part(_field_rows(str(field_name), text), sub("field", k)))
+        else:
+            if not isinstance(value, str):
+                text = pretty_json(value)
+            parts.append(_line(f"{inert(str(field_name))}:", "preview--field", 2))
+            parts += body_parts(sub("field", k), text, detail, kind="plain", indent=4)
+    return parts
+
+
+def message_parts(
+    msg: Any,
+    key: tuple[Any, ...] | None,
+    detail: Detail,
+    calls: dict[str, dict[str, Any]] | None = None,
+) -> list[Part]:
+    """A message of the context: heading, then its body rendered for people."""
     if not isinstance(msg, dict):
-        return [Line(inert(repr(msg)), "preview--dim")]
+        return [_line(inert(repr(msg)), "preview--dim")]
+    known = calls or {}
+
+    def sub(*more: Any) -> tuple[Any, ...] | None:
+        return None if key is None else (*key, *more)
+
     role = str(msg.get("role", "?"))
     tokens = estimate_tokens(msg)
     if role == "assistant":
@@ -97,126 +861,269 @@ def _message_lines(msg: Any, expanded: bool) -> list[Line]:
         title = (
             f"assistant · {model} · ~{tokens} tok" if isinstance(model, str) else f"assistant · ~{tokens} tok"
         )
-        out = [_heading(title, role)]
+        sections: list[list[Part]] = []
         thought = thinking_text(msg)
         if thought:
-            out += _body("thinking: " + thought, expanded, "preview--dim")
+            sections.append(
+                body_parts(
+                    sub("thinking"),
+                    "thinking: " + thought,
+                    detail,
+                    kind="plain",
+                    cls="preview--dim",
+                    max_lines=THINKING_LINES,
+                )
+            )
         text = assistant_text(msg)
         if text:
-            out += _body(text, expanded)
-        for call in tool_calls(msg):
-            out += _body(
-                "→ " + format_tool_call(call, max_args=400 if not expanded else 100_000),
-                expanded,
-                "preview--call",
-            )
+            sections.append(body_parts(sub("text"), text, detail))
+        for k, call in enumerate(tool_calls(msg)):
+            sections.append(call_parts(call, sub("call", k), detail))
         if msg.get("stopReason") in ("error", "aborted"):
-            out.append(
-                Line(inert(f"({msg.get('stopReason')}: {msg.get('errorMessage', '')})"), "preview--error")
-            )
-        return out
+            failure = inert(f"({msg.get('stopReason')}: {msg.get('errorMessage', '')})")
+            sections.append([_line(failure, "preview--error")])
+        parts = [_heading(title, role)]
+        for k, section in enumerate(sections):  # thinking, text and each call, a blank line apart
+            parts += ([_blank()] if k else []) + section
+        return parts
     if role == "toolResult":
         name = msg.get("toolName", "tool")
-        flag = " · error" if msg.get("isError") else ""
-        out = [_heading(f"toolResult · {name}{flag} · ~{tokens} tok", role)]
-        return out + _body(content_text(msg.get("content")), expanded, "preview--error" if flag else "")
+        error = bool(msg.get("isError"))
+        parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens} tok", role)]
+        text = content_text(msg.get("content"))
+        source = known.get(str(msg.get("toolCallId")))
+        path = _text_arg(_args(source), "path", "file_path") if source and name == "read" else None
+        if path and not error:
+            parts += body_parts(
+                sub("result"),
+                text,
+                detail,
+                kind="code",
+                lexer=lambda: lexer_for(path=path),
+                max_lines=RESULT_LINES,
+            )
+        else:
+            cls = "preview--error" if error else ""
+            parts += body_parts(sub("result"), text, detail, kind="plain", cls=cls, max_lines=RESULT_LINES)
+        return parts
     if role == "bashExecution":
-        out = [_heading(f"bashExecution · ~{tokens} tok", role)]
-        return out + _body(bash_execution_text(msg), expanded)
+        parts = [_heading(f"bashExecution · ~{tokens} tok", role)]
+        return parts + body_parts(sub("bash"), bash_execution_text(msg), detail, max_lines=RESULT_LINES)
     if role in ("branchSummary", "compactionSummary"):
-        extra = (
-            f" · {msg.get('tokensBefore'):,} tokens before"
-            if isinstance(msg.get("tokensBefore"), int)
-            else ""
-        )
-        out = [_heading(f"{role}{extra} · ~{tokens} tok", role)]
-        return out + _body(str(msg.get("summary", "")), expanded)
+        before = msg.get("tokensBefore")
+        extra = f" · {before:,} tokens before" if isinstance(before, int) else ""
+        parts = [_heading(f"{role}{extra} · ~{tokens} tok", role)]
+        return parts + body_parts(sub("summary"), str(msg.get("summary", "")), detail)
     if role == "custom":
-        out = [_heading(f"custom · {msg.get('customType', '?')} · ~{tokens} tok", role)]
-        return out + _body(content_text(msg.get("content")), expanded)
-    out = [_heading(f"{role} · ~{tokens} tok", role)]
-    return out + _body(content_text(msg.get("content")), expanded)
+        parts = [_heading(f"custom · {msg.get('customType', '?')} · ~{tokens} tok", role)]
+        return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
+    parts = [_heading(f"{role} · ~{tokens} tok", role)]
+    return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
 
 
-def _context_header(context: SessionContext, at: str) -> list[Line]:
+def sent_parts(msg: Any, key: tuple[Any, ...] | None, detail: Detail) -> list[Part]:
+    """A message exactly as `convert_to_llm` produces it (summary wrappers included), block by
+    block, as plain text: this mode shows what is sent, not how it reads."""
+    if not isinstance(msg, dict):
+        return [_line(inert(repr(msg)), "preview--dim")]
+
+    def sub(*more: Any) -> tuple[Any, ...] | None:
+        return None if key is None else (*key, "sent", *more)
+
+    parts = [_heading(f"{msg.get('role')} (as sent)", str(msg.get("role")))]
+    content = msg.get("content")
+    if isinstance(content, str):
+        return parts + body_parts(sub(), content, detail, kind="plain")
+    if not isinstance(content, list):
+        return parts
+    for k, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block, dict):
+            parts += body_parts(sub(k), str(block.get("text", "")), detail, kind="plain")
+        elif kind == "thinking" and isinstance(block, dict):
+            text = "[thinking] " + str(block.get("thinking", ""))
+            parts += body_parts(sub(k), text, detail, kind="plain", cls="preview--dim")
+        elif kind == "toolCall" and isinstance(block, dict):
+            text = "[toolCall] " + format_tool_call(block, max_args=100_000)
+            parts += body_parts(sub(k), text, detail, kind="plain", cls="preview--call")
+        elif kind == "image" and isinstance(block, dict):
+            text = f"[image {block.get('mimeType', '?')}, {len(str(block.get('data', '')))} chars]"
+            parts.append(_line(inert(text), "preview--dim"))
+        else:
+            parts += body_parts(sub(k), json_compact(block), detail, kind="plain", cls="preview--dim")
+    return parts
+
+
+# --- plans ------------------------------------------------------------------------------------
+
+
+def _owners(context: SessionContext) -> list[str | None]:
+    """The entry each context message comes from. Projecting entry by entry gives the counts;
+    should a custom projector make that disagree, messages are matched by identity instead."""
+    owners: list[str | None] = []
+    for entry in context.entries:
+        owners += [entry.id] * len(project([entry]))
+    if len(owners) == len(context.messages):
+        return owners
+    ident = {id(e.message): e.id for e in context.entries if isinstance(e, MessageEntry)}
+    return [ident.get(id(m)) for m in context.messages]
+
+
+def tool_call_index(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Tool calls by id, so a result can be drawn knowing its call (a read's file name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for msg in messages:
+        if isinstance(msg, dict) and msg.get("role") == "assistant":
+            for call in tool_calls(msg):
+                if isinstance(call.get("id"), str):
+                    out[call["id"]] = call
+    return out
+
+
+def _context_header(context: SessionContext, at: str) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
     approx = "≥" if context.omitted else "~"
-    out = [
-        Line(
-            f"if the leaf were at {at}: {len(context.messages)} messages · {approx}{context.tokens:,} tokens",
+    parts = [
+        _line(
+            f"if the leaf were at {inert(at)}: {len(context.messages)} messages"
+            f" · {approx}{context.tokens:,} tokens",
             "preview--meta",
         ),
-        Line(inert(f"model {model} · thinking {context.thinking_level} · tools {tools}"), "preview--meta"),
+        _line(inert(f"model {model} · thinking {context.thinking_level} · tools {tools}"), "preview--meta"),
     ]
     if context.omitted:
-        out.append(
-            Line(f"({context.omitted:,} older context entries not shown; e loads them all)", "preview--more")
+        parts.append(
+            _line(f"({context.omitted:,} older context entries not shown; e loads them all)", "preview--more")
         )
     if not context.messages:
-        out.append(Line("(the model would see no messages)", "preview--dim"))
-    return out
+        parts.append(_line("(the model would see no messages)", "preview--dim"))
+    return parts
 
 
-def context_lines(context: SessionContext, at: str, expanded: bool) -> list[Line]:
-    out = _context_header(context, at)
-    for msg in context.messages:
-        out.append(Line(""))
-        out += _message_lines(msg, expanded)
-    return out
+def plan_context(context: SessionContext, at: Entry, detail: Detail, *, as_sent: bool = False) -> Plan:
+    """The context the model would see with the leaf at `at`, the messages of `at` marked."""
+    parts = _context_header(context, at.id)
+    owners = _owners(context)
+    calls = tool_call_index(context.messages)
+    seen: dict[str | None, int] = {}
+    for msg, owner in zip(context.messages, owners, strict=True):
+        sub = seen[owner] = seen.get(owner, -1) + 1
+        key = None if owner is None else (owner, sub)
+        if as_sent:
+            made = [p for m in convert_to_llm([msg]) for p in sent_parts(m, key, detail)]
+        else:
+            made = message_parts(msg, key, detail, calls)
+        if not made:
+            continue
+        parts.append(_blank())
+        for part in made:
+            part.entry = owner
+        parts += made
+    if at.id not in seen:
+        summary = one_line(entry_summary(at), 300)
+        parts.append(_blank())
+        text = f"▸ {at.type} {inert(at.id)} adds no message; the context is as at its parent ({summary})"
+        parts.append(Part(lambda r: r.plain(text, "preview--meta"), entry=at.id))
+    return Plan(parts, at.id)
 
 
-def _llm_block_lines(block: Any, expanded: bool) -> list[Line]:
-    if isinstance(block, dict):
-        kind = block.get("type")
-        if kind == "text":
-            return _body(str(block.get("text", "")), expanded)
-        if kind == "thinking":
-            return _body("[thinking] " + str(block.get("thinking", "")), expanded, "preview--dim")
-        if kind == "toolCall":
-            return _body("[toolCall] " + format_tool_call(block, max_args=100_000), expanded, "preview--call")
-        if kind == "image":
-            return [
-                Line(
-                    inert(f"[image {block.get('mimeType', '?')}, {len(str(block.get('data', '')))} chars]"),
-                    "preview--dim",
-                )
-            ]
-    return _body(json_compact(block), expanded, "preview--dim")
+def plan_entry(
+    entry: Entry,
+    line_number: int | None,
+    detail: Detail,
+    *,
+    as_sent: bool = False,
+    calls: dict[str, dict[str, Any]] | None = None,
+) -> Plan:
+    """The selected entry alone, whole: its messages (as sent, in that mode), or for an entry
+    that adds no message, what it records."""
+    where = f" · line {line_number}" if line_number else ""
+    parts = [_line(f"entry {inert(entry.id)} · {entry.type}{where}", "preview--meta")]
+    messages = project([entry])
+    for sub, msg in enumerate(messages):
+        parts.append(_blank())
+        if as_sent:
+            parts += [p for m in convert_to_llm([msg]) for p in sent_parts(m, (entry.id, sub), detail)]
+        else:
+            parts += message_parts(msg, (entry.id, sub), detail, calls)
+    if not messages:
+        parts.append(_line(one_line(entry_summary(entry), 2000), "preview--dim"))
+        parts.append(_blank())
+        parts += body_parts(
+            (entry.id, "json"), pretty_json(entry.to_dict()), detail, kind="plain", cls="preview--json"
+        )
+    return Plan(parts)
 
 
-def llm_lines(context: SessionContext, at: str, expanded: bool) -> list[Line]:
-    """The provider messages exactly as `convert_to_llm` produces them (summary wrappers
-    included), block by block."""
-    out = _context_header(context, at)
-    for msg in convert_to_llm(context.messages):
-        out.append(Line(""))
-        out.append(_heading(f"{msg.get('role')} (as sent)", str(msg.get("role"))))
-        content = msg.get("content")
-        if isinstance(content, str):
-            out += _body(content, expanded)
-        elif isinstance(content, list):
-            for block in content:
-                out += _llm_block_lines(block, expanded)
-    return out
-
-
-def raw_lines(entry: Entry, line_number: int | None, expanded: bool) -> list[Line]:
+def plan_raw(entry: Entry, line_number: int | None, expanded: bool) -> Plan:
     """The entry's JSON, pretty-printed, cut unless expanded."""
     where = f" · line {line_number}" if line_number else ""
-    out = [
-        Line(f"{entry.type} {entry.id}{where} · parent {entry.parent_id or '(root)'}", "preview--meta"),
-        Line(""),
-    ]
+    header = f"{entry.type} {entry.id}{where} · parent {entry.parent_id or '(root)'}"
     lines = pretty_json(entry.to_dict()).split("\n")
     shown = lines if expanded else lines[:RAW_LINES]
-    for line in shown:
-        if not expanded and len(line) > RAW_LINE_CHARS:
-            line = line[:RAW_LINE_CHARS] + f"… ({len(line) - RAW_LINE_CHARS:,} more characters)"
-        out.append(Line(inert(line), "preview--json"))
+    if not expanded:
+        shown = [
+            x[:RAW_LINE_CHARS] + f"… ({len(x) - RAW_LINE_CHARS:,} more characters)"
+            if len(x) > RAW_LINE_CHARS
+            else x
+            for x in shown
+        ]
+    parts = [_line(inert(header), "preview--meta"), _blank()]
+    for k in range(0, len(shown), 200):
+        text = inert("\n".join(shown[k : k + 200]))
+        parts.append(Part(_plain_maker(text, "preview--json")))
     if len(lines) > len(shown):
-        out.append(Line(f"… {len(lines) - len(shown):,} more lines  (e: expand)", "preview--more"))
-    return out
+        parts.append(_marker(f"… {len(lines) - len(shown):,} more lines  (e: expand)"))
+    return Plan(parts)
+
+
+WARM_UP = """# Title
+
+Some *text* with `code`, a [link](https://example.com) and a list:
+
+- one
+- two
+
+| a | b |
+| - | - |
+| 1 | 2 |
+
+```python
+def f(x: int) -> str:
+    return f"{x}"
+```
+
+```bash
+ls -la
+```
+"""
+
+
+def warm_up(*, dark: bool = True) -> None:
+    """Render Markdown, Python, shell and JSON once, so the lexers are imported."""
+    renderer = Renderer(60, dark=dark)
+    renderer.markdown(WARM_UP)
+    renderer.code('{"a": [1, 2]}', lexer_for(name="json"))
+    renderer.code("x = 1", lexer_for(path="x.py"))
+
+
+def render_all(plan: Plan, width: int, *, dark: bool = True) -> Rendered:
+    """Every part of `plan` at `width`, at once (for tests and the command line)."""
+    result: list[Rendered] = []
+    render_plan(plan, Renderer(width, dark=dark), 10**9, result.append)
+    return result[-1]
+
+
+def plain_text(rows: Iterable[Row]) -> str:
+    """Rows as text: wrapped continuations joined back to their line, trailing spaces dropped."""
+    out: list[str] = []
+    for row in rows:
+        if row[2] and out:
+            out[-1] += row_text(row)
+        else:
+            out.append(row_text(row))
+    return "\n".join(line.rstrip() for line in out)
 
 
 def wrap(text: str, width: int) -> list[str]:
@@ -258,8 +1165,14 @@ def wrap(text: str, width: int) -> list[str]:
     return out
 
 
+# --- the widget -------------------------------------------------------------------------------
+
+
 class PreviewView(ScrollView, can_focus=True):
-    """Scrollable, wrapped, inert lines."""
+    """Scrollable rendered rows; the rows of the selected entry carry a bar in the gutter and
+    its heading a background. Where new rows leave the view depends on whether the reader has
+    scrolled: untouched, the selected entry is placed in view each time rows arrive; scrolled,
+    the rows keep their distance from it, so rows arriving above do not move what is read."""
 
     HELP_TITLE = "Preview"
 
@@ -281,55 +1194,104 @@ class PreviewView(ScrollView, can_focus=True):
         "preview--summary",
         "preview--dim",
         "preview--call",
+        "preview--field",
         "preview--error",
         "preview--json",
         "preview--more",
+        "preview--anchor",
+        "preview--anchor-bar",
+        "preview--diff-added",
+        "preview--diff-removed",
+        "preview--diff-context",
+        "preview--diff-hunk",
     }
+
+    ABOVE = 1  # rows left above the selected entry's heading when it is placed
+
+    class WidthChanged(Message):
+        """The width rows are rendered for changed: they need rendering again."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._lines: list[Line] = []
-        self._wrapped: list[tuple[str, str]] = []
-        self._wrap_width = -1
+        self._rows: list[Row] = []
+        self._anchor: tuple[int, int] | None = None
+        self._placed_y: int | None = None  # where rows were last placed
+        self._reader_offset: int | None = None  # set once the reader scrolls: kept from then on
+        self._width = -1
 
     @property
-    def lines(self) -> list[Line]:
-        return self._lines
+    def rows(self) -> list[Row]:
+        return self._rows
+
+    @property
+    def anchor_rows(self) -> tuple[int, int] | None:
+        """Rows [start, end) of the selected entry, when it is in the preview."""
+        return self._anchor
 
     def plain_text(self) -> str:
-        return "\n".join(line.text for line in self._lines)
+        return plain_text(self._rows)
 
-    def set_lines(self, lines: list[Line], *, keep_scroll: bool = False) -> None:
-        self._lines = lines
-        self._wrap_width = -1
-        self._rewrap()
-        if not keep_scroll:
-            self.scroll_to(0, 0, animate=False, immediate=True)
+    def render_width(self) -> int:
+        """The width rows are rendered for: the content less the gutter, and less the scrollbar
+        whether it shows or not (so that its coming and going never asks for a re-render)."""
+        region = self.scrollable_content_region
+        scrollbar = 0 if self.show_vertical_scrollbar else self.styles.scrollbar_size_vertical
+        return max(region.width - scrollbar - GUTTER, 8)
+
+    def show_rows(self, rendered: Rendered, *, fresh: bool) -> None:
+        """Show rows; `fresh` (another entry, mode or scope) places the selected entry in view
+        whatever the reader scrolled before."""
+        height = max(self.scrollable_content_region.height, 1)
+        y = int(self.scroll_offset.y)
+        if fresh:
+            self._reader_offset = None
+        elif self._placed_y is not None and y != self._placed_y and self._anchor is not None:
+            self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
+        self._rows = rendered.rows
+        self._anchor = rendered.anchor
+        self._width = self.render_width()
+        total = len(self._rows)
+        self.virtual_size = Size(self.scrollable_content_region.width, total)
+        if rendered.anchor is None:
+            new_y = 0 if fresh else y  # rows only ever arrive below
+        elif self._reader_offset is not None:
+            new_y = rendered.anchor[0] - self._reader_offset
+        else:
+            new_y = rendered.anchor[0] - self.ABOVE
+        new_y = max(0, min(new_y, total - height))
+        self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
+        self._placed_y = new_y
         self.refresh()
-
-    def _rewrap(self) -> None:
-        width = max(self.scrollable_content_region.width, 10)
-        if width == self._wrap_width:
-            return
-        self._wrap_width = width
-        wrapped: list[tuple[str, str]] = []
-        for line in self._lines:
-            for chunk in wrap(line.text, width):
-                wrapped.append((chunk, line.style))
-        self._wrapped = wrapped
-        self.virtual_size = Size(width, len(wrapped))
 
     def on_resize(self, event: events.Resize) -> None:
-        self._rewrap()
+        if self._width >= 0 and self.render_width() != self._width:
+            self.post_message(self.WidthChanged())
         self.refresh()
 
+    def _in_heading(self, index: int, start: int) -> bool:
+        """The selected entry's heading: its first row and the rows it wraps onto."""
+        while index > start:
+            if not self._rows[index][2]:
+                return False
+            index -= 1
+        return index == start
+
     def render_line(self, y: int) -> Strip:
-        self._rewrap()
-        row = y + int(self.scroll_offset.y)
-        width = self.size.width
+        index = y + int(self.scroll_offset.y)
+        width = self.scrollable_content_region.width
         base = self.rich_style
-        if row >= len(self._wrapped):
+        if index >= len(self._rows):
             return Strip.blank(width, base)
-        text, style_name = self._wrapped[row]
-        style = base + self.get_component_rich_style(style_name, partial=True) if style_name else base
-        return Strip([Segment(text, style)]).crop_extend(0, width, base)
+        row = self._rows[index]
+        cls = row[1]
+        style = base + self.get_component_rich_style(cls, partial=True) if cls else base
+        anchor = self._anchor
+        marked = anchor is not None and anchor[0] <= index < anchor[1]
+        if marked:
+            bar = Segment("▌ ", base + self.get_component_rich_style("preview--anchor-bar", partial=True))
+            if anchor is not None and self._in_heading(index, anchor[0]):
+                style += self.get_component_rich_style("preview--anchor", partial=True)
+        else:
+            bar = Segment(" " * GUTTER, base)
+        segments = [bar, *Segment.apply_style(row_segments(row), style)]
+        return Strip(segments).crop_extend(0, width, style)

@@ -1,29 +1,72 @@
 """The right-hand pane: a title line and the preview of what the model would see at the entry
 under the cursor. Owns the debounce (a rebuild starts after the cursor rests) and the worker that
-builds the lines off the UI thread, so cursor moves never wait for a context to be built."""
+plans and renders the preview off the UI thread, so cursor moves never wait for a context to be
+built or for Markdown and code to be rendered: the UI thread only swaps in finished rows."""
 
 from __future__ import annotations
 
 import contextlib
+import time
+from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
+from textual.theme import Theme
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from ..model.entries import MessageEntry
 from ..model.errors import SessionError
 from ..session import Session
 from . import deliver
-from .preview import Line, PreviewMode, PreviewView, context_lines, llm_lines, raw_lines
+from .preview import (
+    COLLAPSED,
+    ENTRY,
+    ENTRY_ALL,
+    EXPANDED,
+    Part,
+    Plan,
+    PreviewMode,
+    PreviewView,
+    RenderCache,
+    Rendered,
+    Renderer,
+    Scope,
+    plan_context,
+    plan_entry,
+    plan_raw,
+    render_plan,
+    tool_call_index,
+    warm_up,
+)
 from .tree_view import RowTarget
 
 PREVIEW_LIMIT = 400  # context entries decoded for a preview before "e" asks for all
-PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt
+PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt, while keys repeat
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One rebuild: what to show and for which size."""
+
+    target: RowTarget
+    mode: PreviewMode
+    scope: Scope
+    expanded: bool
+    width: int
+    height: int
+    dark: bool
+    generation: int
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def view(self) -> tuple[object, ...]:
+        return (self.target, self.mode, self.scope, self.expanded)
 
 
 class PreviewPane(Vertical):
@@ -31,23 +74,53 @@ class PreviewPane(Vertical):
 
     mode: reactive[PreviewMode] = reactive(PreviewMode.CONTEXT, init=False)
     expanded: reactive[bool] = reactive(False, init=False)
+    scope: reactive[Scope] = reactive(Scope.CONTEXT, init=False)
 
     def __init__(self, session: Session, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.session = session
         self.target: RowTarget | None = None
         self._timer: Timer | None = None
+        self._last_show = 0.0
+        self._generation = 0
+        self._shown: tuple[object, ...] | None = None  # the `view` of the rows on screen
+        self.cache = RenderCache()
+        # When the last rebuild started, first showed rows, and finished (perf_counter seconds):
+        # read by the benchmarks and the tests.
+        self.timings: dict[str, float] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="preview-title", markup=False)
         yield PreviewView(id="preview")
 
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.call_after_refresh(self._warm_up)
+
+    @work(thread=True, group="preview-warm-up")
+    def _warm_up(self) -> None:
+        """Render a little Markdown and code once, after the first paint: the first render
+        otherwise pays for importing Pygments' lexers and styles (~50 ms)."""
+        warm_up(dark=self.app.current_theme.dark)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        self.rebuild()  # code is highlighted with a dark or a light palette
+
     def show(self, target: RowTarget) -> None:
-        """The cursor is on `target`: rebuild once it has rested for PREVIEW_DELAY."""
+        """The cursor is on `target`. A move after a pause rebuilds at once; moves in quick
+        succession (a held key) rebuild once the cursor has rested for PREVIEW_DELAY. A render
+        still running for the previous entry stops now, not when the next one starts."""
         self.target = target
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(PREVIEW_DELAY, self.rebuild)
+        self.workers.cancel_group(self, "preview")
+        now = time.monotonic()
+        rested = now - self._last_show > PREVIEW_DELAY
+        self._last_show = now
+        if rested:
+            self.rebuild()
+        else:
+            self._timer = self.set_timer(PREVIEW_DELAY, self.rebuild)
 
     def rebuild(self) -> None:
         target = self.target
@@ -55,11 +128,38 @@ class PreviewPane(Vertical):
             return
         try:
             title = self.query_one("#preview-title", Static)
+            view = self.query_one(PreviewView)
         except NoMatches:  # a timer firing while the app shuts down
             return
+        title.update(Text(self._title(target)))
+        self._generation += 1
+        request = Request(
+            target,
+            self.mode,
+            self.scope,
+            self.expanded,
+            view.render_width(),
+            max(view.scrollable_content_region.height, 10),
+            self.app.current_theme.dark,
+            self._generation,
+        )
+        self.timings = {"start": request.started}
+        self._build(request)
+
+    def _title(self, target: RowTarget) -> str:
+        if self.mode is PreviewMode.RAW:
+            where = f"at {target.entry_id}"
+        elif self.scope is Scope.ENTRY:
+            where = f"entry {target.entry_id}"
+        else:
+            where = f"up to {target.entry_id}"
         extra = " · expanded" if self.expanded else ""
-        title.update(Text(f"{self.mode.value} · at {target.entry_id}{extra}"))
-        self._build(target, self.mode, self.expanded)
+        hint = (
+            ""
+            if self.mode is PreviewMode.RAW
+            else f" · v: {'context' if self.scope is Scope.ENTRY else 'entry'}"
+        )
+        return f"{self.mode.value} · {where}{extra}{hint}"
 
     def watch_mode(self) -> None:
         self.rebuild()
@@ -67,30 +167,71 @@ class PreviewPane(Vertical):
     def watch_expanded(self) -> None:
         self.rebuild()
 
+    def watch_scope(self) -> None:
+        self.rebuild()
+
+    def action_toggle_scope(self) -> None:
+        """Between the selected entry alone (whole) and the context up to it."""
+        self.scope = self.scope.next()
+
+    def action_toggle_expanded(self) -> None:
+        self.expanded = not self.expanded
+
+    @on(PreviewView.WidthChanged)
+    def _width_changed(self) -> None:
+        self.rebuild()
+
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.stop()
         self.workers.cancel_group(self, "preview")
 
-    @work(thread=True, exclusive=True, group="preview")
-    def _build(self, target: RowTarget, mode: PreviewMode, expanded: bool) -> None:
-        worker = get_current_worker()
-        session = self.session
-        try:
-            if mode is PreviewMode.RAW:
-                entry = session.entry_at(target.position)
-                lines = raw_lines(entry, session.line_number(entry.id), expanded)
-            else:
-                context = session.build_context(at=target.entry_id, limit=None if expanded else PREVIEW_LIMIT)
-                make = context_lines if mode is PreviewMode.CONTEXT else llm_lines
-                lines = make(context, target.entry_id, expanded)
-        except SessionError as exc:
-            lines = [Line(f"cannot build the preview: {exc}", "preview--error")]
-        if not worker.is_cancelled:
-            deliver(self.app, self._deliver, target, lines)
+    # --- the worker ---------------------------------------------------------------------------
 
-    def _deliver(self, target: RowTarget, lines: list[Line]) -> None:
-        if self.target != target:
-            return
+    @work(thread=True, exclusive=True, group="preview")
+    def _build(self, request: Request) -> None:
+        worker = get_current_worker()
+        try:
+            plan = self._plan(request)
+        except SessionError as exc:
+            message = f"cannot build the preview: {exc}"
+            plan = Plan([Part(lambda r: r.plain(message, "preview--error"))])
+        renderer = Renderer(request.width, dark=request.dark, cache=self.cache)
+
+        def emit(rendered: Rendered) -> None:
+            if not worker.is_cancelled:
+                deliver(self.app, self._deliver, request, rendered)
+
+        render_plan(plan, renderer, request.height, emit, lambda: worker.is_cancelled)
+
+    def _plan(self, request: Request) -> Plan:
+        session = self.session
+        target = request.target
+        entry = session.entry_at(target.position)
+        if request.mode is PreviewMode.RAW:
+            return plan_raw(entry, session.line_number(entry.id), request.expanded)
+        as_sent = request.mode is PreviewMode.LLM
+        if request.scope is Scope.ENTRY:
+            calls = {}
+            if isinstance(entry, MessageEntry) and entry.role == "toolResult" and entry.parent_id:
+                parent = session.get_entry(entry.parent_id)  # the call, to know a read's file name
+                if isinstance(parent, MessageEntry):
+                    calls = tool_call_index([parent.message])
+            detail = ENTRY_ALL if request.expanded else ENTRY
+            return plan_entry(entry, session.line_number(entry.id), detail, as_sent=as_sent, calls=calls)
+        context = session.build_context(at=target.entry_id, limit=None if request.expanded else PREVIEW_LIMIT)
+        return plan_context(context, entry, EXPANDED if request.expanded else COLLAPSED, as_sent=as_sent)
+
+    def _deliver(self, request: Request, rendered: Rendered) -> None:
+        if request.generation != self._generation:
+            return  # a newer rebuild started: these rows are for something else
         with contextlib.suppress(NoMatches):  # the screen closed while the worker ran
-            self.query_one(PreviewView).set_lines(lines)
+            view = self.query_one(PreviewView)
+            # Another entry, mode or scope is placed afresh; the same one again (a resize, a
+            # write, more rows of this render) keeps what the reader scrolled to.
+            view.show_rows(rendered, fresh=self._shown != request.view)
+            self._shown = request.view
+            now = time.perf_counter()
+            self.timings.setdefault("first", now)
+            if rendered.complete:
+                self.timings["done"] = now

@@ -1,0 +1,703 @@
+"""The preview pane: anchored to the tree's cursor, rendered (Markdown, code, diffs), inert, and
+never in the way of keys. Real session files in tmp_path, the real app under `App.run_test()`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.style import Style
+
+from helpers import A, U
+from sessiontree import JsonlStorage, Session
+from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.launch import open_for_browsing
+from sessiontree.tui.preview import (
+    COLLAPSED,
+    ENTRY,
+    STYLES,
+    Plan,
+    PreviewView,
+    RenderCache,
+    Renderer,
+    Scope,
+    body_parts,
+    diff_lines,
+    plain_text,
+    render_all,
+    row_text,
+    split_code,
+    split_markdown,
+)
+from sessiontree.tui.preview_pane import PREVIEW_DELAY, PreviewPane
+from sessiontree.tui.tree_view import SessionTreeView
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+SIZES = [(80, 24), (160, 50)]
+
+MARKDOWN = """## Goal
+
+Make the **parser** handle *every* time zone.
+
+- first item
+- second item with `inline code`
+
+| zone | offset |
+| --- | --- |
+| Tokyo | +9 |
+
+```python
+def parse(text: str) -> int:
+    return len(text)
+```
+
+1. Finish the README
+2. Release 1.4.0
+"""
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def make_app(path: Path, **kw: Any) -> SessionTreeApp:
+    session, note = open_for_browsing(path, read_only=kw.pop("read_only", False))
+    return SessionTreeApp(session, note=note, follow=kw.pop("follow", False), **kw)
+
+
+async def settle(app: SessionTreeApp, pilot: Any) -> None:
+    await pilot.pause(PREVIEW_DELAY + 0.05)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def view(app: SessionTreeApp) -> PreviewView:
+    return app.browser.query_one(PreviewView)
+
+
+def pane(app: SessionTreeApp) -> PreviewPane:
+    return app.browser.query_one(PreviewPane)
+
+
+def tree(app: SessionTreeApp) -> SessionTreeView:
+    return app.browser.query_one(SessionTreeView)
+
+
+def cursor_id(app: SessionTreeApp) -> str:
+    target = tree(app).current_target()
+    assert target is not None
+    return target.entry_id
+
+
+async def put_cursor(app: SessionTreeApp, pilot: Any, entry_id: str) -> None:
+    """The cursor on `entry_id` — under the "all" filter when the current one hides it (turns
+    of only tool calls are hidden by default)."""
+    t = tree(app)
+    if t.outline.row_of[app.session.tree.pos[entry_id]] < 0:
+        app.browser.action_set_filter("all")
+    t.set_cursor(t.outline.row_for(app.session.tree.pos[entry_id]))
+    await settle(app, pilot)
+
+
+def anchored_text(app: SessionTreeApp) -> str:
+    v = view(app)
+    assert v.anchor_rows is not None
+    start, end = v.anchor_rows
+    return plain_text(v.rows[start:end])
+
+
+def assert_anchor_in_view(app: SessionTreeApp) -> None:
+    """The selected entry's heading is on screen, and so is its bar."""
+    v = view(app)
+    assert v.anchor_rows is not None
+    start, _ = v.anchor_rows
+    top = int(v.scroll_offset.y)
+    height = v.scrollable_content_region.height
+    assert top <= start < top + height, (top, start, height)
+    drawn = v.render_line(start - top)
+    assert drawn.text.startswith("▌ ")
+
+
+def styles_of(rows: list, needle: str) -> list[Style]:
+    """Styles of the segments whose text contains `needle`."""
+    out = []
+    for row in rows:
+        for text, style in row[0]:
+            if needle in text and STYLES[style] is not None:
+                out.append(STYLES[style])
+    return out
+
+
+def assistant(*blocks: dict[str, Any], thinking: str | None = None) -> dict[str, Any]:
+    msg = A("")
+    msg["content"] = ([{"type": "thinking", "thinking": thinking}] if thinking else []) + list(blocks)
+    return msg
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+
+
+def result(call_id: str, name: str, value: str, *, error: bool = False) -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": value}],
+        "isError": error,
+        "timestamp": 3,
+    }
+
+
+@pytest.fixture
+def conversation(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A session with Markdown, code, an edit, a write, a read, thinking, a label and a tool
+    result long enough to be cut; returns its path and the ids by name."""
+    path = tmp_path / "conversation.jsonl"
+    ids: dict[str, str] = {}
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        ids["ask"] = s.append_message(U("Please look at **the parser**.\nSecond line."))
+        ids["plan"] = s.append_message(
+            assistant(text(MARKDOWN), thinking="\n".join(f"step {n}" for n in range(10)))
+        )
+        ids["edit"] = s.append_message(
+            assistant(
+                text("Fixing it."),
+                call(
+                    "c1",
+                    "edit",
+                    {"path": "src/dates.py", "oldText": "x = 1\ny = 2\n", "newText": "x = 1\ny = 3\n"},
+                ),
+            )
+        )
+        ids["edited"] = s.append_message(result("c1", "edit", "Edited src/dates.py"))
+        ids["multi"] = s.append_message(
+            assistant(
+                call(
+                    "c2",
+                    "edit",
+                    {
+                        "path": "a.py",
+                        "edits": [
+                            {"oldText": "alpha", "newText": "beta"},
+                            {"oldText": "one", "newText": "two"},
+                        ],
+                    },
+                ),
+                call("c3", "edit", {"file_path": "b.py", "old_string": "gamma", "new_string": "delta"}),
+            )
+        )
+        ids["write"] = s.append_message(
+            assistant(
+                call(
+                    "c4",
+                    "write",
+                    {"path": "pkg/mod.py", "content": "import os\n\ndef main():\n    return os.sep\n"},
+                )
+            )
+        )
+        ids["read"] = s.append_message(
+            assistant(call("c5", "read", {"path": "pkg/mod.py", "offset": 10, "limit": 40}))
+        )
+        ids["long result"] = s.append_message(
+            result("c5", "read", "\n".join(f"line_{n} = {n}" for n in range(40)))
+        )
+        ids["grep"] = s.append_message(
+            assistant(
+                call("c6", "grep", {"pattern": "def .*", "path": "src", "flags": ["-n"], "note": "one\ntwo"})
+            )
+        )
+        ids["last"] = s.append_message(U("And the last question, after which the label comes."))
+        ids["label"] = s.append_label(ids["plan"], "the plan")
+    return path, ids
+
+
+# --- anchoring --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_selected_entry_is_marked_and_in_view_as_the_cursor_moves(conversation, size):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        for name in ("ask", "plan", "edit", "write", "long result", "last"):
+            await put_cursor(app, pilot, ids[name])
+            assert_anchor_in_view(app)
+            assert f"up to {ids[name]}" in str(app.browser.query_one("#preview-title").render())
+        await put_cursor(app, pilot, ids["plan"])
+        assert anchored_text(app).startswith("── assistant")
+        assert "Goal" in anchored_text(app)
+        for key in ("k", "k", "j", "j", "j"):  # through the tree's keys
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert_anchor_in_view(app)
+        # the mark is drawn: a bar down the entry's rows, a band behind its heading
+        v = view(app)
+        start, _ = v.anchor_rows
+        top = int(v.scroll_offset.y)
+        heading = v.render_line(start - top)
+        band = v.get_component_rich_style("preview--anchor", partial=True)
+        assert band.bgcolor is not None
+        assert any(seg.style and seg.style.bgcolor == band.bgcolor for seg in heading)
+        if start - 1 >= top:
+            assert not v.render_line(start - 1 - top).text.startswith("▌")
+
+
+async def test_the_last_entry_of_a_long_context_is_in_view_at_once(tmp_path):
+    """The selected entry ends the context, usually far below its top."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(60):
+            s.append_message(U(f"question {n}"))
+            last = s.append_message(A(f"answer {n}\n\n" + MARKDOWN))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await put_cursor(app, pilot, last)
+        assert_anchor_in_view(app)
+        assert "answer 59" in anchored_text(app)
+        v = view(app)
+        assert int(v.scroll_offset.y) > 100  # far from the top of the context
+
+
+async def test_anchored_after_search(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await put_cursor(app, pilot, ids["ask"])
+        await pilot.press("slash", *"Fixing", "enter")
+        await settle(app, pilot)
+        assert cursor_id(app) == ids["edit"]
+        assert_anchor_in_view(app)
+        assert "Fixing it." in anchored_text(app)
+
+
+async def test_an_entry_that_adds_no_message_is_marked_at_the_end(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("5")  # everything: labels have rows
+        await put_cursor(app, pilot, ids["label"])
+        assert_anchor_in_view(app)
+        assert "label" in anchored_text(app) and "adds no message" in anchored_text(app)
+        v = view(app)
+        assert v.anchor_rows[1] == len(v.rows)
+
+
+async def test_the_reader_keeps_the_place_they_scrolled_to(conversation):
+    """A rebuild of the same entry (a write, a resize, more rows arriving) does not yank the
+    view back; another entry is placed afresh."""
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await put_cursor(app, pilot, ids["last"])
+        v = view(app)
+        v.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        assert int(v.scroll_offset.y) == 0
+        pane(app).rebuild()
+        await settle(app, pilot)
+        assert int(v.scroll_offset.y) == 0  # still where the reader put it
+        tree(app).focus()
+        await pilot.press("k")
+        await settle(app, pilot)
+        assert_anchor_in_view(app)  # another entry: placed afresh
+
+
+async def test_live_follow_keeps_the_new_leaf_anchored(tmp_path):
+    path = tmp_path / "followed.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(8):
+            s.append_message(U(f"question {n}"))
+            s.append_message(A(MARKDOWN))
+    app = make_app(path, follow=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        assert cursor_id(app) == app.session.leaf_id
+        new = "feed0001"
+        record = {
+            "type": "message",
+            "id": new,
+            "parentId": app.session.leaf_id,
+            "timestamp": "2026-03-14T10:00:00.000Z",
+            "message": U("appended while browsing, with **Markdown**"),
+        }
+        with open(path, "ab") as f:  # the agent (Pi, no lock) appends while we browse
+            f.write(json.dumps(record).encode() + b"\n")
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if cursor_id(app) == new:
+                break
+        await settle(app, pilot)
+        assert cursor_id(app) == new
+        assert_anchor_in_view(app)
+        assert "appended while browsing, with Markdown" in anchored_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_resize_renders_again_for_the_new_width(conversation, size):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await put_cursor(app, pilot, ids["plan"])
+        await pilot.resize_terminal(*size)
+        await settle(app, pilot)
+        v = view(app)
+        width = v.render_width()
+        assert all(sum(len(t) for t, _ in row[0]) <= width for row in v.rows)
+        assert_anchor_in_view(app)
+
+
+# --- the scope toggle -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_v_shows_the_entry_alone_and_whole_then_the_context_again(conversation, size):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=size) as pilot:
+        await put_cursor(app, pilot, ids["long result"])
+        context = view(app).plain_text()
+        assert "if the leaf were at" in context and "more lines" in context
+        assert "line_39 = 39" not in context
+        await pilot.press("v")
+        await settle(app, pilot)
+        assert pane(app).scope is Scope.ENTRY
+        title = str(app.browser.query_one("#preview-title").render())
+        assert f"entry {ids['long result']}" in title and "v: context" in title
+        alone = view(app).plain_text()
+        assert "if the leaf were at" not in alone and "Please look at" not in alone
+        assert "line_0 = 0" in alone and "line_39 = 39" in alone  # whole, not cut
+        assert int(view(app).scroll_offset.y) == 0
+        await put_cursor(app, pilot, ids["plan"])  # the scope stays while the cursor moves
+        alone = view(app).plain_text()
+        assert "step 9" in alone and "Release 1.4.0" in alone and "more lines" not in alone
+        await pilot.press("v")
+        await settle(app, pilot)
+        assert pane(app).scope is Scope.CONTEXT
+        assert "if the leaf were at" in view(app).plain_text()
+        assert_anchor_in_view(app)
+
+
+async def test_v_on_an_entry_without_messages_shows_what_it_records(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("5")
+        await put_cursor(app, pilot, ids["label"])
+        await pilot.press("v")
+        await settle(app, pilot)
+        shown = view(app).plain_text()
+        assert "the plan" in shown and '"type": "label"' in shown
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+async def test_markdown_is_rendered(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, ids["plan"])
+        await pilot.press("v")
+        await settle(app, pilot)
+        rows = view(app).rows
+        shown = plain_text(rows)
+        assert "Goal" in shown and "## Goal" not in shown
+        assert "Make the parser handle every time zone." in shown
+        assert "• first item" in shown and "inline code" in shown and "`inline code`" not in shown
+        assert "Tokyo" in shown and "| Tokyo |" not in shown  # a table, not pipes
+        assert "def parse(text: str) -> int:" in shown and "```" not in shown
+        assert "1. Finish the README" in shown and "2. Release 1.4.0" in shown
+        assert any(s.bold for s in styles_of(rows, "parser"))
+        assert any(s.italic for s in styles_of(rows, "every"))
+        assert any(s.color is not None for s in styles_of(rows, "def"))  # highlighted by Pygments
+        assert any(s.bgcolor is not None for s in styles_of(rows, "def"))  # a code block
+        assert "step 9" in shown  # thinking, whole in the entry scope
+
+
+async def test_newlines_in_messages_are_line_breaks(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, ids["ask"])
+        shown = anchored_text(app)
+        assert "Please look at the parser.\nSecond line." in shown
+
+
+async def test_edits_are_a_coloured_diff(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, ids["edit"])
+        start, end = view(app).anchor_rows
+        rows = view(app).rows[start:end]
+        shown = plain_text(rows)
+        assert "→ edit  src/dates.py  (−1 +1)" in shown
+        assert "oldText" not in shown and "\\n" not in shown
+        removed = [row_text(r) for r in rows if r[1] == "preview--diff-removed"]
+        added = [row_text(r) for r in rows if r[1] == "preview--diff-added"]
+        context = [row_text(r) for r in rows if r[1] == "preview--diff-context"]
+        assert [x.strip() for x in removed] == ["- y = 2"]
+        assert [x.strip() for x in added] == ["+ y = 3"]
+        assert [x.strip() for x in context] == ["x = 1"]
+        v = view(app)
+        colour = v.get_component_rich_style("preview--diff-added", partial=True)
+        assert colour.bgcolor is not None
+        await put_cursor(app, pilot, ids["multi"])
+        start, end = view(app).anchor_rows
+        rows = view(app).rows[start:end]
+        shown = plain_text(rows)
+        assert "→ edit  a.py  (−2 +2)" in shown and "→ edit  b.py  (−1 +1)" in shown
+        removed = [row_text(r).strip() for r in rows if r[1] == "preview--diff-removed"]
+        assert removed == ["- alpha", "- one", "- gamma"]
+
+
+async def test_written_files_are_highlighted_by_their_name(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, ids["write"])
+        rows = view(app).rows
+        shown = plain_text(rows)
+        assert "→ write  pkg/mod.py  (4 lines)" in shown
+        assert "def main():" in shown and "content" not in shown
+        keyword = styles_of(rows, "import")
+        name = styles_of(rows, "main")
+        assert keyword and name and keyword[0].color != name[0].color  # Python, highlighted
+
+
+async def test_tool_arguments_are_fields_and_results_are_cut(conversation):
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, ids["grep"])
+        shown = plain_text(view(app).rows)
+        assert "→ grep  src" in shown
+        assert "pattern: def .*" in shown and 'flags: ["-n"]' in shown
+        assert "note:\n    one\n    two" in shown
+        assert any(s.bold for s in styles_of(view(app).rows, "pattern"))
+        await put_cursor(app, pilot, ids["long result"])
+        shown = anchored_text(app)
+        assert "line_5 = 5" in shown and "line_6 = 6" not in shown
+        assert "34 more lines" in shown
+        assert any(
+            s.color is not None for s in styles_of(view(app).rows, "line_0")
+        )  # a read: its file's lexer
+        await put_cursor(app, pilot, ids["plan"])
+        shown = anchored_text(app)
+        assert "thinking: step 0" in shown and "step 3" not in shown and "7 more lines" in shown
+        await pilot.press("e")
+        await settle(app, pilot)
+        shown = anchored_text(app)
+        assert "step 9" in shown and "more lines" not in shown
+
+
+# --- hostile content --------------------------------------------------------------------------
+
+# (text in the session, what must be shown); control, bidi and invisible characters must never be
+# drawn (FORBIDDEN), nor any link or click action.
+HOSTILE_MARKDOWN = {
+    "javascript link": ("[x](javascript:alert(1))", "javascript:alert(1)"),
+    "textual click markup": ("[@click=app.quit]x[/]", "[@click=app.quit]x[/]"),
+    "rich link markup": ("[link=https://evil.example]l[/link]", "[link=https://evil.example]l[/link]"),
+    "link to a real site": ("[docs](https://example.com/docs)", "docs (https://example.com/docs)"),
+    "OSC 8 in a code fence": (
+        "```python\nprint('\x1b]8;;https://evil.example\x07x\x1b]8;;\x07')\n```",
+        "␛]8;;https://evil.example␇x",
+    ),
+    "bidi in a code fence": ("```\nabc\u202edef\n```", "abc⟨U+202E⟩def"),
+    "ESC in a link target": ("[a](http://e.example/\x1b[31m)", "http://e.example/␛[31m"),
+    "bidi in a link target": ("[b](<http://e\u202e.example>)", "http://e⟨U+202E⟩.example"),
+    "character references": ("&#x202e; &#x200b; &#8238; &#27;", "⟨U+202E⟩ ⟨U+200B⟩ ⟨U+202E⟩"),
+    "ESC in inline code": ("`\x1b[2J` done", "␛[2J done"),
+    "html": ("<script>alert(1)</script>", "<script>alert(1)</script>"),
+    "hostile fence info": ("```[@click=app.quit]\ncode here\n```", "code here"),
+    "markup in a heading": ("# [bold red]x[/]", "[bold red]x[/]"),
+    "bidi in a table": ("| a\u2066 | b |\n|---|---|\n| \x1b[31m | c |", "a⟨U+2066⟩"),
+    "C1 control": ("a\x9b31mb", "a⟨U+009B⟩31mb"),
+}
+
+FORBIDDEN = "\x1b\x07\x9b\u202e\u200b\u2066\u2069"
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_MARKDOWN))
+async def test_markdown_shaped_attacks_stay_inert(tmp_path, case):
+    hostile, shown = HOSTILE_MARKDOWN[case]
+    path = tmp_path / "hostile.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U(hostile))
+        target = s.append_message(
+            assistant(
+                text(hostile),
+                call("h1", "edit", {"path": hostile, "oldText": hostile, "newText": hostile + "!"}),
+                call("h2", "write", {"path": "x.md", "content": hostile}),
+                call("h3", "other", {"field": hostile, "block": hostile + "\n" + hostile}),
+            )
+        )
+    app = make_app(path)
+    async with app.run_test(size=(200, 40)) as pilot:
+        for scope_key in ((), ("v",)):
+            await put_cursor(app, pilot, target)
+            if scope_key:
+                await pilot.press(*scope_key)
+                await settle(app, pilot)
+            v = view(app)
+            text_shown = v.plain_text()
+            assert shown in text_shown
+            assert not any(ch in text_shown for ch in FORBIDDEN)
+            for row in v.rows:  # no link, no click action, nothing that acts
+                for _, style_id in row[0]:
+                    style = STYLES[style_id]
+                    assert style is None or (not style.link and not style.meta)
+            for y in range(v.scrollable_content_region.height):  # as drawn
+                for segment in v.render_line(y):
+                    assert not segment.control
+                    assert not any(ch in segment.text for ch in FORBIDDEN)
+                    assert segment.style is None or (
+                        not segment.style.link and "@click" not in segment.style.meta
+                    )
+
+
+def test_renderer_output_is_inert_whatever_the_body():
+    """Below the app: every body kind, straight through the renderer."""
+    hostile = "".join(h for h, _ in HOSTILE_MARKDOWN.values())
+    for kind in ("markdown", "code", "plain"):
+        rendered = render_all(Plan(body_parts(("k",), hostile, ENTRY, kind=kind)), 70)
+        text_shown = plain_text(rendered.rows)
+        assert not any(ch in text_shown for ch in FORBIDDEN), kind
+        for row in rendered.rows:
+            for _, style_id in row[0]:
+                style = STYLES[style_id]
+                assert style is None or not style.link_id
+
+
+# --- big entries and speed --------------------------------------------------------------------
+
+
+def big_markdown(size: int) -> str:
+    return (MARKDOWN * (size // len(MARKDOWN) + 1))[:size] + "\n\nTHE END"
+
+
+async def test_a_megabyte_entry_renders_a_prefix_and_keys_stay_answered(tmp_path):
+    path = tmp_path / "big.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("before"))
+        big = s.append_message(A(big_markdown(1_000_000)))
+        after = s.append_message(U("after"))
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, big)
+        assert "more characters" in view(app).plain_text()  # the context cuts it
+        await pilot.press("v")  # the whole entry: a long render starts in the worker
+        await pilot.pause(0.05)
+        for key in "jkjk":  # the tree answers while it renders (and the move stops the render)
+            before = cursor_id(app)
+            await pilot.press(key)
+            assert cursor_id(app) != before
+        await settle(app, pilot)
+        assert cursor_id(app) == big
+        v = view(app)
+        v.focus()  # scrolling the preview while it renders does not stop the render
+        pane(app).cache.clear()
+        pane(app).rebuild()
+        lags = []
+        while "done" not in pane(app).timings and len(lags) < 50:  # the event loop turns meanwhile
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - t0 - 0.01)
+        # Blocked, the loop would turn once, when the render ends. The bound is loose: the
+        # machines these run on are shared.
+        assert len(lags) >= 10 and sorted(lags)[len(lags) // 2] < 0.1
+        await pilot.press(*"jjkk")
+        await settle(app, pilot)
+        shown = v.plain_text()
+        assert "Release 1.4.0" in shown
+        assert "more characters  (e: show them as plain text)" in shown and "THE END" not in shown
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert "THE END" in view(app).plain_text()  # e shows the rest, as plain text
+        await put_cursor(app, pilot, after)
+        assert "after" in view(app).plain_text()
+
+
+async def test_what_is_on_screen_comes_before_the_rest(tmp_path):
+    """A 90 KB entry shows its first screen long before its last row is rendered."""
+    path = tmp_path / "big.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("before"))
+        big = s.append_message(A(big_markdown(90_000)))
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await put_cursor(app, pilot, big)
+        await pilot.press("v")
+        await settle(app, pilot)
+        pane(app).cache.clear()
+        pane(app).rebuild()
+        await settle(app, pilot)
+        timings = pane(app).timings
+        assert timings["first"] - timings["start"] < 0.5
+        assert timings["done"] - timings["first"] > timings["first"] - timings["start"]
+        assert "THE END" in view(app).plain_text()
+
+
+# --- the pieces -------------------------------------------------------------------------------
+
+
+def test_markdown_chunks_render_as_the_whole():
+    source = big_markdown(30_000)
+    chunks = split_markdown(source)
+    assert len(chunks) > 5
+    assert all(len(chunk) <= 3 * 4000 for chunk, _ in chunks)
+    joined = "\n".join(("\n" if gap else "") + chunk for chunk, gap in chunks)
+    assert joined.replace("\n", "") == source.replace("\n", "")
+    for chunk, _ in chunks:  # every fence opened in a chunk is closed in it
+        assert chunk.count("```") % 2 == 0
+
+
+def test_a_fence_cut_for_size_is_closed_and_reopened():
+    source = "```python\n" + "\n".join(f"x_{n} = {n}" for n in range(3000)) + "\n```\n"
+    chunks = split_markdown(source)
+    assert len(chunks) > 3
+    for chunk, gap in chunks:
+        assert chunk.startswith("```python") and chunk.rstrip().endswith("```") and not gap
+    rendered = render_all(Plan(body_parts(("k",), source, ENTRY)), 60)
+    shown = plain_text(rendered.rows)
+    assert "x_0 = 0" in shown and "x_2999 = 2999" in shown and "```" not in shown
+
+
+def test_long_lines_are_split_into_chunks():
+    chunks = split_code("y" * 50_000)
+    assert len(chunks) > 5 and "".join(chunks) == "y" * 50_000
+
+
+def test_diff_lines():
+    assert diff_lines("a\nb\nc\n", "a\nB\nc\n") == [(" ", "a"), ("-", "b"), ("+", "B"), (" ", "c")]
+    far = "\n".join(str(n) for n in range(40))
+    changed = far.replace("\n2\n", "\ntwo\n").replace("\n35\n", "\nthirty-five\n")
+    signs = [sign for sign, _ in diff_lines(far, changed)]
+    assert "⋯" in signs  # two hunks, unchanged lines between them left out
+
+
+def test_cut_bodies_say_what_is_left():
+    rendered = render_all(Plan(body_parts(("k",), "\n".join(map(str, range(30))), COLLAPSED)), 60)
+    assert "… 16 more lines  (e: expand · v: entry)" in plain_text(rendered.rows)
+
+
+def test_the_render_cache_is_bounded_by_rows():
+    cache = RenderCache(max_rows=100)
+    renderer = Renderer(40, cache=cache)
+    for n in range(20):
+        renderer.rows(body_parts(("k", n), "\n".join(["line"] * 10), ENTRY, kind="plain")[0])
+    assert cache._rows <= 100
+    assert cache.get(("k", 19, "entry", "text", 0, 40, renderer.code_theme)) is not None
+    assert cache.get(("k", 0, "entry", "text", 0, 40, renderer.code_theme)) is None
