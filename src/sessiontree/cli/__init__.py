@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 
 from ..model.errors import SessionError
-from . import browse, inspect, write
+from . import browse, importing, inspect, write
 from .output import err
 
-GROUPS = (inspect, write)
+GROUPS = (inspect, write, importing)
 COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
 
 
