@@ -18,7 +18,7 @@ compares a stored state with a fresh fold of the log so storages can check thems
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -115,40 +115,59 @@ class _Walker:
             bool(compaction and compaction[1]),
         )
 
-    def up(self, start: str) -> Iterator[tuple[str, _Node]]:
-        """`start` and its ancestors, nearest first; stops where a parent is not in the log."""
+    def _batch_part(self, start: str) -> tuple[list[tuple[str, _Node]], int]:
+        """The ancestors of `start` (itself first) that are in the batch, and the index
+        position where the walk continues (NONE: at a root, or a parent not in the log)."""
+        out: list[tuple[str, _Node]] = []
         current: str | None = start
-        while current is not None:
+        while current is not None and current in self.batch:
             node = self.node(current)
-            if node is None:
-                return
-            yield current, node
+            assert node is not None
+            out.append((current, node))
             current = node.parent
+        if current is None:
+            return out, NONE
+        if self._index is None:
+            self._index = self._tree()
+        return out, self._index.pos.get(current, NONE)
 
     def bounded_path(self, start: str, marker: str | None = None) -> list[str]:
+        """`TreeIndex.bounded_path` over the batch and then the index (the index's own loop
+        takes over as soon as the walk leaves the batch)."""
+        near, i = self._batch_part(start)
         out: list[str] = []
-        for eid, node in self.up(start):
+        for eid, node in near:
             out.append(eid)
             if marker is not None and eid == marker:
+                i = NONE
                 break
             if node.type == "compaction":
                 if node.has_tail:
+                    i = NONE
                     break
                 marker = node.first_kept
         out.reverse()
-        return out
+        if i == NONE:
+            return out
+        assert self._index is not None
+        ids = self._index.ids
+        return [ids[k] for k in self._index.bounded_path(i, marker)] + out
 
     def state_ids(self, start: str) -> StateIds:
         thinking = model = tools = None
-        for eid, node in self.up(start):
+        near, i = self._batch_part(start)
+        for eid, node in near:
             if node.type == "thinking_level_change":
                 thinking = thinking or eid
             elif node.type == "model_change" or node.assistant:
                 model = model or eid
             elif node.type == "active_tools_change":
                 tools = tools or eid
-            if thinking and model and tools:
-                break
+        if i != NONE and not (thinking and model and tools):
+            assert self._index is not None
+            ids = self._index.ids
+            found = [None if k < 0 else ids[k] for k in self._index.state_entries(i)]
+            thinking, model, tools = thinking or found[0], model or found[1], tools or found[2]
         return (thinking, model, tools)
 
 

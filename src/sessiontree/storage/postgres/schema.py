@@ -2,6 +2,9 @@
 
 Every entry is a row: `data` is the exact wire JSON (bytea, so key order, big integers and
 escaped lone surrogates survive byte for byte), plus the denormalised columns the tree needs.
+Labels and session names are free text that may hold what PostgreSQL's text type refuses (NUL
+characters, lone surrogates), so they are stored JSON-encoded in bytea; ids, types and
+timestamps are text, and an entry whose ids PostgreSQL cannot store is refused before writing.
 `seq` numbers a session's entries 1, 2, 3, ... in append order: the position of an entry in
 the index is `seq - 1`, and "what is new since I last looked" is an index range scan on the
 primary key. `state` and `active_branch` are the materialised projection (see
@@ -41,8 +44,8 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.entries (
     timestamp text NOT NULL,
     role text,
     target_id text,
-    label text,
-    name text,
+    label bytea,
+    name bytea,
     first_kept text,
     has_tail boolean NOT NULL DEFAULT false,
     data bytea NOT NULL,
@@ -53,7 +56,7 @@ CREATE INDEX IF NOT EXISTS entries_compactions ON {SCHEMA}.entries (session_id) 
 CREATE TABLE IF NOT EXISTS {SCHEMA}.state (
     session_id text PRIMARY KEY REFERENCES {SCHEMA}.sessions (id),
     leaf_id text,
-    session_name text,
+    session_name bytea,
     labels bytea NOT NULL,
     latest_compaction_id text,
     thinking_entry_id text,

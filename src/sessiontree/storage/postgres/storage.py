@@ -48,6 +48,20 @@ PREFETCH = 256  # ancestors fetched along with a missed entry (paths are read wh
 PAGE = 2000  # rows per query when walking a whole log
 
 _ENTRY_COLUMNS = "id, parent_id, type, role, target_id, label, name, first_kept, has_tail"
+_INSERT_ENTRY = (
+    f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_COPY_ENTRIES = f"COPY {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data) FROM STDIN"
+_CUT_ACTIVE = f"DELETE FROM {S}.active_branch WHERE session_id = %s AND pos >= %s"
+_INSERT_ACTIVE = f"INSERT INTO {S}.active_branch (session_id, pos, entry_id) VALUES (%s, %s, %s)"
+_COPY_ACTIVE = f"COPY {S}.active_branch (session_id, pos, entry_id) FROM STDIN"
+_UPDATE_STATE = (
+    f"UPDATE {S}.state SET leaf_id = %s, session_name = %s, labels = %s, latest_compaction_id = %s,"
+    " thinking_entry_id = %s, model_entry_id = %s, tools_entry_id = %s, entry_count = %s,"
+    " last_seq = %s, updated_at = %s WHERE session_id = %s"
+)
+COPY_ROWS = 64  # from this many rows on, an append uses COPY instead of INSERTs
 
 
 def _bad_text(value: object) -> bool:
@@ -55,6 +69,8 @@ def _bad_text(value: object) -> bool:
         return False
     if "\x00" in value:
         return True
+    if value.isascii():
+        return False
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -73,10 +89,18 @@ def _text_columns(data: dict[str, Any]) -> dict[str, Any]:
         "timestamp": data["timestamp"],
         "message role": message.get("role") if isinstance(message, dict) else None,
         "targetId": data.get("targetId") if etype in ("label", "leaf") else None,
-        "label": data.get("label") if etype == "label" else None,
-        "name": data.get("name") if etype == "session_info" else None,
         "firstKeptEntryId": data.get("firstKeptEntryId") if etype == "compaction" else None,
     }
+
+
+def _pack(value: Any) -> bytes | None:
+    """Free text (a label, a session name) for a bytea column: JSON, which escapes what
+    PostgreSQL's text type cannot hold."""
+    return None if value is None else encode_line(value)
+
+
+def _unpack(blob: bytes | None) -> Any:
+    return None if blob is None else full_decode(blob)
 
 
 class PostgresStorage(SessionStorage):
@@ -210,7 +234,7 @@ class PostgresStorage(SessionStorage):
         finally:
             conn.close()
         return [
-            {"id": r[0], "created_at": r[1], "cwd": r[2], "name": r[3], "entry_count": r[4] or 0}
+            {"id": r[0], "created_at": r[1], "cwd": r[2], "name": _unpack(r[3]), "entry_count": r[4] or 0}
             for r in rows
         ]
 
@@ -254,7 +278,7 @@ class PostgresStorage(SessionStorage):
         labels = full_decode(row[2]) if row[2] else {}
         state = Projection(
             leaf=row[0],
-            name=row[1],
+            name=_unpack(row[1]),
             labels=labels if isinstance(labels, dict) else {},
             latest_compaction=row[3],
             state_ids=(row[4], row[5], row[6]),
@@ -311,8 +335,8 @@ class PostgresStorage(SessionStorage):
                         etype,
                         role,
                         target_id=target,
-                        label=label,
-                        name=name,
+                        label=_unpack(label),
+                        name=_unpack(name),
                         first_kept=first_kept,
                         has_tail=has_tail,
                     )
@@ -515,52 +539,31 @@ class PostgresStorage(SessionStorage):
                         etype,
                         cols["message role"],
                         cols["targetId"],
-                        cols["label"],
-                        cols["name"],
+                        _pack(data.get("label") if etype == "label" else None),
+                        _pack(data.get("name") if etype == "session_info" else None),
                         cols["firstKeptEntryId"],
                         etype == "compaction" and data.get("retainedTail") is not None,
                         blob,
                     )
                 )
             last_seq = first + len(rows) - 1
-            with (
-                _errors("write failed, nothing was added", self.location),
-                conn.pipeline(),
-                conn.transaction(),
-            ):
-                cur = conn.cursor()
-                cur.executemany(
-                    f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    rows,
-                )
-                if keep < len(before.active):
-                    cur.execute(
-                        f"DELETE FROM {S}.active_branch WHERE session_id = %s AND pos >= %s",
-                        (self.session_id, keep),
-                    )
-                if keep < len(after.active):
-                    cur.executemany(
-                        f"INSERT INTO {S}.active_branch (session_id, pos, entry_id) VALUES (%s, %s, %s)",
-                        [(self.session_id, n, after.active[n]) for n in range(keep, len(after.active))],
-                    )
-                cur.execute(
-                    f"UPDATE {S}.state SET leaf_id = %s, session_name = %s, labels = %s,"
-                    " latest_compaction_id = %s, thinking_entry_id = %s, model_entry_id = %s,"
-                    " tools_entry_id = %s, entry_count = %s, last_seq = %s, updated_at = %s"
-                    " WHERE session_id = %s",
-                    (
-                        after.leaf,
-                        after.name,
-                        encode_line(after.labels),
-                        after.latest_compaction,
-                        *after.state_ids,
-                        after.count,
-                        last_seq,
-                        iso_now(),
-                        self.session_id,
-                    ),
-                )
+            active_rows = [(self.session_id, n, after.active[n]) for n in range(keep, len(after.active))]
+            state_row = (
+                after.leaf,
+                _pack(after.name),
+                encode_line(after.labels),
+                after.latest_compaction,
+                *after.state_ids,
+                after.count,
+                last_seq,
+                iso_now(),
+                self.session_id,
+            )
+            with _errors("write failed, nothing was added", self.location):
+                if len(rows) + len(active_rows) >= COPY_ROWS:
+                    self._write_bulk(conn, rows, keep < len(before.active), keep, active_rows, state_row)
+                else:
+                    self._write_small(conn, rows, keep < len(before.active), keep, active_rows, state_row)
             # committed: only now does memory change
             if self._index is not None:
                 for data in datas:
@@ -569,6 +572,38 @@ class PostgresStorage(SessionStorage):
                 self._remember(first + k, blob)
             self._state = after
             self._last_seq = last_seq
+
+    def _write_small(
+        self, conn: Any, rows: list[tuple], cut: bool, keep: int, active_rows: list[tuple], state_row: tuple
+    ) -> None:
+        """One transaction in one round trip: every statement is queued in a pipeline and the
+        commit waits for all of them."""
+        with conn.pipeline(), conn.transaction():
+            cur = conn.cursor()
+            cur.executemany(_INSERT_ENTRY, rows)
+            if cut:
+                cur.execute(_CUT_ACTIVE, (self.session_id, keep))
+            if active_rows:
+                cur.executemany(_INSERT_ACTIVE, active_rows)
+            cur.execute(_UPDATE_STATE, state_row)
+
+    def _write_bulk(
+        self, conn: Any, rows: list[tuple], cut: bool, keep: int, active_rows: list[tuple], state_row: tuple
+    ) -> None:
+        """Big batches (an import): COPY moves rows several times faster than INSERTs; it
+        cannot run in a pipeline, so this is a handful of round trips for the whole batch."""
+        with conn.transaction():
+            cur = conn.cursor()
+            with cur.copy(_COPY_ENTRIES) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            if cut:
+                cur.execute(_CUT_ACTIVE, (self.session_id, keep))
+            if active_rows:
+                with cur.copy(_COPY_ACTIVE) as copy:
+                    for row in active_rows:
+                        copy.write_row(row)
+            cur.execute(_UPDATE_STATE, state_row)
 
     # --- checking -----------------------------------------------------------------------------
 
