@@ -28,8 +28,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import msgspec
-
 from ...model.entries import Entry, entry_from_dict
 from ...model.errors import SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
@@ -623,7 +621,7 @@ class PostgresStorage(SessionStorage):
                 if not rows:
                     break
                 for _seq, blob in rows:
-                    add_dict(fresh, msgspec.json.decode(blob), None)
+                    add_dict(fresh, full_decode(blob), None)
                 after = rows[-1][0]
         problems = differences(stored, fold(fresh))
         if last_seq != stored.count:
