@@ -1,7 +1,10 @@
 """The tables, in a `sessiontree` schema of the database so they sit beside anything else.
 
-Every entry is a row: `data` is the exact wire JSON (bytea, so key order, big integers and
-escaped lone surrogates survive byte for byte), plus the denormalised columns the tree needs.
+Every entry is a row of `entries` with the denormalised columns the tree needs, and a row of
+`entry_data` with the exact wire JSON (bytea, so key order, big integers and escaped lone
+surrogates survive byte for byte). They are two tables so that loading a session's whole tree
+reads ~100 bytes per entry instead of every payload (the same idea as the JSONL indexer's
+skipping of message content); both rows are written in the same transaction.
 Labels and session names are free text that may hold what PostgreSQL's text type refuses (NUL
 characters, lone surrogates), so they are stored JSON-encoded in bytea; ids, types and
 timestamps are text, and an entry whose ids PostgreSQL cannot store is refused before writing.
@@ -48,9 +51,14 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.entries (
     name bytea,
     first_kept text,
     has_tail boolean NOT NULL DEFAULT false,
-    data bytea NOT NULL,
     PRIMARY KEY (session_id, seq),
     UNIQUE (session_id, id)
+);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.entry_data (
+    session_id text NOT NULL,
+    seq bigint NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (session_id, seq)
 );
 CREATE INDEX IF NOT EXISTS entries_compactions ON {SCHEMA}.entries (session_id) WHERE type = 'compaction';
 CREATE TABLE IF NOT EXISTS {SCHEMA}.state (

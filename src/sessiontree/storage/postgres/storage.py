@@ -46,13 +46,11 @@ PREFETCH = 256  # ancestors fetched along with a missed entry (paths are read wh
 PAGE = 2000  # rows per query when walking a whole log
 
 _ENTRY_COLUMNS = "id, parent_id, type, role, target_id, label, name, first_kept, has_tail"
-_INSERT_ENTRY = (
-    f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
-_COPY_ENTRIES = f"COPY {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data) FROM STDIN"
+_INSERT_ENTRIES = f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}) VALUES "
+_INSERT_DATA = f"INSERT INTO {S}.entry_data (session_id, seq, data) VALUES "
+_COPY_ENTRIES = f"COPY {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}) FROM STDIN"
+_COPY_DATA = f"COPY {S}.entry_data (session_id, seq, data) FROM STDIN"
 _CUT_ACTIVE = f"DELETE FROM {S}.active_branch WHERE session_id = %s AND pos >= %s"
-_INSERT_ACTIVE = f"INSERT INTO {S}.active_branch (session_id, pos, entry_id) VALUES (%s, %s, %s)"
 _COPY_ACTIVE = f"COPY {S}.active_branch (session_id, pos, entry_id) FROM STDIN"
 _UPDATE_STATE = (
     f"UPDATE {S}.state SET leaf_id = %s, session_name = %s, labels = %s, latest_compaction_id = %s,"
@@ -365,7 +363,7 @@ class PostgresStorage(SessionStorage):
                     rows = (
                         self._db()
                         .execute(
-                            f"SELECT seq, data FROM {S}.entries WHERE session_id = %s AND seq = ANY(%s)",
+                            f"SELECT seq, data FROM {S}.entry_data WHERE session_id = %s AND seq = ANY(%s)",
                             (self.session_id, wanted),
                         )
                         .fetchall()
@@ -389,7 +387,9 @@ class PostgresStorage(SessionStorage):
             row = (
                 self._db()
                 .execute(
-                    f"SELECT data FROM {S}.entries WHERE session_id = %s AND id = %s AND seq <= %s",
+                    f"SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
+                    " ON d.session_id = e.session_id AND d.seq = e.seq"
+                    " WHERE e.session_id = %s AND e.id = %s AND e.seq <= %s",
                     (self.session_id, entry_id, self._last_seq),
                 )
                 .fetchone()
@@ -409,8 +409,8 @@ class PostgresStorage(SessionStorage):
                 rows = (
                     self._db()
                     .execute(
-                        f"SELECT seq, data FROM {S}.entries WHERE session_id = %s AND seq > %s AND seq <= %s"
-                        " ORDER BY seq",
+                        f"SELECT seq, data FROM {S}.entry_data"
+                        " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
                         (self.session_id, after, min(end, after + PAGE)),
                     )
                     .fetchall()
@@ -468,8 +468,9 @@ class PostgresStorage(SessionStorage):
             rows = (
                 self._db()
                 .execute(
-                    f"SELECT e.data FROM unnest(%s::text[]) WITH ORDINALITY AS a(id, n)"
-                    f" JOIN {S}.entries e ON e.session_id = %s AND e.id = a.id ORDER BY a.n",
+                    f"SELECT d.data FROM unnest(%s::text[]) WITH ORDINALITY AS a(id, n)"
+                    f" JOIN {S}.entries e ON e.session_id = %s AND e.id = a.id"
+                    f" JOIN {S}.entry_data d ON d.session_id = e.session_id AND d.seq = e.seq ORDER BY a.n",
                     (ids, self.session_id),
                 )
                 .fetchall()
@@ -504,7 +505,11 @@ class PostgresStorage(SessionStorage):
     # --- writing ------------------------------------------------------------------------------
 
     def refusal(self, data: dict[str, Any]) -> str | None:
-        for field, value in _text_columns(data).items():
+        columns = _text_columns(data)
+        text = "".join(v for v in columns.values() if isinstance(v, str))
+        if text.isascii() and "\x00" not in text:  # nearly every entry: one check for all
+            return None
+        for field, value in columns.items():
             if _bad_text(value):
                 return (
                     f"has a {field} with a NUL character or a lone surrogate, which PostgreSQL cannot store"
@@ -532,6 +537,7 @@ class PostgresStorage(SessionStorage):
                 after, keep = advance(before, datas, lambda: self.index, self._parent_of, where=self.location)
             first = self._last_seq + 1
             rows = []
+            blobs = []
             for k, (data, blob) in enumerate(zip(datas, encoded, strict=True)):
                 cols = _text_columns(data)
                 etype = cols["type"]
@@ -549,9 +555,9 @@ class PostgresStorage(SessionStorage):
                         _pack(data.get("name") if etype == "session_info" else None),
                         cols["firstKeptEntryId"],
                         etype == "compaction" and data.get("retainedTail") is not None,
-                        blob,
                     )
                 )
+                blobs.append((self.session_id, first + k, blob))
             last_seq = first + len(rows) - 1
             active_rows = [(self.session_id, n, after.active[n]) for n in range(keep, len(after.active))]
             state_row = (
@@ -567,9 +573,13 @@ class PostgresStorage(SessionStorage):
             )
             with _errors("write failed, nothing was added", self.location):
                 if len(rows) + len(active_rows) >= COPY_ROWS:
-                    self._write_bulk(conn, rows, keep < len(before.active), keep, active_rows, state_row)
+                    self._write_bulk(
+                        conn, rows, blobs, keep < len(before.active), keep, active_rows, state_row
+                    )
                 else:
-                    self._write_small(conn, rows, keep < len(before.active), keep, active_rows, state_row)
+                    self._write_small(
+                        conn, rows, blobs, keep < len(before.active), keep, active_rows, state_row
+                    )
             # committed: only now does memory change
             if self._index is not None:
                 for data in datas:
@@ -582,18 +592,30 @@ class PostgresStorage(SessionStorage):
             self._last_seq = last_seq
 
     def _write_small(
-        self, conn: Any, rows: list[tuple], cut: bool, keep: int, active_rows: list[tuple], state_row: tuple
+        self,
+        conn: Any,
+        rows: list[tuple],
+        blobs: list[tuple],
+        cut: bool,
+        keep: int,
+        active_rows: list[tuple],
+        state_row: tuple,
     ) -> None:
         """The whole append as one statement (data-modifying CTEs), so one round trip and, in
         autocommit, one transaction. The active-branch rows are upserted at their positions
         and only the rows past the new end are deleted: the two never touch the same row,
         which statements of one query must not."""
         params: list[Any] = []
-        parts = [f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}, data) VALUES "]
-        parts.append(", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows)))
+        entry_values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        data_values = ", ".join(["(%s, %s, %s)"] * len(blobs))
+        ctes = [
+            f"new_entries AS ({_INSERT_ENTRIES}{entry_values})",
+            f"new_data AS ({_INSERT_DATA}{data_values})",
+        ]
         for row in rows:
             params.extend(row)
-        ctes = ["new_entries AS (" + "".join(parts) + ")"]
+        for blob_row in blobs:
+            params.extend(blob_row)
         new_length = keep + len(active_rows)
         if cut:
             ctes.append(f"cut AS (DELETE FROM {S}.active_branch WHERE session_id = %s AND pos >= %s)")
@@ -610,7 +632,14 @@ class PostgresStorage(SessionStorage):
         conn.execute("WITH " + ", ".join(ctes) + " " + _UPDATE_STATE, params)
 
     def _write_bulk(
-        self, conn: Any, rows: list[tuple], cut: bool, keep: int, active_rows: list[tuple], state_row: tuple
+        self,
+        conn: Any,
+        rows: list[tuple],
+        blobs: list[tuple],
+        cut: bool,
+        keep: int,
+        active_rows: list[tuple],
+        state_row: tuple,
     ) -> None:
         """Big batches (an import): COPY moves rows several times faster than INSERTs; it
         cannot run in a pipeline, so this is a handful of round trips for the whole batch."""
@@ -619,6 +648,9 @@ class PostgresStorage(SessionStorage):
             with cur.copy(_COPY_ENTRIES) as copy:
                 for row in rows:
                     copy.write_row(row)
+            with cur.copy(_COPY_DATA) as copy:
+                for blob_row in blobs:
+                    copy.write_row(blob_row)
             if cut:
                 cur.execute(_CUT_ACTIVE, (self.session_id, keep))
             if active_rows:
@@ -638,7 +670,7 @@ class PostgresStorage(SessionStorage):
             after = 0
             while after < last_seq:
                 rows = conn.execute(
-                    f"SELECT seq, data FROM {S}.entries WHERE session_id = %s AND seq > %s AND seq <= %s"
+                    f"SELECT seq, data FROM {S}.entry_data WHERE session_id = %s AND seq > %s AND seq <= %s"
                     " ORDER BY seq",
                     (self.session_id, after, min(last_seq, after + PAGE)),
                 ).fetchall()
