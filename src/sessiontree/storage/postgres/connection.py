@@ -65,8 +65,8 @@ def connect(url: str, *, read_only: bool, durable: bool) -> psycopg.Connection[A
         raise connect_error(exc, url) from None
     try:
         conn.execute(f"SET synchronous_commit = {'on' if durable else 'off'}")
-        if read_only:
-            conn.read_only = True
+        if read_only:  # the server refuses writes too, not only this library
+            conn.execute("SET default_transaction_read_only = on")
     except psycopg.Error as exc:
         conn.close()
         raise SessionError("storage", _first_line(exc), path=redact(url)) from None
