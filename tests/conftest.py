@@ -3,15 +3,19 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from sessiontree import JsonlStorage, MemoryStorage, Session, SqliteStorage
+from harness import pgcluster
+from sessiontree import JsonlStorage, MemoryStorage, PostgresStorage, Session, SqliteStorage
 from sessiontree.storage.base import SessionStorage
+
+PG_URL_ENV = "SESSIONTREE_TEST_PG_URL"
 
 
 @dataclass
@@ -57,12 +61,64 @@ def _sqlite(tmp_path: Path) -> Backend:
     return Backend("sqlite", lambda: SqliteStorage.create(path, cwd="/p"), reopen, path)
 
 
-BACKENDS = {"memory": _memory, "jsonl": _jsonl, "sqlite": _sqlite}
+def _postgres(url: str) -> Backend:
+    def reopen(storage: SessionStorage) -> SessionStorage:
+        assert isinstance(storage, PostgresStorage)
+        sid = storage.session_id
+        storage.close()
+        return PostgresStorage.open(url, sid)
+
+    return Backend("postgres", lambda: PostgresStorage.create(url, cwd="/p"), reopen)
 
 
-@pytest.fixture(params=list(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    return BACKENDS[request.param](tmp_path)
+BACKENDS: dict[str, Callable[[Path], Backend]] = {"memory": _memory, "jsonl": _jsonl, "sqlite": _sqlite}
+
+
+@pytest.fixture(params=[*BACKENDS, "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "postgres":
+        made = _postgres(request.getfixturevalue("pg_url"))
+    else:
+        made = BACKENDS[request.param](tmp_path)
+    yield made
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A real PostgreSQL server for the whole run: the one `.ci/run` started (its URL in
+    SESSIONTREE_TEST_PG_URL), else a throwaway cluster made here and removed at the end.
+    Skipped only when no server binaries are installed; a server that fails to start fails."""
+    given = os.environ.get(PG_URL_ENV)
+    if given:
+        yield given
+        return
+    if pgcluster.server_bin() is None:
+        pytest.skip(
+            f"PostgreSQL server binaries not found under {pgcluster.VERSIONS_DIR}"
+            f" (apt-get install postgresql, or set {PG_URL_ENV})"
+        )
+    cluster = pgcluster.start(fast=True)
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[str]:
+    """The URL of a fresh, empty database on the test server, dropped afterwards (for tests
+    that list a database's sessions)."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    base, _, _db = pg_url.rpartition("/")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(autouse=True)

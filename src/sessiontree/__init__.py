@@ -16,7 +16,7 @@ from .context import (
 from .model import Diagnostic, Entry, SessionError, SessionHeader
 from .opening import create_session, open_or_read_only, open_session, parse_address
 from .session import BranchSummary, Navigation, Session, SessionStats
-from .storage import JsonlStorage, MemoryStorage, SessionStorage, SqliteStorage
+from .storage import JsonlStorage, MemoryStorage, PostgresStorage, SessionStorage, SqliteStorage
 
 __version__ = "0.1.0"
 
@@ -28,6 +28,7 @@ __all__ = [
     "MemoryStorage",
     "ModelRef",
     "Navigation",
+    "PostgresStorage",
     "Session",
     "SessionContext",
     "SessionError",

@@ -5,10 +5,13 @@ neither constructs a storage itself. An *address* names one session:
 
 - `path/to/file.jsonl`: a Pi session file;
 - `path/to/db.sqlite#SESSION_ID` (also `.db`, `.sqlite3`): one session of a SQLite database;
-  without `#SESSION_ID`, the database's newest session.
+  without `#SESSION_ID`, the database's newest session;
+- `postgresql://user@host/db#SESSION_ID` (also `postgres://`): one session of a PostgreSQL
+  database. The session id is required there: a shared database holds everyone's sessions, so
+  "the newest" is rarely the one meant.
 
 Session ids may themselves contain `#`: an address is split at the first `#` after the
-database path, never at a later one.
+database path (for a URL: its first `#`), never at a later one.
 """
 
 from __future__ import annotations
@@ -22,18 +25,20 @@ from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
 from .session import Session
 from .storage.jsonl import JsonlStorage, Progress
+from .storage.postgres import PostgresStorage, is_postgres_url, redact
 from .storage.sqlite import SqliteStorage
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 DEFAULT_SESSIONS_DIR = Path.home() / ".pi" / "agent" / "sessions"
 
-StoreKind = Literal["jsonl", "sqlite"]
+StoreKind = Literal["jsonl", "sqlite", "postgres"]
 
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    """Where one session lives: the store kind, its location (a path), and for stores that hold
-    many sessions, which one (None: the newest)."""
+    """Where one session lives: the store kind, its location (a path or a connection URL), and
+    for stores that hold many sessions, which one (None: the newest, or for PostgreSQL, not
+    given)."""
 
     kind: StoreKind
     location: str
@@ -42,11 +47,18 @@ class Address:
     def __str__(self) -> str:
         return self.location if self.session_id is None else f"{self.location}#{self.session_id}"
 
+    def display(self) -> str:
+        """The address for messages: a URL's password is never shown."""
+        return redact(str(self))
+
 
 def parse_address(target: str | os.PathLike[str]) -> Address:
     """Read an address (see the module docstring). A path that exists as written wins over any
     reading of a `#` in it, so a file named `a#b.jsonl` still opens."""
     text = os.fspath(target)
+    if is_postgres_url(text):
+        location, _, session_id = text.partition("#")
+        return Address("postgres", location, session_id or None)
     if os.path.lexists(text):
         return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) else "jsonl", text)
     for suffix in SQLITE_SUFFIXES:
@@ -72,6 +84,13 @@ def open_session(
     the address's id). Writers take the single-writer lock; `locked` if another process holds
     it (see `open_or_read_only` for the browser's fallback)."""
     address = target if isinstance(target, Address) else parse_address(target)
+    if address.kind == "postgres":
+        sid = session_id or address.session_id
+        if sid is None:
+            raise SessionError(
+                "invalid_argument", _which_session(address.location), path=redact(address.location)
+            )
+        return Session(PostgresStorage.open(address.location, sid, read_only=read_only, durable=durable))
     if address.kind == "sqlite":
         db = address.location
         sid = session_id or address.session_id
@@ -86,6 +105,27 @@ def open_session(
             address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
         )
     )
+
+
+def _which_session(url: str) -> str:
+    """The message for a PostgreSQL address without `#SESSION_ID`, naming a few sessions."""
+    sessions = PostgresStorage.list_sessions(url)
+    if not sessions:
+        return "the address names no session (add #SESSION_ID), and the database holds none"
+    shown = ", ".join(s["id"] for s in sessions[:3])
+    more = f" and {len(sessions) - 3} more" if len(sessions) > 3 else ""
+    return f"the address names no session: add #SESSION_ID (newest: {shown}{more})"
+
+
+def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, Any]]:
+    """The sessions of a database (SQLite path or PostgreSQL URL), newest first: id,
+    created_at, cwd, name, entry_count."""
+    address = target if isinstance(target, Address) else parse_address(target)
+    if address.kind == "postgres":
+        return PostgresStorage.list_sessions(address.location)
+    if address.kind == "sqlite":
+        return SqliteStorage.list_sessions(address.location)
+    raise SessionError("invalid_argument", "a session file holds one session, not a list", path=str(address))
 
 
 def open_or_read_only(
@@ -109,7 +149,7 @@ def upgrade_session(target: str | os.PathLike[str]) -> str | None:
     address = parse_address(target)
     if address.kind != "jsonl":
         raise SessionError(
-            "invalid_argument", "only JSONL session files have older formats", path=str(address)
+            "invalid_argument", "only JSONL session files have older formats", path=address.display()
         )
     return JsonlStorage.upgrade(address.location)
 

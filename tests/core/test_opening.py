@@ -66,3 +66,24 @@ def test_upgrade_through_the_front_door(tmp_path: Path):
     assert upgrade_session(path) is None
     with pytest.raises(SessionError):
         upgrade_session(tmp_path / "x.sqlite#id")
+
+
+def test_postgres_urls_are_addresses():
+    assert parse_address("postgresql://u@h/db#abc") == Address("postgres", "postgresql://u@h/db", "abc")
+    assert parse_address("postgres://h:5433/db?sslmode=disable#a#b") == Address(
+        "postgres", "postgres://h:5433/db?sslmode=disable", "a#b"
+    )
+    assert parse_address("postgresql://h/db") == Address("postgres", "postgresql://h/db")
+    assert Address("postgres", "postgresql://u:secret@h/db", "x").display() == "postgresql://u:***@h/db#x"
+
+
+def test_a_locked_postgres_session_opens_read_only_naming_the_holder(pg_url):
+    from sessiontree import PostgresStorage
+
+    with Session(PostgresStorage.create(pg_url, cwd="/p")) as writer:
+        writer.append_message(U("hi"))
+        with open_or_read_only(f"{pg_url}#{writer.session_id}") as reader:
+            assert reader.read_only and "sessiontree[" in (reader.read_only_reason or "")
+            assert reader.entry_count() == 1
+            with pytest.raises(SessionError):
+                reader.append_message(U("nope"))

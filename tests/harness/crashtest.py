@@ -8,8 +8,11 @@ file. The harness kills it with SIGKILL at a random moment, then reopens the ses
   (append-only: no line lost, none rewritten);
 - no line is glued to another and nothing else is damaged (only a torn final line is allowed);
 - a torn final line is set aside by the next writer, byte for byte, in a `.torn` sidecar;
-- the tree is consistent: every parent exists, the leaf exists; for SQLite the materialised
-  state equals a fold of the log and `PRAGMA integrity_check` passes.
+- the tree is consistent: every parent exists, the leaf exists; for SQLite and PostgreSQL the
+  materialised state equals a fold of the log, and SQLite's `PRAGMA integrity_check` passes.
+
+For PostgreSQL the "path" is `URL#SESSION_ID`; the killed writer's advisory lock goes when the
+server notices its connection closed, so the next writer waits for it briefly.
 
 Used by tests/storage/test_crash.py (a few dozen kills) and scripts/crashtest.py (a thousand or more).
 """
@@ -30,12 +33,30 @@ from pathlib import Path
 from sessiontree.model.errors import SessionError
 from sessiontree.session import Session
 from sessiontree.storage.jsonl import JsonlStorage
+from sessiontree.storage.postgres import PostgresStorage
 from sessiontree.storage.sqlite import SqliteStorage
 
 SESSION_ID = "crash-test"
 
 
-def _open_writer(backend: str, path: Path) -> Session:
+def _open_postgres_writer(address: str) -> Session:
+    url, _, sid = address.partition("#")
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return Session(PostgresStorage.open(url, sid))
+        except SessionError as exc:
+            if exc.code == "not_found":
+                return Session(PostgresStorage.create(url, cwd="/crash", session_id=sid))
+            if exc.code != "locked" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # the previous writer was just killed: its lock goes with its connection
+
+
+def _open_writer(backend: str, path: Path | str) -> Session:
+    if backend == "postgres":
+        return _open_postgres_writer(str(path))
+    path = Path(path)
     if backend == "jsonl":
         if path.exists():
             return Session(JsonlStorage.open(path))
@@ -50,7 +71,7 @@ def _open_writer(backend: str, path: Path) -> Session:
 
 
 def writer(
-    backend: str, path: Path, ack_path: Path, seed: int, ready: Callable[[], None] | None = None
+    backend: str, path: Path | str, ack_path: Path, seed: int, ready: Callable[[], None] | None = None
 ) -> None:
     """Append until killed; acknowledge each append after it returned."""
     rng = random.Random(seed)
@@ -86,7 +107,8 @@ def _harness_env() -> dict[str, str]:
 
 def writer_main() -> None:
     """Entry point of a writer subprocess: argv = backend path ack_path seed."""
-    backend, path, ack, seed = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+    backend, ack, seed = sys.argv[1], Path(sys.argv[3]), int(sys.argv[4])
+    path = sys.argv[2] if backend == "postgres" else Path(sys.argv[2])  # a URL is no path
 
     def ready() -> None:
         sys.stdout.write("ready\n")
@@ -120,10 +142,13 @@ class Report:
 class Harness:
     max_bytes = 96 << 20
 
-    def __init__(self, backend: str, workdir: Path, seed: int = 0, spawn: str = "subprocess") -> None:
+    def __init__(
+        self, backend: str, workdir: Path, seed: int = 0, spawn: str = "subprocess", url: str | None = None
+    ) -> None:
         self.backend = backend
         self.workdir = workdir
         self.path = workdir / ("session.jsonl" if backend == "jsonl" else "sessions.sqlite")
+        self.address = f"{url}#crash-{os.getpid()}-{seed}-{time.time_ns()}" if url else None
         self.ack = workdir / "acknowledged.txt"
         self.rng = random.Random(seed)
         self.spawn = spawn
@@ -135,7 +160,7 @@ class Harness:
     # --- one round ----------------------------------------------------------------------------
 
     def round(self) -> None:
-        if self.path.exists() and self.path.stat().st_size > self.max_bytes:
+        if self.address is None and self.path.exists() and self.path.stat().st_size > self.max_bytes:
             self._new_epoch()
         seed = self.rng.randrange(1 << 30)
         patient = self.rng.random() < 0.85  # usually kill while appending, sometimes while opening
@@ -158,7 +183,7 @@ class Harness:
                     "-c",
                     "from harness.crashtest import writer_main; writer_main()",
                     self.backend,
-                    str(self.path),
+                    self.address or str(self.path),
                     str(self.ack),
                     str(seed),
                 ],
@@ -182,7 +207,9 @@ class Harness:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child never returns
             try:
-                writer(self.backend, self.path, self.ack, seed, lambda: os.write(ready_fd, b"r"))
+                writer(
+                    self.backend, self.address or self.path, self.ack, seed, lambda: os.write(ready_fd, b"r")
+                )
             finally:
                 os._exit(0)
         return pid
@@ -206,9 +233,12 @@ class Harness:
         return {i for line in complete.splitlines() for i in line.split()}
 
     def verify(self) -> None:
+        acked = self._acknowledged()
+        if self.address is not None:
+            self._verify_postgres(acked)
+            return
         if not self.path.exists():
             return
-        acked = self._acknowledged()
         if self.backend == "jsonl":
             self._verify_jsonl(acked)
         else:
@@ -277,12 +307,35 @@ class Harness:
         finally:
             session.close()
 
+    def _verify_postgres(self, acked: set[str]) -> None:
+        url, _, sid = (self.address or "").partition("#")
+        try:
+            session = Session(PostgresStorage.open(url, sid, read_only=True))
+        except SessionError as exc:
+            if exc.code == "not_found":  # killed before the session row was committed
+                return
+            raise
+        try:
+            for problem in session.storage.verify_state():
+                self._problem(f"materialised state: {problem}")
+            self._common(session, acked)
+        finally:
+            session.close()
+
 
 def run(
-    backend: str, workdir: Path, *, kills: int, seconds: float, seed: int = 0, spawn: str = "subprocess"
+    backend: str,
+    workdir: Path,
+    *,
+    kills: int,
+    seconds: float,
+    seed: int = 0,
+    spawn: str = "subprocess",
+    url: str | None = None,
 ) -> Report:
-    """Up to `kills` kill/verify rounds, stopping early after `seconds`."""
-    harness = Harness(backend, workdir, seed, spawn)
+    """Up to `kills` kill/verify rounds, stopping early after `seconds`. PostgreSQL (`backend`
+    "postgres") needs the database's `url`."""
+    harness = Harness(backend, workdir, seed, spawn, url)
     start = time.monotonic()
     while harness.report.kills < kills and time.monotonic() - start < seconds:
         harness.round()

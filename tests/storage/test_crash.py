@@ -19,9 +19,10 @@ from helpers import PI_FIXTURES, U
 from sessiontree import JsonlStorage, Session, SessionError, SqliteStorage, open_session
 
 
-@pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
-def test_random_kills_lose_nothing(tmp_path, backend):
-    report = run(backend, tmp_path, kills=25, seconds=40, seed=7)
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"])
+def test_random_kills_lose_nothing(tmp_path, backend, request):
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    report = run(backend, tmp_path, kills=25, seconds=40, seed=7, url=url)
     assert report.kills >= 10
     assert report.problems == [] and report.lost == 0
     assert report.acknowledged > 0 and report.entries > 0

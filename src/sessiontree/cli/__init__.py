@@ -1,7 +1,7 @@
 """Command line: the browser by default, plus scriptable subcommands.
 
     sessiontree                      open the bundled demo session in the browser
-    sessiontree ADDRESS              browse a session (file.jsonl, db.sqlite[#id])
+    sessiontree ADDRESS              browse a session (file.jsonl, db.sqlite[#id], postgresql://…#id)
     sessiontree DIR                  pick a session from a directory (default ~/.pi/agent/sessions)
     sessiontree COMMAND ...          see COMMANDS below; `sessiontree COMMAND --help`
 
@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 
 from ..model.errors import SessionError
-from . import browse, export, inspect, write
+from . import browse, export, importing, inspect, serve, write
 from .output import err
 
-GROUPS = (inspect, write, export)
+GROUPS = (inspect, write, export, importing, serve)
 COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
 
 

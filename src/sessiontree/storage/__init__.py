@@ -1,4 +1,4 @@
-"""Storages: one contract (`SessionStorage`), three backends."""
+"""Storages: one contract (`SessionStorage`), four backends."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from .base import SessionStorage
 from .index import TreeIndex
 from .jsonl import JsonlStorage
 from .memory import MemoryStorage
+from .postgres import PostgresStorage
 from .sqlite import SqliteStorage
 
-__all__ = ["JsonlStorage", "MemoryStorage", "SessionStorage", "SqliteStorage", "TreeIndex"]
+__all__ = ["JsonlStorage", "MemoryStorage", "PostgresStorage", "SessionStorage", "SqliteStorage", "TreeIndex"]

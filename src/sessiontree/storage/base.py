@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..model.entries import Entry, validate_entry
 from ..model.errors import Diagnostic, SessionError
@@ -57,6 +58,13 @@ class SessionStorage(ABC):
         active branch as rows, ...) and a fresh fold of its log; empty when consistent. Storages
         that materialise nothing have nothing to compare."""
         return []
+
+    def refusal(self, data: dict[str, Any]) -> str | None:
+        """Why this backend cannot store `data`, an otherwise valid entry, or None. Most store
+        any valid entry; PostgreSQL's text columns refuse NUL characters and lone surrogates.
+        Callers that must know in advance (an import that skips what cannot be stored) ask
+        here; `append` asks too."""
+        return None
 
     def line_number(self, entry_id: str) -> int | None:
         """The physical line of an entry in its file (header = line 1); None where the storage
@@ -142,6 +150,8 @@ class SessionStorage(ABC):
         for entry in entries:
             data = entry.to_dict()
             reason = validate_entry(data)
+            if reason is None:
+                reason = self.refusal(data)
             if reason is not None:
                 raise SessionError("invalid_entry", f"refusing to write an entry that {reason}")
             if entry.id in seen or self.has_id(entry.id):

@@ -8,6 +8,7 @@ read-only, because appending v3 lines to a v1/v2 file would make a file no versi
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,16 @@ class Legacy:
     next_line: int = 0
 
 
-def read_legacy(fd: int, header: SessionHeader, header_end: int, header_line: int) -> Legacy:
+def read_legacy(
+    fd: int,
+    header: SessionHeader,
+    header_end: int,
+    header_line: int,
+    new_id: Callable[[set[str]], str] | None = None,
+) -> Legacy:
+    """Read and migrate a v1/v2 file. `new_id` names v1 entries, which have no ids (default:
+    random ones, as Pi's migration makes; an import passes a stable one so that importing the
+    same file again recognises what it imported)."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size - header_end, header_end)
     out = Legacy(end=size)
@@ -57,7 +67,9 @@ def read_legacy(fd: int, header: SessionHeader, header_end: int, header_line: in
             continue
         objects.append(obj)
         line_of.append(line_no)
-    migrated = migrate_entries(header.version, objects, lambda used: new_entry_id(used.__contains__))
+    migrated = migrate_entries(
+        header.version, objects, new_id or (lambda used: new_entry_id(used.__contains__))
+    )
     for obj, line in zip(migrated, line_of, strict=True):
         reason = validate_entry(obj)
         if reason is not None:

@@ -1,0 +1,157 @@
+"""`sessiontree import SRC… --to TARGET`: JSONL session files into a SQLite or PostgreSQL
+database (see `sessiontree.importing` for what idempotent and incremental mean here).
+
+One line per file on stdout; skipped lines, refusals and progress on stderr. With stderr on a
+terminal, progress is a live bar; otherwise a line every few seconds while a long file runs, so
+a log shows the import is alive. Exit status 0 when every file was imported whole (an
+incomplete last line, which a later import takes, does not count against that), 1 when a file
+was refused or failed or a line was skipped or changed, 2 when the target is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from ..display import inert
+from ..importing import FileResult, ImportProgress, Target, find_sources, import_file
+from .output import err, out
+
+COMMANDS = ("import",)
+PROBLEMS_SHOWN = 20  # per file; the rest are counted
+QUIET_PROGRESS_SECONDS = 5.0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "import",
+        help="copy JSONL session files into a SQLite or PostgreSQL database (idempotent, incremental)",
+        description="Import Pi session files (or directories of them) into a database. Sessions keep"
+        " their ids; importing again appends only what the files gained since.",
+    )
+    p.add_argument(
+        "sources", nargs="+", metavar="SRC", help="session files or directories (searched recursively)"
+    )
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="TARGET",
+        help="a SQLite database (.sqlite, .db, .sqlite3; created if missing) or a postgresql:// URL",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=cmd_import)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    target = Target(args.to)
+    target.check()
+    paths = find_sources(args.sources)
+    if not paths:
+        err("sessiontree: no .jsonl session files found in the given sources")
+        return 1
+    started = time.monotonic()
+    results: list[FileResult] = []
+    with _Progress(enabled=not args.no_progress) as progress:
+        for number, path in enumerate(paths, 1):
+            progress.file(str(path), number, len(paths))
+            result = import_file(path, target, file_number=number, files=len(paths), progress=progress.update)
+            results.append(result)
+            progress.done(result)
+    _summary(results, target, time.monotonic() - started)
+    bad = any(
+        r.status in ("refused", "failed") or any(p.kind != "pending" for p in r.problems) for r in results
+    )
+    return 1 if bad else 0
+
+
+def _report(result: FileResult) -> None:
+    for problem in result.problems[:PROBLEMS_SHOWN]:
+        err(f"{problem}")
+    if len(result.problems) > PROBLEMS_SHOWN:
+        err(f"{result.path}: … and {len(result.problems) - PROBLEMS_SHOWN} more problems")
+    sid = result.session_id or "?"
+    if result.status == "new":
+        out(f"{result.path} → {sid}: imported {result.added:,} entries (new session)")
+    elif result.status == "appended":
+        out(f"{result.path} → {sid}: {result.added:,} new entries ({result.total:,} in all)")
+    elif result.status == "unchanged":
+        out(f"{result.path} → {sid}: unchanged ({result.total:,} entries)")
+    elif result.status == "refused":
+        err(f"{result.path}: refused: {result.message}")
+    else:
+        err(f"{result.path}: not imported: {result.message}")
+
+
+def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    added = sum(r.added for r in results)
+    skipped = sum(p.kind == "skipped" for r in results for p in r.problems)
+    rooted = sum(p.kind == "rooted" for r in results for p in r.problems)
+    parts = [f"{n} {status}" for status, n in counts.items()]
+    rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
+    rerooted = f", {rooted} written as roots" if rooted else ""
+    err(
+        f"{len(results)} file(s) into {target.display}: {', '.join(parts)}; {added:,} entries added"
+        f"{rate}; {skipped} line(s) skipped{rerooted}"
+    )
+
+
+class _Progress:
+    """A Rich bar on a terminal; elsewhere an occasional line; nothing with --no-progress."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.live = enabled and sys.stderr.isatty()
+        self._rich: Any = None
+        self._task: Any = None
+        self._last = time.monotonic()
+
+    def __enter__(self) -> _Progress:
+        if self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._rich = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._rich.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._rich is not None:
+            self._rich.__exit__(None, None, None)
+
+    def file(self, path: str, number: int, files: int) -> None:
+        self._last = time.monotonic()
+        if self._rich is not None:
+            from rich.markup import escape
+
+            label = escape(f"[{number}/{files}] {inert(_short(path))}")
+            self._task = self._rich.add_task(label, total=None)
+
+    def update(self, event: ImportProgress) -> None:
+        if self._rich is not None and self._task is not None:
+            self._rich.update(self._task, completed=event.done, total=event.total)
+        elif self.enabled and time.monotonic() - self._last >= QUIET_PROGRESS_SECONDS:
+            self._last = time.monotonic()
+            files = f"file {event.file_number} of {event.files}"
+            err(f"{event.path}: {event.done:,}/{event.total:,} entries ({files})")
+
+    def done(self, result: FileResult) -> None:
+        if self._rich is not None and self._task is not None:
+            self._rich.remove_task(self._task)
+            self._task = None
+        _report(result)  # while the bar is live, Rich prints what is written above it
+
+
+def _short(path: str, width: int = 50) -> str:
+    return path if len(path) <= width else "…" + path[-(width - 1) :]

@@ -1,0 +1,103 @@
+"""`sessiontree serve [PATH|URL]`: the browser as a web page, with textual-serve.
+
+textual-serve starts one app process per browser tab (a second tab of a session being moved in
+the first opens it read-only, as a second terminal would). It runs a shell command for each, so
+the address is handed over in the environment rather than on the command line, where other users
+of the machine could read a database password in the process list.
+
+It listens on 127.0.0.1 unless told otherwise: the page has no login, and whoever reaches it
+reads the session and can move its leaf, so an explicit --host is warned about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from typing import Any
+
+from ..model.errors import SessionError
+from ..opening import open_session, parse_address
+from .browse import SUMMARIZER_ENV
+from .output import err
+
+COMMANDS = ("serve",)
+CHILD_ENV = "SESSIONTREE_SERVE_ARGS"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the browser as a web page (on 127.0.0.1 unless --host)")
+    p.add_argument("path", nargs="?", help="a session file, db.sqlite#id, postgresql://…#id, or a directory")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    p.add_argument(
+        "--host",
+        help=f"address to listen on (default {DEFAULT_HOST}); the page has no authentication",
+    )
+    p.add_argument("--public-url", help="the URL browsers reach the server by, behind a proxy")
+    p.add_argument("--read-only", action="store_true", help="never write to the session")
+    p.add_argument("--no-follow", action="store_true", help="do not watch the session for new entries")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one browser tab's app
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.child:
+        return _child()
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise SessionError(
+            "invalid_argument", "serving needs textual-serve: pip install 'sessiontree[serve]'"
+        ) from None
+    if not 0 < args.port < 65536:
+        raise SessionError("invalid_argument", f"--port {args.port} is not a TCP port")
+    if args.path is not None:
+        _check_address(args.path)
+    host = DEFAULT_HOST if args.host is None else args.host
+    if args.host is not None:
+        err(
+            f"sessiontree: warning: serving on {host}:{args.port} with no authentication: anyone who can"
+            " reach it can read the session"
+            + ("" if args.read_only else " and move its leaf (see --read-only)")
+        )
+    os.environ[CHILD_ENV] = json.dumps(
+        {"path": args.path, "read_only": args.read_only, "follow": not args.no_follow}
+    )
+    command = shlex.join([sys.executable, "-m", "sessiontree", "serve", "--child"])
+    server = Server(command, host=host, port=args.port, title="sessiontree", public_url=args.public_url)
+    try:
+        server.serve()
+    except OSError as exc:  # the port is taken, the address is not this machine's, ...
+        raise SessionError(
+            "invalid_argument", f"cannot serve on {host}:{args.port}: {exc.strerror or exc}"
+        ) from None
+    return 0
+
+
+def _check_address(path: str) -> None:
+    """Fail now, in the terminal, for an address that cannot open, rather than in every tab."""
+    if os.path.isdir(path):
+        return
+    parse_address(path)
+    with open_session(path, read_only=True, verify="later"):
+        pass
+
+
+def _child() -> int:
+    from ..tui.launch import launch
+
+    try:
+        options = json.loads(os.environ[CHILD_ENV])
+    except (KeyError, ValueError):
+        raise SessionError("invalid_argument", "serve --child is started by `sessiontree serve`") from None
+    return launch(
+        options.get("path"),
+        read_only=bool(options.get("read_only")),
+        summarizer=os.environ.get(SUMMARIZER_ENV),
+        follow=bool(options.get("follow", True)),
+        pick=False,
+    )

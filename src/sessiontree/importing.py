@@ -1,0 +1,430 @@
+"""Importing JSONL session files into a database (a SQLite file or a PostgreSQL URL).
+
+An imported session keeps its header's id as its session id and every entry keeps its id, so the
+same file always maps to the same session. That makes importing idempotent and incremental with
+no bookkeeping of its own: the session already in the database must be exactly the first
+entries the file gives today (compared entry by entry); then only the rest is appended. A file
+that no longer starts with what was imported (rewritten, edited, another file with the same
+session id) is refused, and nothing is written for it.
+
+What the file gives is a pure function of its bytes, so a second import sees the same sequence:
+- the file is read as the browser reads it (`JsonlStorage`, read-only, never locking), so a
+  live agent's file can be imported while it is written; an incomplete last line is left for
+  the next import;
+- damaged lines are reported (file and line) and skipped, and so is an entry that cannot be
+  written on its own terms: its id used again, its move target not imported, or a value the
+  target cannot store; an entry whose parent was not imported (a damaged line above it) is
+  imported as a root, reported too, so one damaged line costs only that line;
+- v1 entries (no ids) get ids derived from the session id and their order, where Pi's own
+  migration would pick random ones.
+
+Entries are appended in batches, each one transaction; an interrupted import leaves whole
+batches, and the next import goes on from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Literal
+
+from .model.entries import Entry, entry_from_dict
+from .model.errors import SessionError
+from .model.header import CURRENT_VERSION, SessionHeader
+from .storage.base import SessionStorage
+from .storage.jsonl import JsonlStorage
+from .storage.jsonl.files import open_regular, read_header
+from .storage.jsonl.legacy import read_legacy
+from .storage.postgres import PostgresStorage, is_postgres_url, redact
+from .storage.scan import encode_line
+from .storage.sqlite import SqliteStorage
+
+BATCH = 1000  # entries per transaction: big enough to amortise a commit, small enough to resume
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+# Problems with the tree's shape that the import words itself, for the entries it skips.
+_STRUCTURAL = {"missing_parent", "duplicate_id", "dangling_leaf", "self_parent", "parent_cycle"}
+
+_PENDING = (
+    "not imported yet: the last line is incomplete (still being written, or cut short by a"
+    " crash); a later import takes it once it is complete"
+)
+
+Status = Literal["new", "appended", "unchanged", "refused", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A line that was not imported (damaged, or an entry that could not be written)."""
+
+    path: str
+    line: int | None
+    message: str
+    # skipped: not imported; rooted: imported as a root (its parent was not); pending: an
+    # incomplete last line, left for a later import
+    kind: Literal["skipped", "rooted", "pending"] = "skipped"
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(slots=True)
+class FileResult:
+    path: str
+    status: Status = "failed"
+    session_id: str | None = None
+    added: int = 0  # entries appended by this import
+    total: int = 0  # entries of the session in the target afterwards
+    message: str | None = None  # why a file was refused or failed
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportProgress:
+    path: str
+    file_number: int  # 1-based
+    files: int
+    done: int  # entries of this file handled so far
+    total: int  # entries this file has
+
+
+ProgressCallback = Callable[[ImportProgress], None]
+
+
+class _Diverged(Exception):
+    pass
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+
+def find_sources(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The session files named: files as given, directories searched for `*.jsonl` at any
+    depth (Pi keeps one directory per working directory), in path order, each file once."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            candidates = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        elif path.exists():
+            candidates = [path]
+        else:
+            raise SessionError("not_found", "no such file or directory", path=str(path))
+        for candidate in candidates:
+            key = candidate.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(candidate)
+    return found
+
+
+class _Source:
+    """One session file as the import sees it: its header (as v3), its entries in file order
+    with their line numbers, and the damage found while reading it."""
+
+    def __init__(self, path: str, progress: Callable[[int, int], None] | None = None) -> None:
+        self.path = path
+        self._storage: JsonlStorage | None = None
+        self._legacy: list[tuple[int | None, Entry]] | None = None
+        storage = JsonlStorage.open(path, read_only=True, progress=progress)
+        if storage.format_version >= CURRENT_VERSION:
+            self._storage = storage
+            self.header = storage.header
+            self.diagnostics = storage.diagnostics
+            self.count = len(storage.index)
+            return
+        storage.close()
+        self._read_legacy()
+
+    def _read_legacy(self) -> None:
+        """Pi's v1/v2 files: small, read whole and migrated, v1 ids made stable."""
+        fd = open_regular(self.path, os.O_RDONLY)
+        try:
+            header, header_end, header_line = read_header(fd, self.path)
+            legacy = read_legacy(fd, header, header_end, header_line, new_id=_stable_ids(header.id))
+        finally:
+            os.close(fd)
+        self.header = header.upgraded()
+        self.diagnostics = legacy.lines.diagnostics + legacy.lines.index.diagnostics
+        self._legacy = list(zip(legacy.lines.lines, legacy.entries, strict=True))
+        self.count = len(self._legacy)
+
+    def entries(self, problems: list[Problem]) -> Iterator[tuple[int | None, Entry]]:
+        if self._legacy is not None:
+            yield from self._legacy
+            return
+        storage = self._storage
+        assert storage is not None
+        ids = storage.index.ids
+        for i in range(self.count):
+            line = storage.line_number(ids[i])
+            try:
+                entry = storage.load_entry(i)
+            except SessionError as exc:  # damage found only when decoding in full
+                text = exc.detail.removeprefix(f"line {exc.line or line} ")
+                problems.append(Problem(self.path, exc.line or line, f"skipped, the line {text}"))
+                continue
+            yield line, entry
+
+    def close(self) -> None:
+        if self._storage is not None:
+            self._storage.close()
+
+
+def _stable_ids(session_id: str) -> Callable[[set[str]], str]:
+    """Ids for v1 entries, in the shape of Pi's (8 hex digits): a hash of the session id and
+    the entry's place among the file's entries, which does not change as the file grows."""
+    order = count()
+
+    def new_id(used: set[str]) -> str:
+        k = next(order)
+        for salt in count():
+            seed = f"{session_id}\x00{k}\x00{salt}".encode("utf-8", "surrogatepass")
+            candidate = hashlib.blake2b(seed, digest_size=4).hexdigest()
+            if candidate not in used:
+                return candidate
+        raise AssertionError("unreachable")
+
+    return new_id
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+
+class Target:
+    """Where sessions are imported to: a SQLite database file or a PostgreSQL database."""
+
+    def __init__(self, spec: str | os.PathLike[str]) -> None:
+        text = os.fspath(spec)
+        self.spec = text
+        if is_postgres_url(text):
+            url, _, session = text.partition("#")
+            if session:
+                raise SessionError(
+                    "invalid_argument",
+                    "the target is a database: imported sessions keep their own ids,"
+                    " so leave out #SESSION_ID",
+                    path=redact(text),
+                )
+            self.kind = "postgres"
+            self.location = url
+        elif text.endswith(SQLITE_SUFFIXES) or _is_sqlite_file(text):
+            self.kind = "sqlite"
+            self.location = text
+        else:
+            raise SessionError(
+                "invalid_argument",
+                "the target must be a SQLite database (.sqlite, .db, .sqlite3) or a postgresql:// URL",
+                path=text,
+            )
+
+    @property
+    def display(self) -> str:
+        return redact(self.location)
+
+    def check(self) -> None:
+        """Fail now, once, if the target cannot be reached (server down, login refused, no
+        such database, not a sessiontree database) rather than once per file."""
+        if self.kind == "postgres":
+            PostgresStorage.list_sessions(self.location)
+        elif os.path.exists(self.location):
+            SqliteStorage.list_sessions(self.location)
+
+    def open_session(self, header: SessionHeader) -> tuple[SessionStorage, bool]:
+        """The target's session with the header's id, created (and True) when it has none."""
+        sid = header.id
+        try:
+            if self.kind == "postgres":
+                return PostgresStorage.open(self.location, sid), False
+            if os.path.exists(self.location):
+                return SqliteStorage.open(self.location, sid), False
+        except SessionError as exc:
+            if exc.code != "not_found":
+                raise
+        if self.kind == "postgres":
+            return PostgresStorage.create(self.location, header=header), True
+        storage = SqliteStorage.create(
+            self.location,
+            cwd=header.cwd,
+            session_id=sid,
+            parent_session=header.parent_session,
+            metadata=header.metadata,
+        )
+        return storage, True
+
+
+def _is_sqlite_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+# --- importing ----------------------------------------------------------------------------------
+
+
+def import_sessions(
+    sources: Sequence[str | os.PathLike[str]],
+    target: str | os.PathLike[str] | Target,
+    *,
+    progress: ProgressCallback | None = None,
+    on_file: Callable[[FileResult], None] | None = None,
+) -> list[FileResult]:
+    """Import every session file named by `sources` (files, directories) into `target`. A
+    file that fails does not stop the others; `on_file` hears each result as it is known.
+    Raises `SessionError` only for a bad target or a source that does not exist."""
+    where = target if isinstance(target, Target) else Target(target)
+    where.check()
+    paths = find_sources(sources)
+    results = []
+    for number, path in enumerate(paths, 1):
+        result = import_file(path, where, file_number=number, files=len(paths), progress=progress)
+        results.append(result)
+        if on_file is not None:
+            on_file(result)
+    return results
+
+
+def import_file(
+    path: str | os.PathLike[str],
+    target: str | os.PathLike[str] | Target,
+    *,
+    file_number: int = 1,
+    files: int = 1,
+    progress: ProgressCallback | None = None,
+) -> FileResult:
+    """Import one session file (see the module docstring); never raises `SessionError`: a
+    failure is the result's status and message."""
+    where = target if isinstance(target, Target) else Target(target)
+    name = os.fspath(path)
+    result = FileResult(name)
+
+    def tell(done: int, total: int) -> None:
+        if progress is not None:
+            progress(ImportProgress(name, file_number, files, done, total))
+
+    try:
+        source = _Source(name)
+    except SessionError as exc:
+        result.message = exc.detail
+        return result
+    try:
+        result.session_id = source.header.id
+        for d in source.diagnostics:
+            if d.code == "torn_tail":
+                result.problems.append(Problem(name, d.line, _PENDING, "pending"))
+            elif d.code not in _STRUCTURAL and d.severity in ("error", "warning"):
+                text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
+                result.problems.append(Problem(name, d.line, f"skipped, the line {text}"))
+        storage, created = where.open_session(source.header)
+        try:
+            _copy(source, storage, result, tell)
+            result.status = "new" if created else ("appended" if result.added else "unchanged")
+        finally:
+            result.total = storage.entry_count()
+            storage.close()
+    except _Diverged as exc:
+        result.status = "refused"
+        result.message = f"{exc} (the file changed since it was imported; nothing was written for it)"
+    except SessionError as exc:
+        result.status = "failed"
+        result.message = exc.detail
+    finally:
+        source.close()
+    result.problems.sort(key=lambda p: p.line or 0)
+    return result
+
+
+def _copy(
+    source: _Source, storage: SessionStorage, result: FileResult, tell: Callable[[int, int], None]
+) -> None:
+    existing = storage.entry_count()
+    if existing and storage.header.cwd != source.header.cwd:
+        raise _Diverged(
+            f"session {source.header.id} in the target has cwd {storage.header.cwd!r},"
+            f" the file {source.header.cwd!r}"
+        )
+    theirs = storage.iter_entries()
+    compared = 0
+    known: set[str] = set()
+    reported = {p.line for p in result.problems}
+    batch: list[Entry] = []
+
+    def flush() -> None:
+        if batch:
+            storage.append(batch)
+            result.added += len(batch)
+            batch.clear()
+
+    done = 0
+    for line, entry in source.entries(result.problems):
+        done += 1
+        if done % 1000 == 0:
+            tell(done, source.count)
+        data, note = _admit(entry.to_dict(), known, storage)
+        if note is not None and line not in reported:
+            result.problems.append(Problem(source.path, line, note, "skipped" if data is None else "rooted"))
+        if data is None:
+            continue
+        if data["parentId"] != entry.parent_id:
+            entry = entry_from_dict(data)
+        known.add(entry.id)
+        if compared < existing:
+            mine = next(theirs, None)
+            if mine != entry:
+                at = f"line {line}" if line is not None else f"entry #{compared + 1}"
+                imported = "nothing" if mine is None else f"entry {mine.id!r}"
+                raise _Diverged(
+                    f"{at}: entry {entry.id!r} is not what was imported there ({imported}, #{compared + 1})"
+                )
+            compared += 1
+            continue
+        # A move or a compaction starts its own batch: SQLite works out what they change from
+        # the tree as committed, which must already hold the entries they refer to.
+        if len(batch) >= BATCH or (batch and entry.type in ("leaf", "compaction")):
+            flush()
+        batch.append(entry)
+    flush()
+    tell(done, source.count)
+    if compared < existing:
+        raise _Diverged(
+            f"the target's session has {existing} entries, but the file gives only {compared} of them"
+        )
+
+
+def _admit(data: dict, known: set[str], storage: SessionStorage) -> tuple[dict | None, str | None]:
+    """What to write for one entry of the file (None: skip it) and what to tell the user.
+
+    An entry whose parent was not imported (a damaged line above it) is written as a root —
+    how the browser and Pi show it — rather than skipped, which would drop its whole subtree:
+    one damaged line costs that line only."""
+    eid = data["id"]
+    if eid in known:
+        return None, f"skipped, entry id {eid!r} is used again"
+    note = None
+    parent = data["parentId"]
+    if parent is not None and parent not in known:
+        data = {**data, "parentId": None}
+        note = (
+            f"entry {eid!r} hangs off {parent!r}, which is not in the import (a damaged or"
+            " missing line); imported as a root"
+        )
+    if data["type"] == "leaf":
+        target = data.get("targetId")
+        if target is not None and target not in known:
+            return None, f"skipped, leaf entry {eid!r} moves to {target!r}, which is not in the import"
+    refusal = storage.refusal(data)
+    if refusal is not None:
+        return None, f"skipped, entry {eid!r} {refusal}"
+    try:
+        encode_line(data)
+    except (TypeError, ValueError) as exc:
+        return None, f"skipped, entry {eid!r} cannot be written as JSON ({exc})"
+    return data, note

@@ -1,0 +1,308 @@
+"""The materialised state of one session and how appending entries changes it.
+
+A database storage keeps, next to the log, what `open` needs without reading the log: the leaf,
+the session name, the labels, the latest compaction, the entries that decide the thinking
+level, model and active tools at the leaf, and the active branch (the compaction-bounded path
+from the root to the leaf, as ids). `advance` folds a batch of new entries into a copy of that
+state, so the storage can write the result in the same transaction as the entries and adopt it
+only once the transaction has committed.
+
+Most appends only extend the active branch. A compaction cuts it, which is worked out along the
+branch in memory when the cut lies inside it (the usual case). A `leaf` entry moves the leaf to
+an arbitrary entry, so its path is walked on the whole tree: the entries of the same batch first
+(they are not indexed yet), then the storage's full `TreeIndex`, loaded on first need.
+
+The rules are those of `TreeIndex.bounded_path` and `TreeIndex.state_entries`; `differences`
+compares a stored state with a fresh fold of the log so storages can check themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..model.entries import normalize_label
+from ..model.errors import SessionError
+from .index import ASSISTANT, MESSAGE, NONE, TreeIndex
+
+StateIds = tuple[str | None, str | None, str | None]  # thinking level, model, active tools
+
+
+@dataclass(slots=True)
+class Projection:
+    leaf: str | None = None
+    name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    latest_compaction: str | None = None
+    state_ids: StateIds = (None, None, None)
+    active: list[str] = field(default_factory=list)
+    # every compaction of the session: id -> (firstKeptEntryId, has a retained tail)
+    compactions: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
+    count: int = 0
+
+    def copy(self) -> Projection:
+        return Projection(
+            self.leaf,
+            self.name,
+            dict(self.labels),
+            self.latest_compaction,
+            self.state_ids,
+            list(self.active),
+            dict(self.compactions),
+            self.count,
+        )
+
+
+class _Node(NamedTuple):
+    parent: str | None
+    type: str
+    assistant: bool
+    first_kept: str | None
+    has_tail: bool
+
+
+class _Walker:
+    """Parent links of the tree as it will be once the batch is written: the batch's own
+    entries (by id) over the full index of what was written before."""
+
+    def __init__(
+        self,
+        batch: Mapping[str, Mapping[str, Any]],
+        tree: Callable[[], TreeIndex],
+        parent_of: Callable[[str], str | None] | None,
+    ) -> None:
+        self.batch = batch
+        self._tree = tree
+        self._parent_of = parent_of
+        self._index: TreeIndex | None = None
+
+    def parent(self, entry_id: str) -> str | None:
+        """The parent of an entry known to be in the log."""
+        data = self.batch.get(entry_id)
+        if data is not None:
+            return data["parentId"]
+        if self._index is None and self._parent_of is not None:
+            return self._parent_of(entry_id)
+        node = self.node(entry_id)
+        return None if node is None else node.parent
+
+    def node(self, entry_id: str) -> _Node | None:
+        data = self.batch.get(entry_id)
+        if data is not None:
+            etype = data["type"]
+            message = data.get("message") if etype == "message" else None
+            return _Node(
+                data["parentId"],
+                etype,
+                isinstance(message, dict) and message.get("role") == "assistant",
+                data.get("firstKeptEntryId") if etype == "compaction" else None,
+                etype == "compaction" and data.get("retainedTail") is not None,
+            )
+        if self._index is None:
+            self._index = self._tree()
+        index = self._index
+        i = index.pos.get(entry_id)
+        if i is None:
+            return None
+        p = index.parent[i]
+        compaction = index.compactions.get(i)
+        return _Node(
+            index.ids[p] if p >= 0 else None,
+            index.type_name(i),
+            index.kind[i] == MESSAGE and index.role[i] == ASSISTANT,
+            compaction[0] if compaction else None,
+            bool(compaction and compaction[1]),
+        )
+
+    def _batch_part(self, start: str) -> tuple[list[tuple[str, _Node]], int]:
+        """The ancestors of `start` (itself first) that are in the batch, and the index
+        position where the walk continues (NONE: at a root, or a parent not in the log)."""
+        out: list[tuple[str, _Node]] = []
+        current: str | None = start
+        while current is not None and current in self.batch:
+            node = self.node(current)
+            assert node is not None
+            out.append((current, node))
+            current = node.parent
+        if current is None:
+            return out, NONE
+        if self._index is None:
+            self._index = self._tree()
+        return out, self._index.pos.get(current, NONE)
+
+    def bounded_path(self, start: str, marker: str | None = None) -> list[str]:
+        """`TreeIndex.bounded_path` over the batch and then the index (the index's own loop
+        takes over as soon as the walk leaves the batch)."""
+        near, i = self._batch_part(start)
+        out: list[str] = []
+        for eid, node in near:
+            out.append(eid)
+            if marker is not None and eid == marker:
+                i = NONE
+                break
+            if node.type == "compaction":
+                if node.has_tail:
+                    i = NONE
+                    break
+                marker = node.first_kept
+        out.reverse()
+        if i == NONE:
+            return out
+        assert self._index is not None
+        ids = self._index.ids
+        return [ids[k] for k in self._index.bounded_path(i, marker)] + out
+
+    def state_ids(self, start: str) -> StateIds:
+        thinking = model = tools = None
+        near, i = self._batch_part(start)
+        for eid, node in near:
+            if node.type == "thinking_level_change":
+                thinking = thinking or eid
+            elif node.type == "model_change" or node.assistant:
+                model = model or eid
+            elif node.type == "active_tools_change":
+                tools = tools or eid
+        if i != NONE and not (thinking and model and tools):
+            assert self._index is not None
+            ids = self._index.ids
+            found = [None if k < 0 else ids[k] for k in self._index.state_entries(i)]
+            thinking, model, tools = thinking or found[0], model or found[1], tools or found[2]
+        return (thinking, model, tools)
+
+
+def advance(
+    before: Projection,
+    entries: Sequence[Mapping[str, Any]],
+    tree: Callable[[], TreeIndex],
+    parent_of: Callable[[str], str | None] | None = None,
+    *,
+    where: str | None = None,
+) -> tuple[Projection, int]:
+    """The state after appending `entries` (validated wire dicts, in order) to a session in
+    state `before`, and how many leading ids of `before.active` are still the active branch's
+    leading ids (rows before that position need no rewrite). `tree` returns the full index of
+    the entries written before the batch; `parent_of`, if given, answers the one parent lookup a
+    compaction may need without it. `before` is not changed."""
+    after = before.copy()
+    batch: dict[str, Mapping[str, Any]] = {}
+    walker = _Walker(batch, tree, parent_of)
+    thinking, model, tools = after.state_ids
+    moved = False
+    for data in entries:
+        eid = data["id"]
+        etype = data["type"]
+        batch[eid] = data
+        if etype == "leaf":
+            target = data.get("targetId")
+            after.leaf = target
+            if target is None:
+                after.active = []
+                thinking = model = tools = None
+            else:
+                if walker.node(target) is None:
+                    raise SessionError("not_found", f"Entry {target} not found", path=where)
+                after.active = walker.bounded_path(target)
+                thinking, model, tools = walker.state_ids(target)
+            moved = True
+            continue
+        after.leaf = eid
+        if etype == "thinking_level_change":
+            thinking = eid
+        elif etype == "model_change" or (etype == "message" and data["message"]["role"] == "assistant"):
+            model = eid
+        elif etype == "active_tools_change":
+            tools = eid
+        if etype == "compaction":
+            after.latest_compaction = eid
+            after.compactions[eid] = (data.get("firstKeptEntryId"), data.get("retainedTail") is not None)
+            after.active = _active_after_compaction(after.active, eid, after.compactions, walker)
+            moved = True
+            continue
+        after.active.append(eid)
+        if etype == "label":
+            target = data.get("targetId")
+            if isinstance(target, str):
+                text = normalize_label(data.get("label"))
+                if text is None:
+                    after.labels.pop(target, None)
+                else:
+                    after.labels[target] = text
+        elif etype == "session_info":
+            value = data.get("name")
+            after.name = value.strip() or None if isinstance(value, str) else None
+    after.state_ids = (thinking, model, tools)
+    after.count += len(entries)
+    if not moved:
+        return after, len(before.active)
+    keep = 0
+    for old, new in zip(before.active, after.active, strict=False):
+        if old != new:
+            break
+        keep += 1
+    return after, keep
+
+
+def _active_after_compaction(
+    active: list[str], compaction: str, compactions: dict[str, tuple[str | None, bool]], walker: _Walker
+) -> list[str]:
+    """The active branch once `compaction`, appended below the current leaf, is the leaf. The
+    walk goes up the current active branch in memory; only when the boundary lies above the
+    branch's first entry (which itself began at an older boundary) is the whole tree needed."""
+    first_kept, has_tail = compactions[compaction]
+    if has_tail:
+        return [compaction]
+    marker = first_kept
+    out = [compaction]
+    for eid in reversed(active):
+        out.append(eid)
+        if marker is not None and eid == marker:
+            break
+        older = compactions.get(eid)
+        if older is not None:
+            if older[1]:
+                break
+            marker = older[0]
+    else:
+        if active and walker.parent(active[0]) is not None:
+            return walker.bounded_path(compaction)
+    out.reverse()
+    return out
+
+
+def fold(index: TreeIndex) -> Projection:
+    """The state a fresh fold of a whole log gives (what a stored state must equal)."""
+    latest = max(index.compactions, default=None)
+    found = index.state_entries(index.leaf) if index.leaf != NONE else (NONE, NONE, NONE)
+    return Projection(
+        leaf=index.leaf_id(),
+        name=index.session_name,
+        labels=dict(index.labels),
+        latest_compaction=None if latest is None else index.ids[latest],
+        state_ids=tuple(None if k < 0 else index.ids[k] for k in found),  # type: ignore[arg-type]
+        active=[index.ids[i] for i in index.bounded_path(index.leaf)],
+        compactions={index.ids[i]: c for i, c in index.compactions.items()},
+        count=len(index),
+    )
+
+
+def differences(stored: Projection, fresh: Projection) -> list[str]:
+    """What differs between a stored state and a fresh fold, one line each (empty: consistent)."""
+    problems = []
+    if stored.leaf != fresh.leaf:
+        problems.append(f"leaf: stored {stored.leaf!r}, log says {fresh.leaf!r}")
+    if stored.name != fresh.name:
+        problems.append(f"name: stored {stored.name!r}, log says {fresh.name!r}")
+    if stored.labels != fresh.labels:
+        problems.append(f"labels: stored {stored.labels!r}, log says {fresh.labels!r}")
+    if stored.active != fresh.active:
+        problems.append(f"active branch: stored {len(stored.active)} ids, log says {len(fresh.active)}")
+    if stored.latest_compaction != fresh.latest_compaction:
+        problems.append(
+            f"latest compaction: stored {stored.latest_compaction!r}, log says {fresh.latest_compaction!r}"
+        )
+    if stored.state_ids != fresh.state_ids:
+        problems.append(f"state entries: stored {stored.state_ids}, log says {fresh.state_ids}")
+    if stored.count != fresh.count:
+        problems.append(f"entry count: stored {stored.count}, log has {fresh.count}")
+    return problems

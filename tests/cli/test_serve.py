@@ -1,0 +1,247 @@
+"""`sessiontree serve`: a real server in a subprocess, fetched over HTTP, its app driven through
+the websocket a browser uses, and (when Chromium is installed) the page loaded headless."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from helpers import U
+from sessiontree import JsonlStorage, Session
+
+CHROMIUM = "/usr/bin/chromium"
+NAME = "served-session-name"
+ESCAPES = re.compile(r"\x1b(\[[0-9;?$]*[a-zA-Z]|\][^\x07]*\x07)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def session_file(tmp_path: Path) -> Path:
+    path = tmp_path / "served.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("what the page shows"))
+        s.append_session_name(NAME)
+    return path
+
+
+@contextlib.contextmanager
+def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiontree", "serve", *args, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out, err = proc.communicate(timeout=5)
+                    pytest.fail(f"the server did not come up: {err or out}")
+                time.sleep(0.2)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def screen_text(url: str, wanted: str, seconds: float = 30) -> str:
+    """Connect as the page's script does and collect what the app draws until `wanted` shows."""
+    seen = ""
+    async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}ws?width=120&height=40") as ws:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and wanted not in seen:
+            try:
+                msg = await asyncio.wait_for(ws.receive(), 1)
+            except TimeoutError:
+                continue
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                seen += ESCAPES.sub("", msg.data.decode("utf-8", "replace"))
+            elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                break
+    return seen
+
+
+def test_serve_loads_the_page_and_the_session(session_file):
+    with serving(str(session_file)) as (url, proc):
+        with urllib.request.urlopen(url, timeout=10) as page:
+            html = page.read().decode()
+            assert page.status == 200
+        assert "textual.js" in html and f"ws://{url.split('//')[1]}ws" in html
+        assert "sessiontree" in html  # the page's title, not the command line
+        text = asyncio.run(screen_text(url, NAME))
+        assert NAME in text and "what the page shows" in text
+        assert proc.poll() is None
+
+
+async def browse_headless(url: str, profile: Path, shot: Path, seconds: float = 45) -> str:
+    """Load `url` in headless Chromium, driven over the DevTools protocol, until the page says
+    the app's first bytes arrived; save a screenshot; return the page's body classes."""
+    browser = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "--window-size=1280,800",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert browser.stderr is not None
+        devtools = ""
+        while not devtools:
+            line = browser.stderr.readline()
+            if not line:
+                pytest.fail("Chromium exited before opening its DevTools port")
+            found = re.search(r"DevTools listening on (ws://\S+)", line)
+            devtools = found.group(1) if found else ""
+        http_base = "http://" + devtools.split("/")[2]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{http_base}/json/list") as listing:
+                page = next(t for t in await listing.json() if t["type"] == "page")
+            async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as cdp:
+                counter = iter(range(1, 1_000_000))
+
+                async def call(method: str, **params: object) -> dict:
+                    ident = next(counter)
+                    await cdp.send_json({"id": ident, "method": method, "params": params})
+                    while True:
+                        reply = await cdp.receive_json()
+                        if reply.get("id") == ident:
+                            return reply.get("result", {})
+
+                await call("Page.enable")
+                await call("Page.navigate", url=url)
+                classes = ""
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline and "-first-byte" not in classes:
+                    await asyncio.sleep(0.5)
+                    result = await call("Runtime.evaluate", expression="document.body.className")
+                    classes = result.get("result", {}).get("value", "")
+                await asyncio.sleep(1.5)  # let the first frames paint for the screenshot
+                image = await call("Page.captureScreenshot", format="png")
+                shot.write_bytes(base64.b64decode(image.get("data", "")))
+                return classes
+    finally:
+        browser.terminate()
+        try:
+            browser.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            browser.kill()
+
+
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"no headless browser ({CHROMIUM}; apt-get install chromium)"
+)
+def test_the_page_runs_the_app_in_headless_chromium(session_file, tmp_path):
+    with serving(str(session_file), "--read-only") as (url, _proc):
+        shot = tmp_path / "served.png"
+        classes = asyncio.run(browse_headless(url, tmp_path / "profile", shot))
+    # the page connected its websocket and received the app's first output
+    assert "-first-byte" in classes, classes
+    assert shot.stat().st_size > 10_000  # a drawn screen, not a blank page
+
+
+def test_an_explicit_host_is_warned_about(session_file):
+    with serving(str(session_file), "--host", "127.0.0.1") as (_url, proc):
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    assert "warning" in err and "no authentication" in err
+
+
+def test_serve_refuses_a_bad_address_before_listening(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessiontree",
+            "serve",
+            str(tmp_path / "missing.jsonl"),
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "no such session file" in done.stderr
+
+
+def test_serve_needs_the_port_free(session_file):
+    with serving(str(session_file)) as (url, _proc):
+        port = url.rsplit(":", 1)[1].strip("/")
+        done = subprocess.run(
+            [sys.executable, "-m", "sessiontree", "serve", str(session_file), "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "cannot serve" in done.stderr
+
+
+def test_the_child_is_only_started_by_serve():
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "serve", "--child"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "SESSIONTREE_SERVE_ARGS"},
+    )
+    assert done.returncode == 2 and "started by `sessiontree serve`" in done.stderr
+
+
+def test_serve_a_postgres_session_without_its_password_on_the_command_line(pg_database):
+    from sessiontree import PostgresStorage
+
+    with Session(PostgresStorage.create(pg_database, cwd="/p", session_id="served")) as s:
+        s.append_message(U("stored in postgres"))
+        s.append_session_name(NAME)
+    password = pg_database.split(":")[2].split("@")[0]
+    with serving(f"{pg_database}#served") as (url, proc):
+        text = asyncio.run(screen_text(url, "stored in postgres"))
+        assert NAME in text and "stored in postgres" in text
+        assert password not in text
+        listing = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
+        children = [line for line in listing.splitlines() if "serve --child" in line]
+        assert children and not any(password in line for line in children)
+        assert proc.poll() is None

@@ -1,0 +1,167 @@
+"""`sessiontree.importing` on Pi's real fixture files, into SQLite and into PostgreSQL: ids kept,
+idempotent, incremental, diverged files refused, damaged lines skipped and reported."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import PI_FIXTURES, A, U
+from sessiontree import open_session
+from sessiontree.importing import Target, find_sources, import_file, import_sessions
+from sessiontree.opening import create_session, upgrade_session
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_database")
+    return str(tmp_path / "sessions.sqlite")
+
+
+def address(target: str, session_id: str) -> str:
+    return f"{target}#{session_id}"
+
+
+def v3_copy(tmp_path: Path, name: str = "large-session.jsonl") -> Path:
+    """A v3 file with Pi's real messages: a fixture upgraded (ids fixed from then on), then a
+    branch, a summary and a label added, as the browser would."""
+    path = tmp_path / name
+    shutil.copy(PI_FIXTURES / name, path)
+    upgrade_session(path)
+    with open_session(path) as s:
+        entries = s.get_entries()
+        s.move_to(entries[len(entries) // 2].id, "tried another way")
+        s.append_message(U("a new direction"))
+        s.append_label(entries[3].id, "checkpoint")
+    return path
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_fixture_files_keep_their_session_and_entry_ids(tmp_path, target):
+    v3 = v3_copy(tmp_path)
+    results = import_sessions([v3, PI_FIXTURES / "before-compaction.jsonl"], target)
+    assert [r.status for r in results] == ["new", "new"]
+    assert all(not r.problems for r in results)
+    with open_session(v3, read_only=True) as source:
+        sid = source.session_id
+        assert results[0].session_id == sid and results[0].added == source.entry_count()
+        with open_session(address(target, sid), read_only=True) as imported:
+            assert [e.to_dict() for e in imported.get_entries()] == [
+                e.to_dict() for e in source.get_entries()
+            ]
+            assert imported.leaf_id == source.leaf_id and imported.labels() == source.labels()
+            assert imported.build_context().messages == source.build_context().messages
+            assert imported.storage.verify_state() == []
+    # v1 entries have no ids: the import names them the same way every time
+    v1_id = results[1].session_id or ""
+    with (
+        open_session(PI_FIXTURES / "before-compaction.jsonl", read_only=True) as v1,
+        open_session(address(target, v1_id), read_only=True) as imported,
+    ):
+        assert imported.entry_count() == v1.entry_count()
+        assert imported.build_context().messages == v1.build_context().messages
+        first = [e.id for e in imported.get_entries()]
+    again = tmp_path / "again.sqlite"
+    import_file(PI_FIXTURES / "before-compaction.jsonl", str(again))
+    with open_session(address(str(again), results[1].session_id or ""), read_only=True) as other:
+        assert [e.id for e in other.get_entries()] == first
+
+
+def test_importing_again_changes_nothing(tmp_path, target):
+    v3_copy(tmp_path)
+    first = import_sessions([tmp_path], target)
+    second = import_sessions([tmp_path], target)
+    assert [r.status for r in second] == ["unchanged"]
+    assert second[0].added == 0 and second[0].total == first[0].total
+
+
+@pytest.mark.parametrize("fixture", ["large-session.jsonl", "before-compaction.jsonl"])
+def test_a_file_that_grew_appends_only_the_new_entries(tmp_path, target, fixture):
+    full = v3_copy(tmp_path, fixture) if fixture == "large-session.jsonl" else PI_FIXTURES / fixture
+    lines = lines_of(full)
+    growing = tmp_path / "growing.jsonl"
+    growing.write_bytes(b"".join(lines[: len(lines) // 3]))
+    first = import_file(growing, target)
+    assert first.status == "new" and first.added == len(lines) // 3 - 1
+    growing.write_bytes(b"".join(lines[: 2 * len(lines) // 3]))
+    second = import_file(growing, target)
+    assert second.status == "appended" and second.added == 2 * len(lines) // 3 - len(lines) // 3
+    growing.write_bytes(b"".join(lines))
+    third = import_file(growing, target)
+    assert third.status == "appended" and third.total == len(lines) - 1
+    with (
+        open_session(full, read_only=True) as source,
+        open_session(address(target, third.session_id or ""), read_only=True) as imported,
+    ):
+        assert imported.build_context().messages == source.build_context().messages
+        assert imported.leaf_id is not None and imported.storage.verify_state() == []
+        if fixture == "large-session.jsonl":  # v3: the very same entries
+            assert [e.to_dict() for e in imported.get_entries()] == [
+                e.to_dict() for e in source.get_entries()
+            ]
+
+
+def test_a_file_that_diverged_is_refused_and_nothing_is_written(tmp_path, target):
+    v3 = v3_copy(tmp_path)
+    imported = import_file(v3, target)
+    lines = lines_of(v3)
+    edited = lines[:]
+    edited[40] = edited[40].replace(b'"timestamp":"', b'"timestamp":"1', 1)
+    v3.write_bytes(b"".join([*edited, *lines[-3:]]))  # edited in the middle, and longer
+    refused = import_file(v3, target)
+    assert refused.status == "refused" and refused.added == 0
+    assert "line 41" in (refused.message or "") and "changed since it was imported" in (refused.message or "")
+    assert refused.total == imported.total
+    v3.write_bytes(b"".join(lines[:100]))  # shorter than what was imported
+    shorter = import_file(v3, target)
+    assert shorter.status == "refused" and "only 99" in (shorter.message or "")
+
+
+def test_damaged_lines_are_reported_and_skipped(tmp_path, target):
+    v3 = v3_copy(tmp_path)
+    lines = lines_of(v3)
+    lines[10] = b'{"type":"message","id":"broken",' + b"\n"  # cut short
+    lines[20] = b"\xff\xfe not even text\n"
+    lines.append(b'{"type":"message","id":"torn","parentId":null,"timest')  # still being written
+    v3.write_bytes(b"".join(lines))
+    result = import_file(v3, target)
+    assert result.status == "new"
+    by_line = {p.line: p for p in result.problems}
+    assert by_line[11].kind == "skipped" and "not valid JSON" in by_line[11].message
+    assert by_line[21].kind == "skipped"
+    assert by_line[12].kind == "rooted" and "imported as a root" in by_line[12].message
+    assert by_line[len(lines)].kind == "pending"
+    assert str(by_line[11]).startswith(f"{v3}:11: ")
+    skipped = sum(p.kind == "skipped" for p in result.problems)
+    assert result.added == len(lines) - 2 - skipped  # header and torn line aside
+    again = import_file(v3, target)  # the same damage gives the same sequence: nothing new
+    assert again.status == "unchanged" and again.added == 0
+    lines[-1] = lines[-1] + b'amp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}\n'
+    v3.write_bytes(b"".join(lines))
+    completed = import_file(v3, target)
+    assert completed.status == "appended" and completed.added == 1
+
+
+def test_sources_and_targets():
+    assert find_sources([PI_FIXTURES]) == sorted(PI_FIXTURES.glob("*.jsonl"))
+    assert Target("x.sqlite").kind == "sqlite" and Target("postgresql://h/db").kind == "postgres"
+    for bad in ("notes.txt", "postgresql://h/db#some-id"):
+        with pytest.raises(Exception) as err:
+            Target(bad)
+        assert getattr(err.value, "code", None) == "invalid_argument"
+
+
+def test_a_session_being_written_is_imported_while_it_grows(tmp_path, target):
+    path = tmp_path / "live.jsonl"
+    with create_session("/p", path=path) as live:  # the writer keeps its lock throughout
+        live.append_message(U("one"))
+        assert import_file(path, target).status == "new"
+        live.append_message(A("two"))
+        result = import_file(path, target)
+        assert result.status == "appended" and result.added == 1

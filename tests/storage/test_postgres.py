@@ -1,0 +1,313 @@
+"""PostgreSQL: the materialised state `open` relies on, one writer per session, readers that
+follow writers without blocking them, and many processes writing at once. Runs on a real server
+(the `pg_url` fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import A, U
+from sessiontree import MemoryStorage, PostgresStorage, Session, SessionError, open_session
+from sessiontree.model.entries import entry_from_dict
+from sessiontree.storage.postgres.storage import COPY_ROWS
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
+
+
+def sid() -> str:
+    return f"t-{uuid.uuid4()}"
+
+
+def build(url: str, session_id: str) -> tuple[Session, dict[str, str]]:
+    s = Session(PostgresStorage.create(url, cwd="/p", session_id=session_id))
+    ids = {}
+    ids["u1"] = s.append_message(U("one"))
+    ids["a1"] = s.append_message(A("two"))
+    s.append_thinking_level_change("high")
+    s.append_label(ids["u1"], "start")
+    s.append_session_name("my session")
+    ids["u2"] = s.append_message(U("three"))
+    s.append_compaction("sum", ids["u2"], 50)
+    ids["u3"] = s.append_message(U("four"))
+    return s, ids
+
+
+def test_open_reads_the_state_not_the_log(pg_url):
+    name = sid()
+    s, ids = build(pg_url, name)
+    expected = s.build_context()
+    s.close()
+    with open_session(f"{pg_url}#{name}") as session:
+        c = session.build_context()
+        assert session.leaf_id == ids["u3"] and session.session_name == "my session"
+        assert session.get_label(ids["u1"]) == "start"
+        assert next(e.id for e in session.get_branch()) == ids["u2"]
+        assert c.messages == expected.messages and c.thinking_level == "high"
+        assert not session.storage.index_loaded  # all of the above came from the state tables
+        assert session.storage.verify_state() == []
+
+
+def test_state_is_really_read_back(pg_url):
+    """Tampering with the projection changes what open reports, and verify_state notices."""
+    name = sid()
+    s, _ids = build(pg_url, name)
+    s.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE sessiontree.state SET session_name = %s WHERE session_id = %s", (b'"tampered"', name)
+        )
+    with open_session(f"{pg_url}#{name}", read_only=True) as session:
+        assert session.session_name == "tampered"
+        assert any("name" in p for p in session.storage.verify_state())
+        assert any(d.code == "state_mismatch" for d in session.check())
+
+
+def test_state_matches_log_after_moves(pg_url):
+    name = sid()
+    s, ids = build(pg_url, name)
+    s.move_to(ids["a1"], "left the compacted branch")
+    s.append_label(ids["u1"], None)
+    s.append_message(U("five"))
+    s.move_to(None)
+    s.append_message(U("new root"))
+    s.move_to(ids["u3"])
+    assert s.storage.verify_state() == []
+    s.close()
+    with open_session(f"{pg_url}#{name}") as again:
+        assert again.storage.verify_state() == []
+        assert again.leaf_id == ids["u3"] and again.get_label(ids["u1"]) is None
+
+
+def test_second_writer_is_refused_naming_the_holder(pg_url):
+    name = sid()
+    first = Session(PostgresStorage.create(pg_url, cwd="/p", session_id=name))
+    first.append_message(U("hi"))
+    with pytest.raises(SessionError) as refused:
+        open_session(f"{pg_url}#{name}")
+    assert refused.value.code == "locked"
+    message = str(refused.value)
+    assert f"sessiontree[{os.getpid()}]" in message and "server pid" in message
+    with open_session(f"{pg_url}#{name}", read_only=True) as reader:  # readers need no lock
+        assert reader.entry_count() == 1
+    other = Session(PostgresStorage.create(pg_url, cwd="/p"))  # other sessions are not blocked
+    other.append_message(U("independent"))
+    other.close()
+    first.close()
+    with open_session(f"{pg_url}#{name}") as second:
+        second.append_message(U("mine now"))
+        assert second.entry_count() == 2
+
+
+def test_a_killed_writer_releases_its_lock(pg_url):
+    name = sid()
+    PostgresStorage.create(pg_url, cwd="/p", session_id=name).close()
+    code = (
+        "import sys, time; from sessiontree import open_session\n"
+        f"s = open_session({pg_url + '#' + name!r}); print('ready', flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with pytest.raises(SessionError) as refused:
+            open_session(f"{pg_url}#{name}")
+        assert refused.value.code == "locked" and f"sessiontree[{proc.pid}]" in str(refused.value)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while True:  # the server ends the backend once it sees the connection closed
+        try:
+            with open_session(f"{pg_url}#{name}") as taken:
+                taken.append_message(U("after the kill"))
+            break
+        except SessionError as exc:
+            if exc.code != "locked" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_a_reader_follows_a_writer(pg_url):
+    name = sid()
+    writer = Session(PostgresStorage.create(pg_url, cwd="/p", session_id=name))
+    u1 = writer.append_message(U("one"))
+    reader = open_session(f"{pg_url}#{name}", read_only=True)
+    assert len(reader.tree) == 1  # the reader has its whole tree loaded, as the browser does
+    assert reader.refresh() == 0
+    a1 = writer.append_message(A("two"))
+    writer.append_label(u1, "first")
+    summary = writer.move_to(u1, "a summary")
+    writer.append_session_name("followed")
+    assert reader.refresh() == 5  # message, label, leaf + branch_summary, session_info
+    assert reader.leaf_id == writer.leaf_id and reader.session_name == "followed"
+    assert reader.labels() == {u1: "first"}
+    assert list(reader.tree.ids) == list(writer.tree.ids)
+    assert [e.id for e in reader.get_branch()] == [e.id for e in writer.get_branch()]
+    assert [e.id for e in reader.get_children(u1)] == [a1, summary]
+    with pytest.raises(SessionError) as refused:
+        reader.append_message(U("readers do not write"))
+    assert refused.value.code == "read_only"
+    reader.close()
+    writer.close()
+
+
+def test_a_reader_never_blocks_a_writer(pg_url):
+    """A long read (an open snapshot over the session's rows) and writes at the same time."""
+    name = sid()
+    writer = Session(PostgresStorage.create(pg_url, cwd="/p", session_id=name))
+    writer.append_message(U("one"))
+    writer.storage._conn.execute("SET statement_timeout = '5s'")  # a blocked write fails, not hangs
+    with psycopg.connect(pg_url) as reader:  # not autocommit: the transaction stays open
+        reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        count = "SELECT count(*) FROM sessiontree.entries WHERE session_id = %s"
+        assert reader.execute(count, (name,)).fetchone()[0] == 1
+        writer.append_message(U("two"))
+        writer.move_to(None)
+        assert reader.execute(count, (name,)).fetchone()[0] == 1  # the reader's snapshot is stable
+    assert writer.entry_count() == 3
+    writer.close()
+
+
+def test_batches_with_moves_and_compactions_inside_them(pg_url):
+    """An append of many entries at once (an import) folds leaf entries and compactions whose
+    targets are in the same batch, and the result equals the log's own fold."""
+    rng = random.Random(7)
+    made = Session(MemoryStorage(cwd="/p"))
+    ids: list[str] = []
+    for n in range(600):
+        roll = rng.random()
+        if ids and roll < 0.06:
+            made.move_to(rng.choice(ids), "back" if roll < 0.02 else None)
+        elif ids and roll < 0.08:
+            made.append_compaction(
+                "sum", rng.choice(ids), 10, retained_tail=[U("t")] if roll < 0.07 else None
+            )
+        elif ids and roll < 0.10:
+            made.append_label(rng.choice(ids), rng.choice(["x", None]))
+        elif roll < 0.12:
+            made.append_thinking_level_change(rng.choice(["low", "high"]))
+        else:
+            ids.append(made.append_message(U(f"m{n}") if n % 2 else A(f"m{n}")))
+    log = [e.to_dict() for e in made.get_entries()]
+    name = sid()
+    storage = PostgresStorage.create(pg_url, cwd="/p", session_id=name)
+    at = 0
+    while at < len(log):
+        size = rng.choice([1, 3, 17, COPY_ROWS + 5, 150])
+        storage.append([entry_from_dict(d) for d in log[at : at + size]])
+        at += size
+    stored = Session(storage)
+    assert stored.storage.verify_state() == []
+    assert stored.leaf_id == made.leaf_id and stored.labels() == made.labels()
+    assert [e.id for e in stored.get_branch()] == [e.id for e in made.get_branch()]
+    assert stored.build_context().messages == made.build_context().messages
+    stored.close()
+    with open_session(f"{pg_url}#{name}", read_only=True) as again:
+        assert [e.to_dict() for e in again.get_entries()] == log
+        assert again.build_context().messages == made.build_context().messages
+
+
+def test_many_sessions_in_one_database(pg_database):
+    assert PostgresStorage.list_sessions(pg_database) == []  # no tables yet: no sessions
+    names = [sid() for _ in range(3)]
+    for n, name in enumerate(names):
+        with Session(PostgresStorage.create(pg_database, cwd=f"/p{n}", session_id=name)) as s:
+            s.append_message(U(f"session {n}"))
+            s.append_session_name(f"name {n}")
+    listed = PostgresStorage.list_sessions(pg_database)
+    assert {row["id"] for row in listed} == set(names)
+    assert all(row["entry_count"] == 2 for row in listed)
+    assert {row["name"] for row in listed} == {"name 0", "name 1", "name 2"}
+    with pytest.raises(SessionError) as twice:
+        PostgresStorage.create(pg_database, cwd="/p", session_id=names[0])
+    assert "already exists" in str(twice.value)
+
+
+def test_what_postgres_cannot_store_is_refused_before_writing(pg_url):
+    s = Session(PostgresStorage.create(pg_url, cwd="/p"))
+    s.append_session_name("nul \x00 and a lone \ud800 are kept")  # free text: stored as JSON
+    bad = entry_from_dict(
+        {"type": "custom", "id": "a\x00b", "parentId": None, "timestamp": "t", "customType": "x"}
+    )
+    with pytest.raises(SessionError) as refused:
+        s.storage.append([bad])
+    assert refused.value.code == "invalid_entry" and "NUL" in str(refused.value)
+    assert s.entry_count() == 1
+    s.close()
+    with open_session(s.storage.url + "#" + s.session_id) as again:
+        assert again.session_name == "nul \x00 and a lone \ud800 are kept"
+        assert again.storage.verify_state() == []
+
+
+def test_the_password_is_never_shown(pg_url):
+    password = pg_url.split(":")[2].split("@")[0]
+    with Session(PostgresStorage.create(pg_url, cwd="/p")) as s:
+        assert password not in s.location and "***" in s.location
+    with pytest.raises(SessionError) as err:
+        open_session(f"{pg_url}#no-such-session")
+    assert password not in str(err.value)
+
+
+def test_eight_writers_and_a_follower_lose_nothing(pg_url):
+    """Eight processes each write their own session while this process follows all eight:
+    every acknowledged entry is there, in order, for the follower and for a fresh reader."""
+    names = [sid() for _ in range(8)]
+    count = 150
+    writers = [
+        subprocess.Popen(
+            [sys.executable, str(HARNESS / "pgwriter.py"), pg_url, name, str(count), str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, name in enumerate(names)
+    ]
+    followers: dict[str, Session] = {}
+    growth = dict.fromkeys(names, 0)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            running = any(w.poll() is None for w in writers)
+            for name in names:
+                if name not in followers:
+                    try:
+                        followers[name] = open_session(f"{pg_url}#{name}", read_only=True)
+                        followers[name].tree  # noqa: B018 - follow with the whole tree, as the browser
+                    except SessionError as exc:
+                        assert exc.code == "not_found"
+                        continue
+                if followers[name].refresh():
+                    growth[name] += 1
+            if not running:
+                break
+            time.sleep(0.02)
+        outputs = [w.communicate(timeout=60) for w in writers]
+        for w, (_out, err) in zip(writers, outputs, strict=True):
+            assert w.returncode == 0, err
+        for name, (out, _err) in zip(names, outputs, strict=True):
+            acknowledged = json.loads(out)
+            follower = followers[name]
+            follower.refresh()
+            assert list(follower.tree.ids) == acknowledged
+            assert len(acknowledged) >= count
+            with open_session(f"{pg_url}#{name}", read_only=True) as fresh:
+                assert [e.id for e in fresh.get_entries()] == acknowledged
+                assert fresh.leaf_id == follower.leaf_id
+                assert fresh.storage.verify_state() == []
+        assert sum(growth.values()) > len(names)  # followed while they wrote, not only at the end
+    finally:
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+        for follower in followers.values():
+            follower.close()
