@@ -68,7 +68,9 @@ class TreeIndex:
     """Append-only structure of one session. Positions are ints in file order."""
 
     __slots__ = (
+        "_anc",
         "_orphans",
+        "_roots",
         "compactions",
         "diagnostics",
         "first_child",
@@ -82,7 +84,6 @@ class TreeIndex:
         "parent",
         "pos",
         "role",
-        "roots",
         "session_name",
         "unknown_types",
     )
@@ -96,7 +97,8 @@ class TreeIndex:
         self.first_child = array("i")
         self.last_child = array("i")
         self.next_sibling = array("i")
-        self.roots: list[int] = []
+        # an ordered set (dict keys): adoption takes a root out in O(1), order stays file order
+        self._roots: dict[int, None] = {}
         self.leaf: int = NONE
         self.labels: dict[str, str] = {}  # target id -> current label
         self.session_name: str | None = None
@@ -104,7 +106,8 @@ class TreeIndex:
         self.leaf_targets: dict[int, int] = {}  # leaf-entry pos -> target pos (NONE = null)
         self.unknown_types: dict[int, str] = {}
         self.diagnostics: list[Diagnostic] = []
-        self._orphans: dict[str, list[int]] = {}
+        self._orphans: dict[str, list[int]] = {}  # missing parent id -> children waiting for it
+        self._anc = array("i")  # see `_top`; filled only once an adoption needs it
 
     # --- building ---------------------------------------------------------------------------
 
@@ -154,10 +157,10 @@ class TreeIndex:
             self.unknown_types[i] = type_name
         if parent_id is None:
             self.parent.append(NONE)
-            self.roots.append(i)
+            self._roots[i] = None
         elif parent_id == eid:
             self.parent.append(MISSING)
-            self.roots.append(i)
+            self._roots[i] = None
             self.diagnostics.append(
                 Diagnostic("error", "self_parent", f"entry {eid!r} names itself as parent", line, eid)
             )
@@ -165,7 +168,7 @@ class TreeIndex:
             p = self.pos.get(parent_id)
             if p is None:
                 self.parent.append(MISSING)
-                self.roots.append(i)
+                self._roots[i] = None
                 self._orphans.setdefault(parent_id, []).append(i)
             else:
                 self.parent.append(p)
@@ -209,9 +212,12 @@ class TreeIndex:
         return i
 
     def _adopt(self, i: int, children: list[int], line: int | None) -> None:
-        ancestors = set(self.path_to_root(i))
+        # Every waiting child is a root, so it is an ancestor of `i` exactly when it is the root
+        # of `i`'s tree; linking it then would close a loop. `i` without a parent is its own root.
+        top = self._top(i) if self.parent[i] >= 0 else i
+        anc = self._anc
         for child in children:
-            if child in ancestors:  # linking would close a cycle: keep the child a root
+            if child == top:
                 self.diagnostics.append(
                     Diagnostic(
                         "error",
@@ -224,8 +230,26 @@ class TreeIndex:
                 )
                 continue
             self.parent[child] = i
-            self.roots.remove(child)
+            if child < len(anc):
+                anc[child] = i
+            del self._roots[child]
             self.link(i, child)
+
+    def _top(self, i: int) -> int:
+        """The root of the tree `i` is in, in amortised O(log n) (a union-find "find" with path
+        compression). `_anc[k]` is some ancestor of k: its parent when copied, later a root met
+        above it. Trees only grow by hanging a root under a node (`_adopt`), so an ancestor stays
+        an ancestor and the shortcuts stay true. Walking `parent` instead costs the depth of `i`
+        per adoption: quadratic for a file whose children come before their parents."""
+        anc = self._anc
+        if len(anc) < len(self.parent):  # catch up on entries added since (their parent as is)
+            anc.extend(self.parent[len(anc) :])
+        top = i
+        while anc[top] >= 0:
+            top = anc[top]
+        while anc[i] >= 0 and anc[i] != top:
+            anc[i], i = top, anc[i]
+        return top
 
     def link(self, p: int, i: int) -> None:
         """Append `i` to the children of `p` (oldest first)."""
@@ -254,6 +278,11 @@ class TreeIndex:
     @property
     def missing_parents(self) -> dict[str, list[int]]:
         return self._orphans
+
+    @property
+    def roots(self) -> list[int]:
+        """Positions without a parent in the log (true roots and orphans), in file order."""
+        return list(self._roots)
 
     # --- reading ----------------------------------------------------------------------------
 
