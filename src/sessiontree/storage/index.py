@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 from ..model.entries import normalize_label
 from ..model.errors import Diagnostic
@@ -177,38 +178,33 @@ class TreeIndex:
         if waiting:  # children that were written before their parent
             self._adopt(i, waiting, line)
 
-        # folds
         if code == LEAF:
-            if target_id is None:
-                self.leaf = NONE
-                self.leaf_targets[i] = NONE
-            else:
-                t = self.pos.get(target_id)
-                if t is None:
-                    self.diagnostics.append(
-                        Diagnostic(
-                            "error",
-                            "dangling_leaf",
-                            f"leaf entry {eid!r} points to unknown entry {target_id!r}; the move is ignored",
-                            line,
-                            eid,
-                        )
+            t = NONE if target_id is None else self.pos.get(target_id)
+            if t is None:
+                self.diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "dangling_leaf",
+                        f"leaf entry {eid!r} points to unknown entry {target_id!r}; the move is ignored",
+                        line,
+                        eid,
                     )
-                else:
-                    self.leaf = t
-                    self.leaf_targets[i] = t
+                )
+                return i
+            self.leaf_targets[i] = t
         else:
-            self.leaf = i
-            if code == LABEL and target_id is not None:
-                text = normalize_label(label)
-                if text is None:
-                    self.labels.pop(target_id, None)
-                else:
-                    self.labels[target_id] = text
-            elif code == SESSION_INFO:
-                self.session_name = name.strip() or None if isinstance(name, str) else None
-            elif code == COMPACTION:
-                self.compactions[i] = (first_kept, has_tail)
+            t = NONE
+        fold_entry(
+            self,
+            code,
+            i,
+            leaf_target=t,
+            target_id=target_id,
+            label=label,
+            name=name,
+            first_kept=first_kept,
+            has_tail=has_tail,
+        )
         return i
 
     def _adopt(self, i: int, children: list[int], line: int | None) -> None:
@@ -334,19 +330,88 @@ class TreeIndex:
         return out
 
     def state_entries(self, i: int) -> tuple[int, int, int]:
-        """Nearest thinking-level change, model source (model_change or assistant message) and
-        active-tools change on the full root path of `i` (Decision 5); NONE where absent."""
-        thinking = model = tools = NONE
+        """Nearest thinking-level change, model source and active-tools change (see `state_slot`)
+        on the full root path of `i`; NONE where absent."""
+        found = [NONE, NONE, NONE]
+        missing = 3
         kind, role, parent = self.kind, self.role, self.parent
-        while i >= 0 and (thinking == NONE or model == NONE or tools == NONE):
-            k = kind[i]
-            if k == THINKING_LEVEL_CHANGE:
-                if thinking == NONE:
-                    thinking = i
-            elif k == MODEL_CHANGE or (k == MESSAGE and role[i] == ASSISTANT):
-                if model == NONE:
-                    model = i
-            elif k == ACTIVE_TOOLS_CHANGE and tools == NONE:
-                tools = i
+        while i >= 0 and missing:
+            slot = state_slot(kind[i], role[i])
+            if slot >= 0 and found[slot] == NONE:
+                found[slot] = i
+                missing -= 1
             i = parent[i]
-        return thinking, model, tools
+        return found[0], found[1], found[2]
+
+
+# --- what entries do to the folded state ------------------------------------------------------
+
+Boundary = tuple[str | None, bool]
+"""A compaction's `firstKeptEntryId` and whether it carries a `retainedTail` (`bounded_path`)."""
+
+K = TypeVar("K")
+
+
+class Folded(Protocol[K]):
+    """State folded from a log. `TreeIndex` names entries by position (NONE: no leaf); the SQLite
+    projection (`storage.sqlite.Projection`) names them by id (None: no leaf)."""
+
+    leaf: K
+    labels: dict[str, str]
+    session_name: str | None
+    compactions: dict[K, Boundary]
+
+
+def fold_entry(
+    state: Folded[K],
+    code: int,
+    me: K,
+    *,
+    leaf_target: K,
+    target_id: str | None,
+    label: object,
+    name: object,
+    first_kept: str | None,
+    has_tail: bool,
+) -> None:
+    """What one entry does to the leaf, labels, name and compactions. The only place these rules
+    live: the tree index and the SQLite projection both fold through here, so a database's
+    stored state and a fresh fold of its log cannot drift apart by construction.
+
+    Every entry but `leaf` becomes the leaf, and a label entry sets or (empty) clears its
+    target's label, as Pi's `_buildIndex` (packages/coding-agent/src/core/session-manager.ts)
+    folds them. A `leaf` entry moves the leaf to `leaf_target` (its target as the caller names
+    it; the caller decides what an unknown target means). The newest `session_info` names the
+    session; a compaction records its boundary under its own name."""
+    if code == LEAF:
+        state.leaf = leaf_target
+        return
+    state.leaf = me
+    if code == LABEL:
+        if target_id is not None:
+            text = normalize_label(label)
+            if text is None:
+                state.labels.pop(target_id, None)
+            else:
+                state.labels[target_id] = text
+    elif code == SESSION_INFO:
+        state.session_name = name.strip() or None if isinstance(name, str) else None
+    elif code == COMPACTION:
+        state.compactions[me] = (first_kept, has_tail)
+
+
+THINKING_SLOT, MODEL_SLOT, TOOLS_SLOT = 0, 1, 2
+
+
+def state_slot(code: int, role: int) -> int:
+    """Which input of the derived state an entry is (`context.derive_state`): THINKING_SLOT for a
+    thinking-level change, MODEL_SLOT for a model change or an assistant message (it names the
+    model that answered), TOOLS_SLOT for an active-tools change; -1 for everything else. The
+    nearest one of each on the leaf's path wins."""
+    if code == THINKING_LEVEL_CHANGE:
+        return THINKING_SLOT
+    if code == MODEL_CHANGE or (code == MESSAGE and role == ASSISTANT):
+        return MODEL_SLOT
+    if code == ACTIVE_TOOLS_CHANGE:
+        return TOOLS_SLOT
+    return -1
