@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+from urllib.request import pathname2url
 
 import msgspec
 import orjson
@@ -359,23 +360,37 @@ class SqliteStorage(SessionStorage):
     # --- construction -------------------------------------------------------------------------
 
     @staticmethod
-    def _connect(db_path: str, *, create: bool, durable: bool) -> sqlite3.Connection:
+    def _connect(db_path: str, *, create: bool, durable: bool, read_only: bool) -> sqlite3.Connection:
+        """A connection that has checked the schema version. A read-only one is opened with
+        `mode=ro` and changes nothing: not the journal mode (switching a rollback-journal
+        database to WAL rewrites its header and leaves -wal/-shm files next to another program's
+        database), not the schema."""
         if not create and not os.path.exists(db_path):
             raise SessionError("not_found", "no such database", path=db_path)
         if create and not os.path.exists(db_path):
             os.makedirs(os.path.dirname(os.path.abspath(db_path)), mode=0o700, exist_ok=True)
             os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
         try:
-            conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            if read_only:
+                # pathname2url escapes what a URI would misread in a path (?, #, %)
+                uri = f"file:{pathname2url(os.path.abspath(db_path))}?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise SessionError("storage", f"cannot open the database: {exc}", path=db_path) from None
+        try:
             conn.execute("PRAGMA busy_timeout=5000")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             if create:
                 conn.executescript(_SCHEMA)
                 if conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 0:
                     conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             row = conn.execute("SELECT version FROM schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
+            conn.close()
             raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
         if row is None or row[0] != SCHEMA_VERSION:
             conn.close()
@@ -398,7 +413,7 @@ class SqliteStorage(SessionStorage):
         db_path = os.fspath(db_path)
         sid = session_id or new_session_id()
         header = SessionHeader.new(sid, iso_now(), cwd, parent_session=parent_session, metadata=metadata)
-        conn = cls._connect(db_path, create=True, durable=durable)
+        conn = cls._connect(db_path, create=True, durable=durable, read_only=False)
         lock = RangeLock(session_slot(sid))
         try:
             _take_lock(lock, conn, db_path, sid)
@@ -438,7 +453,7 @@ class SqliteStorage(SessionStorage):
         durable: bool = False,
     ) -> SqliteStorage:
         db_path = os.fspath(db_path)
-        conn = cls._connect(db_path, create=False, durable=durable)
+        conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         lock = None
         try:
             row = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -460,7 +475,7 @@ class SqliteStorage(SessionStorage):
     @staticmethod
     def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         """Sessions in the database, newest first: id, created_at, cwd, name, entry_count."""
-        conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False)
+        conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False, read_only=True)
         try:
             rows = conn.execute(
                 "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count"
