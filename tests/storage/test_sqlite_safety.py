@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import A, U
-from sessiontree import Session, SqliteStorage, open_session
+from sessiontree import Session, SessionError, SqliteStorage, open_session
 
 
 def build(db: Path, sid: str = "s1", n: int = 200) -> dict[str, str]:
@@ -29,6 +31,121 @@ def build(db: Path, sid: str = "s1", n: int = 200) -> dict[str, str]:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sessiontree", *args], capture_output=True, text=True)
+
+
+# --- a database damaged in its data pages ------------------------------------------------------
+
+
+def _entries_leaf_pages(db: Path) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'entries' AND pagetype = 'leaf' ORDER BY pageno"
+            )
+        ]
+
+
+def _smash_page(db: Path, pageno: int) -> None:
+    with sqlite3.connect(db) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert pageno > 1  # page 1 holds the file header and the schema: not what this is about
+    with open(db, "r+b") as f:
+        f.seek((pageno - 1) * page_size)
+        f.write(b"\xa5" * page_size)
+
+
+@pytest.mark.parametrize("command", ["check", "tree", "context"])
+def test_damaged_data_page_is_one_line_error_not_a_traceback(tmp_path, command):
+    db = tmp_path / "db.sqlite"
+    build(db)
+    assert not Path(f"{db}-wal").exists()  # everything is in the main file
+    pages = _entries_leaf_pages(db)
+    assert len(pages) > 4
+    _smash_page(db, pages[len(pages) // 2])
+
+    result = run_cli(command, f"{db}#s1")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(db) in lines[0] and "damaged" in lines[0] and "[storage]" in lines[0]
+
+
+def test_check_finds_damage_no_read_meets(tmp_path):
+    """An index page of no use to reading the session: `check` still finds it, in one line."""
+    db = tmp_path / "db.sqlite"
+    build(db)
+    pages = _pages_of(db, "entries_by_parent")
+    _smash_page(db, pages[len(pages) // 2])
+    assert run_cli("context", f"{db}#s1").returncode == 0
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "damaged" in lines[0], result.stderr
+
+
+def _pages_of(db: Path, name: str) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,))]
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "entries",
+        "active_branch",
+        "session_state",
+        "sessions",
+        "entries_by_session",
+        "entries_by_parent",
+        "sqlite_autoindex_entries_1",
+    ],
+)
+def test_damage_anywhere_gives_session_errors_only(tmp_path, damaged):
+    """Whatever page is damaged, every read either works or raises SessionError(storage)."""
+    db = tmp_path / "db.sqlite"
+    build(db)
+    pages = _pages_of(db, damaged)
+    assert pages
+    _smash_page(db, pages[len(pages) // 2])
+
+    def reads(storage: SqliteStorage) -> list:
+        session = Session(storage)
+        return [
+            lambda: storage.index,
+            lambda: list(storage.iter_entries()),
+            storage.active_branch,
+            storage.verify_state,
+            lambda: storage.get_entry("nope"),
+            storage.refresh,
+            session.build_context,
+            lambda: session.check(decode=True),
+            lambda: [storage.load_entry(i) for i in range(len(storage.index))],
+        ]
+
+    failures = 0
+    for attempt in (
+        lambda: SqliteStorage.list_sessions(db),
+        lambda: SqliteStorage.open(db, "s1", read_only=True),
+        lambda: SqliteStorage.open(db, "s1"),
+    ):
+        try:
+            opened = attempt()
+        except SessionError as exc:
+            assert exc.code == "storage" and exc.path == str(db), exc
+            failures += 1
+            continue
+        if not isinstance(opened, SqliteStorage):
+            continue
+        with opened:
+            for read in reads(opened):
+                try:
+                    read()
+                except SessionError as exc:
+                    assert exc.code in ("storage", "invalid_entry"), exc
+                    failures += 1
+    assert failures  # the damage was met somewhere
 
 
 # --- a read-only open never writes --------------------------------------------------------------

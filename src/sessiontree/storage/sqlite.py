@@ -463,12 +463,14 @@ class SqliteStorage(SessionStorage):
                 lock = RangeLock(session_slot(session_id))
                 _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
-            storage.header = SessionHeader.from_dict(orjson.loads(row[0]), path=db_path)
+            storage.header = SessionHeader.from_dict(_json(row[0], "header", storage.location), path=db_path)
             storage._read_state()
-        except BaseException:
+        except BaseException as exc:
             if lock is not None:
                 lock.release()
             conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _storage_error(exc, db_path) from None
             raise
         return storage
 
@@ -482,6 +484,8 @@ class SqliteStorage(SessionStorage):
                 " FROM sessions s LEFT JOIN session_state st ON st.session_id = s.id"
                 " ORDER BY s.created_at DESC"
             ).fetchall()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, os.fspath(db_path)) from None
         finally:
             conn.close()
         return [
@@ -521,7 +525,7 @@ class SqliteStorage(SessionStorage):
         self._state = Projection(
             leaf=leaf,
             session_name=name,
-            labels=orjson.loads(labels) if labels else {},
+            labels=_json(labels, "labels", self.location) if labels else {},
             compactions=compactions,
             state_ids=(thinking, model, tools),
             active=active,
@@ -533,9 +537,15 @@ class SqliteStorage(SessionStorage):
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for one read (one thread at a time: writes share the connection)."""
+        """The connection, for one read (one thread at a time: writes share the connection).
+        Every query of the storage runs inside one of these (or `_transaction`), so what
+        SQLite raises — a damaged page, an I/O error — leaves the storage as a SessionError."""
         with self._mutex:
-            yield self._db()
+            conn = self._db()
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise _storage_error(exc, self.db_path) from None
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -557,16 +567,21 @@ class SqliteStorage(SessionStorage):
     def _build_index(self, after_seq: int, upto_seq: int, index: TreeIndex | None = None) -> TreeIndex:
         """Index rows in (after_seq, upto_seq]: only committed rows this object knows about, even
         when called inside one of its own transactions."""
-        index = index or TreeIndex()
-        seqs = self._seqs
+        fresh = index is None
+        index = TreeIndex() if index is None else index
+        seqs = array("q")
         with self._reading() as conn:
-            for seq, *columns in conn.execute(
+            cursor = conn.execute(
                 f"SELECT seq, {_COLUMNS} FROM entries"
                 " WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
                 (self.session_id, after_seq, upto_seq),
-            ):
+            )
+            # a live index must not keep half of the rows when a read fails halfway; a fresh
+            # one is dropped on failure, so it can be filled as rows arrive
+            for seq, *columns in cursor if fresh else cursor.fetchall():
                 _Row(*columns).index_into(index)
                 seqs.append(seq)
+        self._seqs.extend(seqs)
         if after_seq == 0:
             index.finish_load()
         return index
@@ -581,6 +596,10 @@ class SqliteStorage(SessionStorage):
         self.index  # noqa: B018 - positions exist only once the index is loaded
         with self._reading() as conn:
             row = conn.execute("SELECT data FROM entries WHERE seq = ?", (self._seqs[i],)).fetchone()
+        if row is None:
+            raise SessionError(
+                "invalid_session", f"entry #{i + 1} has gone from the database", path=self.location
+            )
         return self._decode(row[0], f"entry #{i + 1}")
 
     def get_entry(self, entry_id: str) -> Entry | None:
@@ -734,9 +753,15 @@ class SqliteStorage(SessionStorage):
     # --- checking -----------------------------------------------------------------------------
 
     def verify_state(self) -> list[str]:
-        """Differences between the materialised state and a fold of the log (empty = consistent)."""
+        """Differences between the materialised state and a fold of the log (empty = consistent).
+        Damage to the database file itself, even in pages no read of this session touches (an
+        index, another session), is a SessionError, as it is when a read meets it."""
         fresh = TreeIndex()
         with self._reading() as conn:
+            damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+            if damage != ["ok"]:
+                what = "; ".join(" ".join(line.split()) for line in damage)  # one line
+                raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
             rows = conn.execute(
                 "SELECT data FROM entries WHERE session_id = ? ORDER BY seq", (self.session_id,)
             ).fetchall()
@@ -776,6 +801,21 @@ class SqliteStorage(SessionStorage):
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+
+
+def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
+    """A SessionError for what SQLite raised while reading: damage (a malformed page, not a
+    database) is said to be damage; the rest (I/O, locking) keeps SQLite's words."""
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return SessionError("storage", f"the database is damaged ({exc})", path=db_path)
+    return SessionError("storage", f"cannot read the database ({exc})", path=db_path)
+
+
+def _json(text: str | bytes, what: str, location: str | None) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise SessionError("invalid_session", f"the stored {what} is not valid JSON", path=location) from None
 
 
 @contextmanager
