@@ -148,6 +148,62 @@ def test_damage_anywhere_gives_session_errors_only(tmp_path, damaged):
     assert failures  # the damage was met somewhere
 
 
+# --- check compares the denormalised columns with the entries' data ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "words"),
+    [
+        ("UPDATE entries SET parent_id = NULL WHERE id = :m5", ["parent_id", "{m5}"]),
+        ("UPDATE entries SET type = 'custom' WHERE id = :m6", ["type", "{m6}"]),
+        ("UPDATE entries SET role = 'user' WHERE id = :m6", ["role", "{m6}"]),
+        ("UPDATE entries SET label = 'other' WHERE type = 'label'", ["label"]),
+        ("UPDATE entries SET target_id = :m2 WHERE type = 'label'", ["target_id"]),
+        ("UPDATE entries SET name = 'renamed' WHERE type = 'session_info'", ["name"]),
+        ("UPDATE entries SET first_kept = :m0 WHERE type = 'compaction'", ["first_kept"]),
+        ("UPDATE entries SET has_tail = 1 WHERE type = 'compaction'", ["has_tail"]),
+        ("UPDATE entries SET timestamp = 'then' WHERE id = :m3", ["timestamp", "{m3}"]),
+        ("UPDATE session_state SET last_seq = last_seq - 1", ["log position"]),
+        ("UPDATE session_state SET entry_count = 7", ["entry count"]),
+        ("UPDATE session_state SET leaf_id = :m2", ["leaf"]),
+        ("UPDATE session_state SET latest_compaction_id = NULL", ["latest compaction"]),
+        ("DELETE FROM active_branch WHERE pos = 0", ["active branch"]),
+    ],
+)
+def test_check_reports_tampered_columns(tmp_path, statement, words):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=20)
+    with sqlite3.connect(db) as conn:
+        conn.execute(statement, ids)
+    with open_session(f"{db}#s1", read_only=True) as session:
+        problems = [d for d in session.check(decode=True) if d.severity == "error"]
+    assert problems, statement
+    text = "\n".join(d.message for d in problems)
+    for word in words:
+        assert word.format(**ids) in text, text
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stdout.strip().endswith("damaged")
+
+
+def test_check_reports_undecodable_entry_data(tmp_path):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=10)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE entries SET data = X'7b226e6f' WHERE id = ?", (ids["m4"],))
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert ids["m4"] in result.stdout and "not valid JSON" in result.stdout
+
+
+def test_untampered_database_checks_clean(tmp_path):
+    db = tmp_path / "db.sqlite"
+    build(db, n=20)
+    with open_session(f"{db}#s1", read_only=True) as session:
+        assert session.check(decode=True) == []
+
+
 # --- a read-only open never writes --------------------------------------------------------------
 
 

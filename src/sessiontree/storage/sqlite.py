@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.request import pathname2url
 
-import msgspec
 import orjson
 
 from ..model.entries import Entry, entry_from_dict
@@ -593,7 +592,9 @@ class SqliteStorage(SessionStorage):
             raise SessionError("invalid_entry", f"{where} {exc.reason}", path=self.location) from None
 
     def _load(self, i: int) -> Entry:
-        self.index  # noqa: B018 - positions exist only once the index is loaded
+        if not 0 <= i < len(self.index):  # positions exist only once the index is loaded
+            # the stored count can disagree with the rows (`verify_state` says so)
+            raise SessionError("invalid_session", f"there is no entry #{i + 1}", path=self.location)
         with self._reading() as conn:
             row = conn.execute("SELECT data FROM entries WHERE seq = ?", (self._seqs[i],)).fetchone()
         if row is None:
@@ -753,44 +754,73 @@ class SqliteStorage(SessionStorage):
     # --- checking -----------------------------------------------------------------------------
 
     def verify_state(self) -> list[str]:
-        """Differences between the materialised state and a fold of the log (empty = consistent).
+        """Differences between what the database stores and a fold of the entries' data (empty
+        = consistent): the columns kept next to each entry's JSON (the tree is built from them),
+        the log position and count, and the projection `open` reads. All of it is read in one
+        read transaction, so a writer committing meanwhile cannot show up as a difference.
+
         Damage to the database file itself, even in pages no read of this session touches (an
         index, another session), is a SessionError, as it is when a read meets it."""
-        fresh = TreeIndex()
         with self._reading() as conn:
             damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
             if damage != ["ok"]:
                 what = "; ".join(" ".join(line.split()) for line in damage)  # one line
                 raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
-            rows = conn.execute(
-                "SELECT data FROM entries WHERE session_id = ? ORDER BY seq", (self.session_id,)
-            ).fetchall()
-        for (blob,) in rows:
-            add_dict(fresh, msgspec.json.decode(blob), None)
-        state = self._state
-        problems = []
+            conn.execute("BEGIN")
+            try:
+                stored = conn.execute(
+                    "SELECT leaf_id, session_name, labels, latest_compaction_id, thinking_entry_id,"
+                    " model_entry_id, tools_entry_id, entry_count, last_seq"
+                    " FROM session_state WHERE session_id = ?",
+                    (self.session_id,),
+                ).fetchone()
+                active = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
+                        (self.session_id,),
+                    )
+                ]
+                rows = conn.execute(
+                    f"SELECT seq, {_COLUMNS}, data FROM entries WHERE session_id = ? ORDER BY seq",
+                    (self.session_id,),
+                ).fetchall()
+            finally:
+                _rollback(conn)  # ends the read transaction
+        if stored is None:
+            return ["the session has no state row"]
+        fresh = TreeIndex()
+        problems = _check_columns(rows, fresh)
+        leaf, name, labels_json, latest, thinking, model, tools, count, last_seq = stored
+        log_end = rows[-1][0] if rows else 0
+        if last_seq != log_end:
+            problems.append(f"log position: stored last_seq {last_seq}, the log ends at seq {log_end}")
+        if count != len(rows):
+            problems.append(f"entry count: stored {count}, log has {len(rows)}")
         expected_leaf = fresh.leaf_id()
-        if expected_leaf != state.leaf:
-            problems.append(f"leaf: stored {state.leaf!r}, log says {expected_leaf!r}")
-        if fresh.session_name != state.session_name:
-            problems.append(f"name: stored {state.session_name!r}, log says {fresh.session_name!r}")
-        if fresh.labels != state.labels:
-            problems.append(f"labels: stored {state.labels!r}, log says {fresh.labels!r}")
-        active = [fresh.ids[i] for i in fresh.bounded_path(fresh.leaf)]
-        if active != state.active:
-            problems.append(f"active branch: stored {len(state.active)} ids, log says {len(active)}")
-        latest = max((i for i in fresh.compactions), default=None)
-        expected_latest = None if latest is None else fresh.ids[latest]
-        if expected_latest != state.latest_compaction:
+        if expected_leaf != leaf:
+            problems.append(f"leaf: stored {leaf!r}, log says {expected_leaf!r}")
+        if fresh.session_name != name:
+            problems.append(f"name: stored {name!r}, log says {fresh.session_name!r}")
+        try:
+            labels = orjson.loads(labels_json) if labels_json else {}
+        except orjson.JSONDecodeError:
+            labels = labels_json
+        if fresh.labels != labels:
+            problems.append(f"labels: stored {labels!r}, log says {fresh.labels!r}")
+        expected_active = [fresh.ids[i] for i in fresh.bounded_path(fresh.leaf)]
+        if expected_active != active:
             problems.append(
-                f"latest compaction: stored {state.latest_compaction!r}, log says {expected_latest!r}"
+                f"active branch: stored {len(active)} ids, log says {len(expected_active)}"
+                + ("" if len(active) != len(expected_active) else " (different ones)")
             )
-        found = fresh.state_entries(fresh.leaf)
-        expected_state = tuple(None if k < 0 else fresh.ids[k] for k in found)
-        if expected_state != state.state_ids:
-            problems.append(f"state entries: stored {state.state_ids}, log says {expected_state}")
-        if len(fresh) != state.count:
-            problems.append(f"entry count: stored {state.count}, log has {len(fresh)}")
+        newest = max(fresh.compactions, default=None)
+        expected_latest = None if newest is None else fresh.ids[newest]
+        if expected_latest != latest:
+            problems.append(f"latest compaction: stored {latest!r}, log says {expected_latest!r}")
+        expected_state = tuple(None if k < 0 else fresh.ids[k] for k in fresh.state_entries(fresh.leaf))
+        if expected_state != (thinking, model, tools):
+            problems.append(f"state entries: stored {(thinking, model, tools)}, log says {expected_state}")
         return problems
 
     def close(self) -> None:
@@ -801,6 +831,38 @@ class SqliteStorage(SessionStorage):
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+
+
+_MAX_COLUMN_REPORTS = 20
+
+
+def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:
+    """Compare each entry's stored columns with what its data says (`_Row.of`), and fold the
+    data into `fresh` (with `scan.add_dict`, not `_Row`: a second derivation of the same
+    fields). An entry whose data does not decode is folded from its columns, so that one
+    damaged row is one problem, not also a different leaf, count and branch."""
+    problems: list[str] = []
+    differing = 0
+    for n, (_seq, *columns, blob) in enumerate(rows, 1):
+        stored = _Row(*columns)
+        try:
+            data = decode_entry_dict(blob)
+        except LineError as exc:
+            problems.append(f"entry #{n} ({stored.id!r}): its data {exc.reason}")
+            stored.index_into(fresh)
+            continue
+        add_dict(fresh, data, None)
+        expected = _Row.of(data)
+        for column, have, want in zip(_Row._fields, stored, expected, strict=True):
+            if have != want or type(have) is not type(want):
+                differing += 1
+                if differing <= _MAX_COLUMN_REPORTS:
+                    problems.append(
+                        f"entry #{n} ({stored.id!r}): column {column} is {have!r}, its data says {want!r}"
+                    )
+    if differing > _MAX_COLUMN_REPORTS:
+        problems.append(f"{differing - _MAX_COLUMN_REPORTS} more columns differ from their entries' data")
+    return problems
 
 
 def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
