@@ -3,6 +3,7 @@ Each test is one way the database can differ from what the storage last wrote.""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -256,3 +257,86 @@ def test_read_only_open_of_a_path_a_uri_would_misread(tmp_path):
     with SqliteStorage.open(db, "s1", read_only=True) as storage:
         assert storage.leaf_id == ids["last"]
     assert [s["id"] for s in SqliteStorage.list_sessions(db)] == ["s1"]
+
+
+# --- another writer between our read and our write ----------------------------------------------
+
+
+def _foreign_append(db: Path, sid: str, text: str) -> str:
+    """Append a user message at the leaf the way a correct writer does, from a connection of
+    its own (another program, or a writer that could not take our lock)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        leaf, count = conn.execute(
+            "SELECT leaf_id, entry_count FROM session_state WHERE session_id = ?", (sid,)
+        ).fetchone()
+        eid = f"f{count:07x}"
+        data = {
+            "type": "message",
+            "id": eid,
+            "parentId": leaf,
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+        seq = conn.execute(
+            "INSERT INTO entries (session_id, id, parent_id, type, timestamp, role, data)"
+            " VALUES (?, ?, ?, 'message', ?, 'user', ?)",
+            (sid, eid, leaf, data["timestamp"], json.dumps(data).encode()),
+        ).lastrowid
+        (pos,) = conn.execute("SELECT COUNT(*) FROM active_branch WHERE session_id = ?", (sid,)).fetchone()
+        conn.execute("INSERT INTO active_branch VALUES (?, ?, ?)", (sid, pos, eid))
+        conn.execute(
+            "UPDATE session_state SET leaf_id = ?, entry_count = entry_count + 1, last_seq = ?"
+            " WHERE session_id = ?",
+            (eid, seq, sid),
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return eid
+
+
+def test_a_write_on_a_stale_log_is_refused_and_catches_up(tmp_path):
+    db = tmp_path / "db.sqlite"
+    session = Session(SqliteStorage.create(db, cwd="/p", session_id="s1"))
+    first = session.append_message(U("one"))
+    storage = session.storage
+    refresh = storage.refresh
+    foreign: list[str] = []
+
+    def refresh_then_someone_writes() -> int:
+        n = refresh()
+        if not foreign:  # after our read, before our write
+            foreign.append(_foreign_append(db, "s1", "from elsewhere"))
+        return n
+
+    storage.refresh = refresh_then_someone_writes  # type: ignore[method-assign]
+    with pytest.raises(SessionError) as err:
+        session.append_message(U("two"))
+    assert err.value.code == "storage" and "another writer" in str(err.value)
+    # nothing of ours was written, and memory caught up with the other writer
+    assert session.leaf_id == foreign[0] and session.entry_count() == 2
+    mine = session.append_message(U("two, again"))
+    assert session.get_entry(mine).parent_id == foreign[0]
+    assert storage.verify_state() == []
+    session.close()
+    with open_session(f"{db}#s1", read_only=True) as again:
+        assert again.check(decode=True) == []
+        assert [e.id for e in again.get_branch()] == [first, foreign[0], mine]
+
+
+def test_a_raw_append_on_a_stale_storage_is_refused(tmp_path):
+    """The check is in the storage, not only in `Session`: a caller that skips `refresh`."""
+    db = tmp_path / "db.sqlite"
+    session = Session(SqliteStorage.create(db, cwd="/p", session_id="s1"))
+    session.append_message(U("one"))
+    stale_leaf = session.leaf_id
+    other = _foreign_append(db, "s1", "from elsewhere")
+    entry = session._make("message", {"message": U("mine")}, stale_leaf)
+    with pytest.raises(SessionError) as err:
+        session.storage.append([entry])
+    assert "another writer" in str(err.value)
+    assert session.leaf_id == other
+    assert session.storage.verify_state() == []
+    session.close()

@@ -701,12 +701,18 @@ class SqliteStorage(SessionStorage):
             conn = self._db()
             old = self._state
             new = project(old, rows, _Log(self))
-            with _transaction(conn, self.db_path):
-                seqs = [
-                    conn.execute(_INSERT, (self.session_id, *row, blob)).lastrowid or 0
-                    for row, blob in zip(rows, encoded, strict=True)
-                ]
-                self._write_projection(conn, old, new, seqs[-1])
+            try:
+                seqs = self._write(conn, rows, encoded, old, new)
+            except _StaleLog:
+                # catch up, so that the caller's next attempt (Session refreshes before building
+                # entries) parents its entries on what the other writer added
+                self.refresh()
+                raise SessionError(
+                    "storage",
+                    "another writer appended to the session after it was read, so nothing was"
+                    " written; the session now shows those entries: try again",
+                    path=self.location,
+                ) from None
             # committed: only now does memory change
             if self._index is not None:
                 for row, seq in zip(rows, seqs, strict=True):
@@ -714,6 +720,34 @@ class SqliteStorage(SessionStorage):
                     self._seqs.append(seq)
             self._state = new
             self._last_seq = seqs[-1]
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        rows: list[_Row],
+        encoded: list[bytes],
+        old: Projection,
+        new: Projection,
+    ) -> list[int]:
+        """Insert the rows and store `new` over `old`, in one transaction; returns their seqs.
+        `new` was folded from what this object last read, so the write is refused (`_StaleLog`)
+        when the log has moved since: the single-writer lock keeps other sessiontree writers
+        out, but not a writer that does not take it (another program, or one on a network file
+        system where the lock does not hold). The check is inside the transaction: BEGIN
+        IMMEDIATE holds the database's write lock, so the log cannot move between the check and
+        the write."""
+        with _transaction(conn, self.db_path):
+            position = conn.execute(
+                "SELECT last_seq FROM session_state WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
+            if position is None or position[0] != self._last_seq:
+                raise _StaleLog
+            seqs = [
+                conn.execute(_INSERT, (self.session_id, *row, blob)).lastrowid or 0
+                for row, blob in zip(rows, encoded, strict=True)
+            ]
+            self._write_projection(conn, old, new, seqs[-1])
+        return seqs
 
     def _write_projection(
         self, conn: sqlite3.Connection, old: Projection, new: Projection, last_seq: int
@@ -863,6 +897,10 @@ def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:
     if differing > _MAX_COLUMN_REPORTS:
         problems.append(f"{differing - _MAX_COLUMN_REPORTS} more columns differ from their entries' data")
     return problems
+
+
+class _StaleLog(Exception):
+    """The session's log moved between our last read and our write transaction."""
 
 
 def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
