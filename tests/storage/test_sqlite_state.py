@@ -210,3 +210,29 @@ def test_projection_matches_a_fresh_fold_for_any_append(batch_list):
             assert again.leaf_id == memory.leaf_id and again.labels() == memory.labels()
             assert [e.id for e in again.active_branch()] == [e.id for e in memory.active_branch()]
             assert again.state_entries() == memory.state_entries()
+
+
+def test_follow_keeps_rows_committed_during_a_refresh(tmp_path):
+    """A writer commits between the reader's look at the log position and its read of the
+    projection: the tree must still get every row the projection counts."""
+    db = tmp_path / "db.sqlite"
+    w = Session(SqliteStorage.create(db, cwd="/p", session_id="x"))
+    w.append_message(U("1"))
+    r = open_session(f"{db}#x", read_only=True)
+    assert len(r.tree) == 1
+    w.append_message(U("2"))
+    seen: list[str] = []
+
+    def between(statement: str) -> None:
+        if seen and seen[-1].startswith("SELECT last_seq") and len(seen) == 1:
+            w.append_message(U("3"))  # right after the position was read
+        seen.append(statement)
+
+    r.storage._conn.set_trace_callback(between)
+    r.refresh()
+    r.storage._conn.set_trace_callback(None)
+    assert len(seen) > 1 and r.entry_count() == 3
+    assert len(r.tree) == 3 and r.leaf_id == w.leaf_id
+    assert [m["content"] for m in r.build_context().messages] == ["1", "2", "3"]
+    r.close()
+    w.close()

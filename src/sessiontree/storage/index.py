@@ -310,7 +310,7 @@ class TreeIndex:
         return out
 
     def bounded_path(self, i: int, marker: str | None = None) -> list[int]:
-        """Path root-most first, cut at the newest compaction boundary (Pi H2b
+        """Path root-most first, cut at the newest compaction boundary (Pi's session storage
         `getPathToRootOrCompaction`): a compaction with a retained tail starts the path; one
         without makes its `firstKeptEntryId` the first element; an older compaction met before
         that id replaces the marker. `marker` continues a walk begun below `i`."""

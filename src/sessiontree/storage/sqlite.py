@@ -10,7 +10,11 @@ The projection is what `open` reads: the leaf, name, labels and the context of a
 from it without reading the rest of the log. It is computed by `project`, a pure fold that
 applies the same rules as `TreeIndex` (`index.fold_entry`). The full `TreeIndex` (every entry)
 is loaded the first time something needs the whole tree (the browser, `get_children`, a move).
-`verify_state()` recomputes the projection from the log and reports any difference.
+`verify_state()` (what `check` reports) compares every stored column, the log position and the
+projection with a fresh fold of the entries' data.
+
+A read-only open uses a `mode=ro` connection and writes nothing, and every error SQLite raises
+leaves this module as a SessionError naming the database.
 """
 
 from __future__ import annotations
@@ -463,7 +467,7 @@ class SqliteStorage(SessionStorage):
                 _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
             storage.header = SessionHeader.from_dict(_json(row[0], "header", storage.location), path=db_path)
-            storage._read_state()
+            storage._state, storage._last_seq = storage._stored_projection()
         except BaseException as exc:
             if lock is not None:
                 lock.release()
@@ -492,9 +496,10 @@ class SqliteStorage(SessionStorage):
             for r in rows
         ]
 
-    def _read_state(self) -> None:
-        """Load the stored projection (what `open` and `refresh` show) into memory."""
-        with self._reading() as conn:
+    def _stored_projection(self) -> tuple[Projection, int]:
+        """The stored projection and the log position it is of (what `open` and `refresh`
+        show), read in one read transaction so that its parts are of one commit."""
+        with self._snapshot() as conn:
             row = conn.execute(
                 "SELECT leaf_id, session_name, labels, entry_count, last_seq,"
                 " thinking_entry_id, model_entry_id, tools_entry_id"
@@ -521,7 +526,7 @@ class SqliteStorage(SessionStorage):
                     (self.session_id, last_seq),
                 )
             }
-        self._state = Projection(
+        state = Projection(
             leaf=leaf,
             session_name=name,
             labels=_json(labels, "labels", self.location) if labels else {},
@@ -530,7 +535,7 @@ class SqliteStorage(SessionStorage):
             active=active,
             count=count,
         )
-        self._last_seq = last_seq
+        return state, last_seq
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -545,6 +550,19 @@ class SqliteStorage(SessionStorage):
                 yield conn
             except sqlite3.Error as exc:
                 raise _storage_error(exc, self.db_path) from None
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """`_reading` inside one read transaction: every query sees the same commit."""
+        with self._reading() as conn:
+            if conn.in_transaction:  # inside a write transaction: that is one commit already
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                _rollback(conn)  # ends the read transaction; it wrote nothing
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -675,10 +693,13 @@ class SqliteStorage(SessionStorage):
             if row is None or row[0] == self._last_seq:
                 return 0
             before = self._state.count
+            # the tree is extended up to the position of the projection read, not of the query
+            # above: a commit in between would otherwise leave rows out of the tree for good
+            state, last_seq = self._stored_projection()
             if self._index is not None:
-                self._build_index(self._last_seq, row[0], self._index)
-            self._read_state()
-            return self._state.count - before
+                self._build_index(self._last_seq, last_seq, self._index)
+            self._state, self._last_seq = state, last_seq
+            return state.count - before
 
     def _parent_of(self, entry_id: str) -> str | None:
         if self._index is not None:
@@ -797,30 +818,27 @@ class SqliteStorage(SessionStorage):
         index, another session), is a SessionError, as it is when a read meets it."""
         with self._reading() as conn:
             damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
-            if damage != ["ok"]:
-                what = "; ".join(" ".join(line.split()) for line in damage)  # one line
-                raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
-            conn.execute("BEGIN")
-            try:
-                stored = conn.execute(
-                    "SELECT leaf_id, session_name, labels, latest_compaction_id, thinking_entry_id,"
-                    " model_entry_id, tools_entry_id, entry_count, last_seq"
-                    " FROM session_state WHERE session_id = ?",
+        if damage != ["ok"]:
+            what = "; ".join(" ".join(line.split()) for line in damage)  # one line
+            raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
+        with self._snapshot() as conn:
+            stored = conn.execute(
+                "SELECT leaf_id, session_name, labels, latest_compaction_id, thinking_entry_id,"
+                " model_entry_id, tools_entry_id, entry_count, last_seq"
+                " FROM session_state WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+            active = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
                     (self.session_id,),
-                ).fetchone()
-                active = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
-                        (self.session_id,),
-                    )
-                ]
-                rows = conn.execute(
-                    f"SELECT seq, {_COLUMNS}, data FROM entries WHERE session_id = ? ORDER BY seq",
-                    (self.session_id,),
-                ).fetchall()
-            finally:
-                _rollback(conn)  # ends the read transaction
+                )
+            ]
+            rows = conn.execute(
+                f"SELECT seq, {_COLUMNS}, data FROM entries WHERE session_id = ? ORDER BY seq",
+                (self.session_id,),
+            ).fetchall()
         if stored is None:
             return ["the session has no state row"]
         fresh = TreeIndex()
