@@ -905,8 +905,10 @@ def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:
             continue
         add_dict(fresh, data, None)
         expected = _Row.of(data)
+        if stored == expected:
+            continue
         for column, have, want in zip(_Row._fields, stored, expected, strict=True):
-            if have != want or type(have) is not type(want):
+            if have != want:
                 differing += 1
                 if differing <= _MAX_COLUMN_REPORTS:
                     problems.append(
