@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import tempfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import A, U
-from sessiontree import Session, SessionError, SqliteStorage, open_session
+from sessiontree import MemoryStorage, Session, SessionError, SqliteStorage, open_session
+from sessiontree.model.entries import entry_from_dict
 
 
 def build(db, sid="s1") -> tuple[Session, dict[str, str]]:
@@ -140,3 +144,95 @@ def test_failed_transaction_changes_nothing(tmp_path):
     s.append_message(U("3"))
     assert s.storage.verify_state() == []
     s.close()
+
+
+@st.composite
+def batches(draw):
+    """Batches of raw entries for `storage.append`: parents anywhere in the tree (not only the
+    leaf), moves to entries of the same batch, compactions with and without a retained tail."""
+    out, ids, leaf = [], [], None
+    for _ in range(draw(st.integers(1, 6))):
+        batch = []
+        for _ in range(draw(st.integers(1, 4))):
+            eid = f"n{len(ids)}"
+            kind = draw(
+                st.sampled_from(
+                    ["message", "message", "assistant", "leaf", "compaction", "label", "name", "thinking"]
+                )
+            )
+            parent = leaf
+            if ids and draw(st.integers(0, 4)) == 0:
+                parent = draw(st.sampled_from([None, *ids]))
+            data = {"type": kind, "id": eid, "parentId": parent, "timestamp": "2025-01-01T00:00:00Z"}
+            if kind == "message":
+                data["message"] = U(eid)
+            elif kind == "assistant":
+                data.update(type="message", message=A(eid))
+            elif kind == "leaf":
+                if not ids:
+                    continue
+                data.update(parentId=leaf, targetId=draw(st.sampled_from([None, *ids])))
+            elif kind == "compaction":
+                kept = draw(st.sampled_from([None, *ids])) if ids else None
+                data.update(summary="s", tokensBefore=1, firstKeptEntryId=kept)
+                if draw(st.booleans()):
+                    data["retainedTail"] = [U("kept")]
+            elif kind == "label":
+                if not ids:
+                    continue
+                text = draw(st.sampled_from([None, "x", " "]))
+                data.update(targetId=draw(st.sampled_from(ids)), label=text)
+            elif kind == "name":
+                data.update(type="session_info", name=draw(st.sampled_from([None, "n", "  "])))
+            else:
+                data.update(type="thinking_level_change", thinkingLevel="high")
+            batch.append(data)
+            ids.append(eid)
+            leaf = data["targetId"] if data["type"] == "leaf" else eid
+        if batch:
+            out.append(batch)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_projection_matches_a_fresh_fold_for_any_append(batch_list):
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"{tmp}/db.sqlite"
+        storage = SqliteStorage.create(db, cwd="/p", session_id="s")
+        for batch in batch_list:
+            storage.append([entry_from_dict(data) for data in batch])
+            assert storage.verify_state() == []
+        storage.close()
+        with SqliteStorage.open(db, "s", read_only=True) as again:
+            assert again.verify_state() == []
+            memory = MemoryStorage([data for batch in batch_list for data in batch])
+            assert again.leaf_id == memory.leaf_id and again.labels() == memory.labels()
+            assert [e.id for e in again.active_branch()] == [e.id for e in memory.active_branch()]
+            assert again.state_entries() == memory.state_entries()
+
+
+def test_follow_keeps_rows_committed_during_a_refresh(tmp_path):
+    """A writer commits between the reader's look at the log position and its read of the
+    projection: the tree must still get every row the projection counts."""
+    db = tmp_path / "db.sqlite"
+    w = Session(SqliteStorage.create(db, cwd="/p", session_id="x"))
+    w.append_message(U("1"))
+    r = open_session(f"{db}#x", read_only=True)
+    assert len(r.tree) == 1
+    w.append_message(U("2"))
+    seen: list[str] = []
+
+    def between(statement: str) -> None:
+        if seen and seen[-1].startswith("SELECT last_seq") and len(seen) == 1:
+            w.append_message(U("3"))  # right after the position was read
+        seen.append(statement)
+
+    r.storage._conn.set_trace_callback(between)
+    r.refresh()
+    r.storage._conn.set_trace_callback(None)
+    assert len(seen) > 1 and r.entry_count() == 3
+    assert len(r.tree) == 3 and r.leaf_id == w.leaf_id
+    assert [m["content"] for m in r.build_context().messages] == ["1", "2", "3"]
+    r.close()
+    w.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 from ..model.entries import normalize_label
 from ..model.errors import Diagnostic
@@ -71,7 +72,9 @@ class TreeIndex:
     """Append-only structure of one session. Positions are ints in file order."""
 
     __slots__ = (
+        "_anc",
         "_orphans",
+        "_roots",
         "compactions",
         "diagnostics",
         "first_child",
@@ -86,7 +89,6 @@ class TreeIndex:
         "parent",
         "pos",
         "role",
-        "roots",
         "session_name",
         "unknown_types",
     )
@@ -101,7 +103,8 @@ class TreeIndex:
         self.first_child = array("i")
         self.last_child = array("i")
         self.next_sibling = array("i")
-        self.roots: list[int] = []
+        # an ordered set (dict keys): adoption takes a root out in O(1), order stays file order
+        self._roots: dict[int, None] = {}
         self.leaf: int = NONE
         self.labels: dict[str, str] = {}  # target id -> current label
         self.session_name: str | None = None
@@ -109,7 +112,8 @@ class TreeIndex:
         self.leaf_targets: dict[int, int] = {}  # leaf-entry pos -> target pos (NONE = null)
         self.unknown_types: dict[int, str] = {}
         self.diagnostics: list[Diagnostic] = []
-        self._orphans: dict[str, list[int]] = {}
+        self._orphans: dict[str, list[int]] = {}  # missing parent id -> children waiting for it
+        self._anc = array("i")  # see `_top`; filled only once an adoption needs it
 
     # --- building ---------------------------------------------------------------------------
 
@@ -161,10 +165,10 @@ class TreeIndex:
             self.unknown_types[i] = type_name
         if parent_id is None:
             self.parent.append(NONE)
-            self.roots.append(i)
+            self._roots[i] = None
         elif parent_id == eid:
             self.parent.append(MISSING)
-            self.roots.append(i)
+            self._roots[i] = None
             self.diagnostics.append(
                 Diagnostic("error", "self_parent", f"entry {eid!r} names itself as parent", line, eid)
             )
@@ -172,7 +176,7 @@ class TreeIndex:
             p = self.pos.get(parent_id)
             if p is None:
                 self.parent.append(MISSING)
-                self.roots.append(i)
+                self._roots[i] = None
                 self._orphans.setdefault(parent_id, []).append(i)
             else:
                 self.parent.append(p)
@@ -181,44 +185,42 @@ class TreeIndex:
         if waiting:  # children that were written before their parent
             self._adopt(i, waiting, line)
 
-        # folds
         if code == LEAF:
-            if target_id is None:
-                self.leaf = NONE
-                self.leaf_targets[i] = NONE
-            else:
-                t = self.pos.get(target_id)
-                if t is None:
-                    self.diagnostics.append(
-                        Diagnostic(
-                            "error",
-                            "dangling_leaf",
-                            f"leaf entry {eid!r} points to unknown entry {target_id!r}; the move is ignored",
-                            line,
-                            eid,
-                        )
+            t = NONE if target_id is None else self.pos.get(target_id)
+            if t is None:
+                self.diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "dangling_leaf",
+                        f"leaf entry {eid!r} points to unknown entry {target_id!r}; the move is ignored",
+                        line,
+                        eid,
                     )
-                else:
-                    self.leaf = t
-                    self.leaf_targets[i] = t
+                )
+                return i
+            self.leaf_targets[i] = t
         else:
-            self.leaf = i
-            if code == LABEL and target_id is not None:
-                text = normalize_label(label)
-                if text is None:
-                    self.labels.pop(target_id, None)
-                else:
-                    self.labels[target_id] = text
-            elif code == SESSION_INFO:
-                self.session_name = name.strip() or None if isinstance(name, str) else None
-            elif code == COMPACTION:
-                self.compactions[i] = (first_kept, has_tail)
+            t = NONE
+        fold_entry(
+            self,
+            code,
+            i,
+            leaf_target=t,
+            target_id=target_id,
+            label=label,
+            name=name,
+            first_kept=first_kept,
+            has_tail=has_tail,
+        )
         return i
 
     def _adopt(self, i: int, children: list[int], line: int | None) -> None:
-        ancestors = set(self.path_to_root(i))
+        # Every waiting child is a root, so it is an ancestor of `i` exactly when it is the root
+        # of `i`'s tree; linking it then would close a loop. `i` without a parent is its own root.
+        top = self._top(i) if self.parent[i] >= 0 else i
+        anc = self._anc
         for child in children:
-            if child in ancestors:  # linking would close a cycle: keep the child a root
+            if child == top:
                 self.diagnostics.append(
                     Diagnostic(
                         "error",
@@ -231,8 +233,26 @@ class TreeIndex:
                 )
                 continue
             self.parent[child] = i
-            self.roots.remove(child)
+            if child < len(anc):
+                anc[child] = i
+            del self._roots[child]
             self.link(i, child)
+
+    def _top(self, i: int) -> int:
+        """The root of the tree `i` is in, in amortised O(log n) (a union-find "find" with path
+        compression). `_anc[k]` is some ancestor of k: its parent when copied, later a root met
+        above it. Trees only grow by hanging a root under a node (`_adopt`), so an ancestor stays
+        an ancestor and the shortcuts stay true. Walking `parent` instead costs the depth of `i`
+        per adoption: quadratic for a file whose children come before their parents."""
+        anc = self._anc
+        if len(anc) < len(self.parent):  # catch up on entries added since (their parent as is)
+            anc.extend(self.parent[len(anc) :])
+        top = i
+        while anc[top] >= 0:
+            top = anc[top]
+        while anc[i] >= 0 and anc[i] != top:
+            anc[i], i = top, anc[i]
+        return top
 
     def link(self, p: int, i: int) -> None:
         """Append `i` to the children of `p` (oldest first)."""
@@ -261,6 +281,11 @@ class TreeIndex:
     @property
     def missing_parents(self) -> dict[str, list[int]]:
         return self._orphans
+
+    @property
+    def roots(self) -> list[int]:
+        """Positions without a parent in the log (true roots and orphans), in file order."""
+        return list(self._roots)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -292,7 +317,7 @@ class TreeIndex:
         return out
 
     def bounded_path(self, i: int, marker: str | None = None) -> list[int]:
-        """Path root-most first, cut at the newest compaction boundary (Pi H2b
+        """Path root-most first, cut at the newest compaction boundary (Pi's session storage
         `getPathToRootOrCompaction`): a compaction with a retained tail starts the path; one
         without makes its `firstKeptEntryId` the first element; an older compaction met before
         that id replaces the marker. `marker` continues a walk begun below `i`."""
@@ -312,19 +337,88 @@ class TreeIndex:
         return out
 
     def state_entries(self, i: int) -> tuple[int, int, int]:
-        """Nearest thinking-level change, model source (model_change or assistant message) and
-        active-tools change on the full root path of `i` (Decision 5); NONE where absent."""
-        thinking = model = tools = NONE
+        """Nearest thinking-level change, model source and active-tools change (see `state_slot`)
+        on the full root path of `i`; NONE where absent."""
+        found = [NONE, NONE, NONE]
+        missing = 3
         kind, role, parent = self.kind, self.role, self.parent
-        while i >= 0 and (thinking == NONE or model == NONE or tools == NONE):
-            k = kind[i]
-            if k == THINKING_LEVEL_CHANGE:
-                if thinking == NONE:
-                    thinking = i
-            elif k == MODEL_CHANGE or (k == MESSAGE and role[i] == ASSISTANT):
-                if model == NONE:
-                    model = i
-            elif k == ACTIVE_TOOLS_CHANGE and tools == NONE:
-                tools = i
+        while i >= 0 and missing:
+            slot = state_slot(kind[i], role[i])
+            if slot >= 0 and found[slot] == NONE:
+                found[slot] = i
+                missing -= 1
             i = parent[i]
-        return thinking, model, tools
+        return found[0], found[1], found[2]
+
+
+# --- what entries do to the folded state ------------------------------------------------------
+
+Boundary = tuple[str | None, bool]
+"""A compaction's `firstKeptEntryId` and whether it carries a `retainedTail` (`bounded_path`)."""
+
+K = TypeVar("K")
+
+
+class Folded(Protocol[K]):
+    """State folded from a log. `TreeIndex` names entries by position (NONE: no leaf); the SQLite
+    projection (`storage.sqlite.Projection`) names them by id (None: no leaf)."""
+
+    leaf: K
+    labels: dict[str, str]
+    session_name: str | None
+    compactions: dict[K, Boundary]
+
+
+def fold_entry(
+    state: Folded[K],
+    code: int,
+    me: K,
+    *,
+    leaf_target: K,
+    target_id: str | None,
+    label: object,
+    name: object,
+    first_kept: str | None,
+    has_tail: bool,
+) -> None:
+    """What one entry does to the leaf, labels, name and compactions. The only place these rules
+    live: the tree index and the SQLite projection both fold through here, so a database's
+    stored state and a fresh fold of its log cannot drift apart by construction.
+
+    Every entry but `leaf` becomes the leaf, and a label entry sets or (empty) clears its
+    target's label, as Pi's `_buildIndex` (packages/coding-agent/src/core/session-manager.ts)
+    folds them. A `leaf` entry moves the leaf to `leaf_target` (its target as the caller names
+    it; the caller decides what an unknown target means). The newest `session_info` names the
+    session; a compaction records its boundary under its own name."""
+    if code == LEAF:
+        state.leaf = leaf_target
+        return
+    state.leaf = me
+    if code == LABEL:
+        if target_id is not None:
+            text = normalize_label(label)
+            if text is None:
+                state.labels.pop(target_id, None)
+            else:
+                state.labels[target_id] = text
+    elif code == SESSION_INFO:
+        state.session_name = name.strip() or None if isinstance(name, str) else None
+    elif code == COMPACTION:
+        state.compactions[me] = (first_kept, has_tail)
+
+
+THINKING_SLOT, MODEL_SLOT, TOOLS_SLOT = 0, 1, 2
+
+
+def state_slot(code: int, role: int) -> int:
+    """Which input of the derived state an entry is (`context.derive_state`): THINKING_SLOT for a
+    thinking-level change, MODEL_SLOT for a model change or an assistant message (it names the
+    model that answered), TOOLS_SLOT for an active-tools change; -1 for everything else. The
+    nearest one of each on the leaf's path wins."""
+    if code == THINKING_LEVEL_CHANGE:
+        return THINKING_SLOT
+    if code == MODEL_CHANGE or (code == MESSAGE and role == ASSISTANT):
+        return MODEL_SLOT
+    if code == ACTIVE_TOOLS_CHANGE:
+        return TOOLS_SLOT
+    return -1

@@ -1,35 +1,54 @@
 """SQLite storage: one database file holds many sessions.
 
-Every entry is a row (`data` = the exact wire JSON, plus the denormalised columns the tree needs).
-Each append is one transaction that also updates a materialised projection — leaf, name, labels,
-latest compaction, and the active branch (the compaction-bounded leaf path, one row per entry) —
-and memory is updated only after that transaction commits.
+Every entry is a row (`data` = the exact wire JSON, plus the denormalised columns the tree needs,
+`_Row`). Each append is one transaction that also updates a materialised projection — leaf, name,
+labels, latest compaction, the derived-state entries and the active branch (the
+compaction-bounded leaf path, one row per entry) — and memory is updated only after that
+transaction commits.
 
 The projection is what `open` reads: the leaf, name, labels and the context of a session come
-from it without reading the rest of the log. The full `TreeIndex` (every entry) is loaded the
-first time something needs the whole tree (the browser, `get_children`, a move).
-`verify_state()` recomputes the projection from the log and reports any difference.
+from it without reading the rest of the log. It is computed by `project`, a pure fold that
+applies the same rules as `TreeIndex` (`index.fold_entry`). The full `TreeIndex` (every entry)
+is loaded the first time something needs the whole tree (the browser, `get_children`, a move).
+`verify_state()` (what `check` reports) compares every stored column, the log position and the
+projection with a fresh fold of the entries' data.
+
+A read-only open uses a `mode=ro` connection and writes nothing, and every error SQLite raises
+leaves this module as a SessionError naming the database.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+from urllib.request import pathname2url
 
-import msgspec
 import orjson
 
-from ..model.entries import Entry, entry_from_dict, normalize_label
+from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
 from ..model.header import SessionHeader
 from ..model.ids import iso_now, new_session_id
 from .base import SessionStorage
-from .index import TreeIndex
+from .index import (
+    COMPACTION,
+    LEAF,
+    NO_ROLE,
+    OTHER_ROLE,
+    ROLE_CODES,
+    TYPE_CODES,
+    UNKNOWN,
+    Boundary,
+    TreeIndex,
+    fold_entry,
+    state_slot,
+)
 from .lock import RangeLock, session_slot
 from .scan import LineError, add_dict, decode_entry_dict
 
@@ -85,7 +104,240 @@ CREATE TABLE IF NOT EXISTS active_branch (
 ) WITHOUT ROWID;
 """
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
+_COLUMNS = "id, parent_id, type, timestamp, role, target_id, label, name, first_kept, has_tail"
+_INSERT = f"INSERT INTO entries (session_id, {_COLUMNS}, data) VALUES ({', '.join('?' * 12)})"
+
+
+class _Row(NamedTuple):
+    """The columns stored next to an entry's JSON: exactly what the tree and the projection need,
+    so neither has to decode payloads. `of` is the only place they are derived from the data."""
+
+    id: str
+    parent_id: str | None
+    type: str
+    timestamp: str
+    role: str | None
+    target_id: str | None
+    label: str | None
+    name: str | None
+    first_kept: str | None
+    has_tail: int
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> _Row:
+        etype = data["type"]
+        return cls(
+            data["id"],
+            data["parentId"],
+            etype,
+            data["timestamp"],
+            data["message"]["role"] if etype == "message" else None,
+            data.get("targetId") if etype in ("label", "leaf") else None,
+            data.get("label") if etype == "label" else None,
+            data.get("name") if etype == "session_info" else None,
+            data.get("firstKeptEntryId") if etype == "compaction" else None,
+            int(etype == "compaction" and data.get("retainedTail") is not None),
+        )
+
+    def index_into(self, index: TreeIndex) -> int:
+        return index.add(
+            self.id,
+            self.parent_id,
+            self.type,
+            self.role,
+            target_id=self.target_id,
+            label=self.label,
+            name=self.name,
+            first_kept=self.first_kept,
+            has_tail=bool(self.has_tail),
+        )
+
+
+@dataclass(slots=True)
+class Projection:
+    """What `session_state` and `active_branch` hold for one session: the fold of its log that
+    `open` reads instead of the log. `leaf`, `labels`, `session_name` and `compactions` follow
+    `index.fold_entry`, like a `TreeIndex` but with entries named by id."""
+
+    leaf: str | None = None
+    session_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    # every compaction of the log, oldest first; None is never a key (the type is `Folded`'s)
+    compactions: dict[str | None, Boundary] = field(default_factory=dict)
+    state_ids: tuple[str | None, str | None, str | None] = (None, None, None)
+    active: list[str] = field(default_factory=list)
+    count: int = 0
+
+    @property
+    def latest_compaction(self) -> str | None:
+        return next(reversed(self.compactions), None)
+
+    def copy(self) -> Projection:
+        return Projection(
+            self.leaf,
+            self.session_name,
+            dict(self.labels),
+            dict(self.compactions),
+            self.state_ids,
+            list(self.active),
+            self.count,
+        )
+
+
+class _Log:
+    """What `project` may ask about entries already committed: their bounded paths, derived-state
+    entries and parents. The full tree is loaded only for the first question that needs it."""
+
+    def __init__(self, storage: SqliteStorage) -> None:
+        self._storage = storage
+
+    def bounded_path(self, target: str | None, marker: str | None = None) -> list[str]:
+        if target is None:
+            return []
+        index = self._storage.index
+        return [index.ids[k] for k in index.bounded_path(self._pos(target), marker)]
+
+    def state_ids(self, target: str | None) -> tuple[str | None, str | None, str | None]:
+        if target is None:
+            return (None, None, None)
+        index = self._storage.index
+        t, m, a = index.state_entries(self._pos(target))
+        return tuple(None if k < 0 else index.ids[k] for k in (t, m, a))  # type: ignore[return-value]
+
+    def parent(self, entry_id: str) -> str | None:
+        return self._storage._parent_of(entry_id)
+
+    def _pos(self, entry_id: str) -> int:
+        i = self._storage.index.pos.get(entry_id)
+        if i is None:
+            raise SessionError("not_found", f"Entry {entry_id} not found", path=self._storage.location)
+        return i
+
+
+class _Pending:
+    """The log as it will be once the rows of a batch folded so far are in: `_Log` for what is
+    committed, the rows themselves for the rest (a batch may move to, or build on, its own
+    entries)."""
+
+    def __init__(self, log: _Log) -> None:
+        self.log = log
+        self.rows: dict[str, _Row] = {}
+
+    def parent(self, entry_id: str) -> str | None:
+        row = self.rows.get(entry_id)
+        return self.log.parent(entry_id) if row is None else row.parent_id
+
+    def bounded_path(
+        self, start: str | None, marker: str | None, compactions: dict[str | None, Boundary]
+    ) -> list[str]:
+        """`TreeIndex.bounded_path`, by ids."""
+        out: list[str] = []
+        eid = start
+        while eid is not None and eid in self.rows:
+            out.append(eid)
+            if marker is not None and eid == marker:
+                out.reverse()
+                return out
+            boundary = compactions.get(eid)
+            if boundary is not None:
+                if boundary[1]:
+                    out.reverse()
+                    return out
+                marker = boundary[0]
+            eid = self.rows[eid].parent_id
+        out.reverse()
+        return self.log.bounded_path(eid, marker) + out
+
+    def state_ids(self, start: str | None) -> tuple[str | None, str | None, str | None]:
+        """`TreeIndex.state_entries`, by ids."""
+        found: list[str | None] = [None, None, None]
+        eid = start
+        while eid is not None and eid in self.rows:
+            row = self.rows[eid]
+            slot = _slot(row)
+            if slot >= 0 and found[slot] is None:
+                found[slot] = eid
+            eid = row.parent_id
+        rest = self.log.state_ids(eid)
+        return (found[0] or rest[0], found[1] or rest[1], found[2] or rest[2])
+
+
+def _slot(row: _Row) -> int:
+    role = NO_ROLE if row.role is None else ROLE_CODES.get(row.role, OTHER_ROLE)
+    return state_slot(TYPE_CODES.get(row.type, UNKNOWN), role)
+
+
+def project(state: Projection, rows: Sequence[_Row], log: _Log) -> Projection:
+    """The projection once `rows` are appended to the log that `state` is the projection of.
+
+    Pure: `state` is not changed and `log` is only read. Entries are folded with the rules of
+    `index.fold_entry`; on top of those, the active branch and the derived-state entries are
+    kept incrementally — an entry appended at the leaf extends both, so the usual append does
+    not walk the tree. A `leaf` entry, a compaction, or an entry appended away from the leaf
+    recompute what they change, with `TreeIndex`'s walks."""
+    s = state.copy()
+    pending = _Pending(log)
+    for row in rows:
+        code = TYPE_CODES.get(row.type, UNKNOWN)
+        previous_leaf = s.leaf
+        fold_entry(
+            s,
+            code,
+            row.id,
+            leaf_target=row.target_id,
+            target_id=row.target_id,
+            label=row.label,
+            name=row.name,
+            first_kept=row.first_kept,
+            has_tail=bool(row.has_tail),
+        )
+        s.count += 1
+        pending.rows[row.id] = row
+        if code == LEAF:
+            s.active = pending.bounded_path(row.target_id, None, s.compactions)
+            s.state_ids = pending.state_ids(row.target_id)
+            continue
+        if row.parent_id != previous_leaf:  # not appended at the leaf: continue its parent's path
+            s.active = pending.bounded_path(row.parent_id, None, s.compactions)
+            s.state_ids = pending.state_ids(row.parent_id)
+        if code == COMPACTION:
+            s.active = _active_after_compaction(s.active, row.id, s.compactions, pending)
+            continue
+        s.active.append(row.id)
+        slot = _slot(row)
+        if slot >= 0:
+            ids = list(s.state_ids)
+            ids[slot] = row.id
+            s.state_ids = (ids[0], ids[1], ids[2])
+    return s
+
+
+def _active_after_compaction(
+    active: list[str], compaction: str, compactions: dict[str | None, Boundary], pending: _Pending
+) -> list[str]:
+    """The active branch once `compaction`, appended below the end of `active`, is the leaf:
+    `TreeIndex.bounded_path` walked along `active` (the boundary usually lies inside it), and
+    on up the tree only when `active` itself began at an older boundary."""
+    first_kept, has_tail = compactions[compaction]
+    if has_tail:
+        return [compaction]
+    marker = first_kept
+    out = [compaction]
+    for eid in reversed(active):
+        out.append(eid)
+        if marker is not None and eid == marker:
+            break
+        older = compactions.get(eid)
+        if older is not None:
+            if older[1]:
+                break
+            marker = older[0]
+    else:
+        above = pending.parent(active[0]) if active else None
+        if above is not None:
+            out.extend(reversed(pending.bounded_path(above, marker, compactions)))
+    out.reverse()
+    return out
 
 
 class SqliteStorage(SessionStorage):
@@ -102,39 +354,46 @@ class SqliteStorage(SessionStorage):
         self._lock = lock
         self._mutex = threading.RLock()
         self._index: TreeIndex | None = None
-        self._seqs = array("q")
-        self._leaf: str | None = None
-        self._name: str | None = None
-        self._labels: dict[str, str] = {}
-        self._latest_compaction: str | None = None
-        self._state_ids: tuple[str | None, str | None, str | None] = (None, None, None)
-        self._active: list[str] = []
-        self._count = 0
-        self._last_seq = 0
-        self._compactions: dict[str, tuple[str | None, bool]] = {}
+        self._seqs = array("q")  # index position -> row seq
+        self._state = Projection()
+        self._last_seq = 0  # the newest row this object has folded
         if lock is None:
             self.read_only_reason = "opened read-only"
 
     # --- construction -------------------------------------------------------------------------
 
     @staticmethod
-    def _connect(db_path: str, *, create: bool, durable: bool) -> sqlite3.Connection:
+    def _connect(db_path: str, *, create: bool, durable: bool, read_only: bool) -> sqlite3.Connection:
+        """A connection that has checked the schema version. A read-only one is opened with
+        `mode=ro` and changes nothing: not the journal mode (switching a rollback-journal
+        database to WAL rewrites its header and leaves -wal/-shm files next to another program's
+        database), not the schema."""
         if not create and not os.path.exists(db_path):
             raise SessionError("not_found", "no such database", path=db_path)
         if create and not os.path.exists(db_path):
             os.makedirs(os.path.dirname(os.path.abspath(db_path)), mode=0o700, exist_ok=True)
             os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
         try:
-            conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            if read_only:
+                # pathname2url escapes what a URI would misread in a path (?, #, %)
+                uri = f"file:{pathname2url(os.path.abspath(db_path))}?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise SessionError("storage", f"cannot open the database: {exc}", path=db_path) from None
+        try:
             conn.execute("PRAGMA busy_timeout=5000")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             if create:
                 conn.executescript(_SCHEMA)
                 if conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 0:
                     conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             row = conn.execute("SELECT version FROM schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
+            conn.close()
             raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
         if row is None or row[0] != SCHEMA_VERSION:
             conn.close()
@@ -157,11 +416,11 @@ class SqliteStorage(SessionStorage):
         db_path = os.fspath(db_path)
         sid = session_id or new_session_id()
         header = SessionHeader.new(sid, iso_now(), cwd, parent_session=parent_session, metadata=metadata)
-        conn = cls._connect(db_path, create=True, durable=durable)
+        conn = cls._connect(db_path, create=True, durable=durable, read_only=False)
         lock = RangeLock(session_slot(sid))
         try:
             _take_lock(lock, conn, db_path, sid)
-            with _transaction(conn):
+            with _transaction(conn, db_path):
                 if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
                     raise SessionError("invalid_argument", f"session {sid} already exists", path=db_path)
                 conn.execute(
@@ -197,7 +456,7 @@ class SqliteStorage(SessionStorage):
         durable: bool = False,
     ) -> SqliteStorage:
         db_path = os.fspath(db_path)
-        conn = cls._connect(db_path, create=False, durable=durable)
+        conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         lock = None
         try:
             row = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -207,25 +466,29 @@ class SqliteStorage(SessionStorage):
                 lock = RangeLock(session_slot(session_id))
                 _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
-            storage.header = SessionHeader.from_dict(orjson.loads(row[0]), path=db_path)
-            storage._read_state()
-        except BaseException:
+            storage.header = SessionHeader.from_dict(_json(row[0], "header", storage.location), path=db_path)
+            storage._state, storage._last_seq = storage._stored_projection()
+        except BaseException as exc:
             if lock is not None:
                 lock.release()
             conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise _storage_error(exc, db_path) from None
             raise
         return storage
 
     @staticmethod
     def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         """Sessions in the database, newest first: id, created_at, cwd, name, entry_count."""
-        conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False)
+        conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False, read_only=True)
         try:
             rows = conn.execute(
                 "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count"
                 " FROM sessions s LEFT JOIN session_state st ON st.session_id = s.id"
                 " ORDER BY s.created_at DESC"
             ).fetchall()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, os.fspath(db_path)) from None
         finally:
             conn.close()
         return [
@@ -233,35 +496,73 @@ class SqliteStorage(SessionStorage):
             for r in rows
         ]
 
-    def _read_state(self) -> None:
-        conn = self._db()
-        row = conn.execute(
-            "SELECT leaf_id, session_name, labels, latest_compaction_id, entry_count, last_seq,"
-            " thinking_entry_id, model_entry_id, tools_entry_id"
-            " FROM session_state WHERE session_id = ?",
-            (self.session_id,),
-        ).fetchone()
-        if row is None:
-            raise SessionError("invalid_session", "session has no state row", path=self.location)
-        self._leaf, self._name, labels, self._latest_compaction, self._count, self._last_seq = row[:6]
-        self._state_ids = (row[6], row[7], row[8])
-        self._labels = orjson.loads(labels) if labels else {}
-        self._active = [
-            r[0]
-            for r in conn.execute(
-                "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
+    def _stored_projection(self) -> tuple[Projection, int]:
+        """The stored projection and the log position it is of (what `open` and `refresh`
+        show), read in one read transaction so that its parts are of one commit."""
+        with self._snapshot() as conn:
+            row = conn.execute(
+                "SELECT leaf_id, session_name, labels, entry_count, last_seq,"
+                " thinking_entry_id, model_entry_id, tools_entry_id"
+                " FROM session_state WHERE session_id = ?",
                 (self.session_id,),
-            )
-        ]
-        self._compactions = {
-            r[0]: (r[1], bool(r[2]))
-            for r in conn.execute(
-                "SELECT id, first_kept, has_tail FROM entries WHERE session_id = ? AND type = 'compaction'",
-                (self.session_id,),
-            )
-        }
+            ).fetchone()
+            if row is None:
+                raise SessionError("invalid_session", "session has no state row", path=self.location)
+            leaf, name, labels, count, last_seq, thinking, model, tools = row
+            active = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
+                    (self.session_id,),
+                )
+            ]
+            # compactions come from the log (oldest first): a compaction met while walking the
+            # active branch back needs its boundary (see `_active_after_compaction`)
+            compactions: dict[str | None, Boundary] = {
+                r[0]: (r[1], bool(r[2]))
+                for r in conn.execute(
+                    "SELECT id, first_kept, has_tail FROM entries"
+                    " WHERE session_id = ? AND type = 'compaction' AND seq <= ? ORDER BY seq",
+                    (self.session_id, last_seq),
+                )
+            }
+        state = Projection(
+            leaf=leaf,
+            session_name=name,
+            labels=_json(labels, "labels", self.location) if labels else {},
+            compactions=compactions,
+            state_ids=(thinking, model, tools),
+            active=active,
+            count=count,
+        )
+        return state, last_seq
 
     # --- reading ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for one read (one thread at a time: writes share the connection).
+        Every query of the storage runs inside one of these (or `_transaction`), so what
+        SQLite raises — a damaged page, an I/O error — leaves the storage as a SessionError."""
+        with self._mutex:
+            conn = self._db()
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise _storage_error(exc, self.db_path) from None
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """`_reading` inside one read transaction: every query sees the same commit."""
+        with self._reading() as conn:
+            if conn.in_transaction:  # inside a write transaction: that is one commit already
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                _rollback(conn)  # ends the read transaction; it wrote nothing
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -283,26 +584,21 @@ class SqliteStorage(SessionStorage):
     def _build_index(self, after_seq: int, upto_seq: int, index: TreeIndex | None = None) -> TreeIndex:
         """Index rows in (after_seq, upto_seq]: only committed rows this object knows about, even
         when called inside one of its own transactions."""
-        index = index or TreeIndex()
-        rows = self._db().execute(
-            "SELECT seq, id, parent_id, type, role, target_id, label, name, first_kept, has_tail"
-            " FROM entries WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
-            (self.session_id, after_seq, upto_seq),
-        )
-        seqs = self._seqs
-        for seq, eid, parent, etype, role, target, label, name, first_kept, has_tail in rows:
-            index.add(
-                eid,
-                parent,
-                etype,
-                role,
-                target_id=target,
-                label=label,
-                name=name,
-                first_kept=first_kept,
-                has_tail=bool(has_tail),
+        fresh = index is None
+        index = TreeIndex() if index is None else index
+        seqs = array("q")
+        with self._reading() as conn:
+            cursor = conn.execute(
+                f"SELECT seq, {_COLUMNS} FROM entries"
+                " WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+                (self.session_id, after_seq, upto_seq),
             )
-            seqs.append(seq)
+            # a live index must not keep half of the rows when a read fails halfway; a fresh
+            # one is dropped on failure, so it can be filled as rows arrive
+            for seq, *columns in cursor if fresh else cursor.fetchall():
+                _Row(*columns).index_into(index)
+                seqs.append(seq)
+        self._seqs.extend(seqs)
         if after_seq == 0:
             index.finish_load()
         return index
@@ -314,304 +610,269 @@ class SqliteStorage(SessionStorage):
             raise SessionError("invalid_entry", f"{where} {exc.reason}", path=self.location) from None
 
     def _load(self, i: int) -> Entry:
-        self.index  # noqa: B018 - positions exist only once the index is loaded
-        with self._mutex:
-            row = self._db().execute("SELECT data FROM entries WHERE seq = ?", (self._seqs[i],)).fetchone()
+        if not 0 <= i < len(self.index):  # positions exist only once the index is loaded
+            # the stored count can disagree with the rows (`verify_state` says so)
+            raise SessionError("invalid_session", f"there is no entry #{i + 1}", path=self.location)
+        with self._reading() as conn:
+            row = conn.execute("SELECT data FROM entries WHERE seq = ?", (self._seqs[i],)).fetchone()
+        if row is None:
+            raise SessionError(
+                "invalid_session", f"entry #{i + 1} has gone from the database", path=self.location
+            )
         return self._decode(row[0], f"entry #{i + 1}")
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        with self._mutex:
-            row = (
-                self._db()
-                .execute(
-                    "SELECT data FROM entries WHERE session_id = ? AND id = ?",
-                    (self.session_id, entry_id),
-                )
-                .fetchone()
-            )
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT data FROM entries WHERE session_id = ? AND id = ?",
+                (self.session_id, entry_id),
+            ).fetchone()
         return None if row is None else self._decode(row[0], f"entry {entry_id!r}")
 
     def iter_entries(self) -> Iterator[Entry]:
-        with self._mutex:
-            rows = (
-                self._db()
-                .execute("SELECT data FROM entries WHERE session_id = ? ORDER BY seq", (self.session_id,))
-                .fetchall()
-            )
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT data FROM entries WHERE session_id = ? AND seq <= ? ORDER BY seq",
+                (self.session_id, self._last_seq),
+            ).fetchall()
         for n, (blob,) in enumerate(rows, 1):
             yield self._decode(blob, f"entry #{n}")
 
     def has_id(self, entry_id: str) -> bool:
         if self._index is not None:
             return entry_id in self._index.pos
-        with self._mutex:
+        with self._reading() as conn:
             return (
-                self._db()
-                .execute(
+                conn.execute(
                     "SELECT 1 FROM entries WHERE session_id = ? AND id = ?",
                     (self.session_id, entry_id),
-                )
-                .fetchone()
+                ).fetchone()
                 is not None
             )
 
     @property
     def leaf_id(self) -> str | None:
-        return self._leaf
+        return self._state.leaf
 
     @property
     def session_name(self) -> str | None:
-        return self._name
+        return self._state.session_name
 
     def get_label(self, entry_id: str) -> str | None:
-        return self._labels.get(entry_id)
+        return self._state.labels.get(entry_id)
 
     def labels(self) -> dict[str, str]:
-        return dict(self._labels)
+        return dict(self._state.labels)
 
     def entry_count(self) -> int:
-        return self._count
+        return self._state.count
 
     def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
-        if at is not None and at != self._leaf:
+        if at is not None and at != self._state.leaf:
             return super().state_entries(at)
-        return tuple(None if eid is None else self.get_entry(eid) for eid in self._state_ids)  # type: ignore[return-value]
-
-    def _state_ids_of(self, target: str | None) -> tuple[str | None, str | None, str | None]:
-        if target is None:
-            return (None, None, None)
-        index = self.index
-        found = index.state_entries(index.pos[target])
-        return tuple(None if k < 0 else index.ids[k] for k in found)  # type: ignore[return-value]
+        return tuple(None if eid is None else self.get_entry(eid) for eid in self._state.state_ids)  # type: ignore[return-value]
 
     def active_branch(self) -> list[Entry]:
-        with self._mutex:
-            rows = (
-                self._db()
-                .execute(
-                    "SELECT e.data FROM active_branch a JOIN entries e"
-                    " ON e.session_id = a.session_id AND e.id = a.entry_id"
-                    " WHERE a.session_id = ? ORDER BY a.pos",
-                    (self.session_id,),
-                )
-                .fetchall()
-            )
-        if len(rows) != len(self._active):
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT e.data FROM active_branch a JOIN entries e"
+                " ON e.session_id = a.session_id AND e.id = a.entry_id"
+                " WHERE a.session_id = ? ORDER BY a.pos",
+                (self.session_id,),
+            ).fetchall()
+        if len(rows) != len(self._state.active):
             raise SessionError("invalid_session", "active branch names missing entries", path=self.location)
         return [self._decode(r[0], "active branch entry") for r in rows]
 
     def refresh(self) -> int:
         """Pick up entries another process appended (the reader side of live follow)."""
-        with self._mutex:
-            row = (
-                self._db()
-                .execute("SELECT last_seq FROM session_state WHERE session_id = ?", (self.session_id,))
-                .fetchone()
-            )
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT last_seq FROM session_state WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
             if row is None or row[0] == self._last_seq:
                 return 0
-            before = self._count
+            before = self._state.count
+            # the tree is extended up to the position of the projection read, not of the query
+            # above: a commit in between would otherwise leave rows out of the tree for good
+            state, last_seq = self._stored_projection()
             if self._index is not None:
-                self._build_index(self._last_seq, row[0], self._index)
-            self._read_state()
-            return self._count - before
+                self._build_index(self._last_seq, last_seq, self._index)
+            self._state, self._last_seq = state, last_seq
+            return state.count - before
+
+    def _parent_of(self, entry_id: str) -> str | None:
+        if self._index is not None:
+            i = self._index.pos.get(entry_id)
+            if i is not None:
+                p = self._index.parent[i]
+                return self._index.ids[p] if p >= 0 else None
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT parent_id FROM entries WHERE session_id = ? AND id = ?",
+                (self.session_id, entry_id),
+            ).fetchone()
+        return None if row is None else row[0]
 
     # --- writing ------------------------------------------------------------------------------
 
-    def _path_ids(self, target: str | None) -> list[str]:
-        """The bounded path of an existing entry (needs the full tree)."""
-        if target is None:
-            return []
-        index = self.index
-        i = index.pos.get(target)
-        if i is None:
-            raise SessionError("not_found", f"Entry {target} not found", path=self.location)
-        return [index.ids[i] for i in index.bounded_path(i)]
-
-    def _active_after_compaction(
-        self, active: list[str], compaction: str, compactions: dict[str, tuple[str | None, bool]]
-    ) -> list[str]:
-        """The active branch once `compaction` (appended to `active`) is the leaf: the same rule
-        as `TreeIndex.bounded_path`, walked along the current active branch when the boundary
-        lies inside it (the usual case), else on the full tree."""
-        first_kept, has_tail = compactions[compaction]
-        if has_tail:
-            return [compaction]
-        marker = first_kept
-        out = [compaction]
-        for eid in reversed(active):
-            out.append(eid)
-            if marker is not None and eid == marker:
-                break
-            older = compactions.get(eid)
-            if older is not None:
-                if older[1]:
-                    break
-                marker = older[0]
-        else:
-            if active and self._parent_of(active[0]) is not None:
-                # the active branch began at an older boundary: walk the full tree instead
-                index = self.index
-                path = index.bounded_path(index.pos[active[-1]], first_kept)
-                return [*(index.ids[i] for i in path), compaction]
-        out.reverse()
-        return out
-
-    def _parent_of(self, entry_id: str) -> str | None:
-        row = (
-            self._db()
-            .execute(
-                "SELECT parent_id FROM entries WHERE session_id = ? AND id = ?",
-                (self.session_id, entry_id),
-            )
-            .fetchone()
-        )
-        return None if row is None else row[0]
-
     def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
-        conn = self._db()
+        rows = [_Row.of(entry.to_dict()) for entry in entries]
         with self._mutex:
-            leaf, name, latest = self._leaf, self._name, self._latest_compaction
-            labels = dict(self._labels)
-            active = list(self._active)
-            compactions = dict(self._compactions)
-            thinking_id, model_id, tools_id = self._state_ids
-            rewrite_active = False
-            last_seq = self._last_seq
-            seqs: list[int] = []
-            with _transaction(conn):
-                for entry, blob in zip(entries, encoded, strict=True):
-                    data = entry.to_dict()
-                    etype = data["type"]
-                    target = data.get("targetId") if etype in ("label", "leaf") else None
-                    cur = conn.execute(
-                        "INSERT INTO entries (session_id, id, parent_id, type, timestamp, role,"
-                        " target_id, label, name, first_kept, has_tail, data)"
-                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (
-                            self.session_id,
-                            entry.id,
-                            entry.parent_id,
-                            etype,
-                            entry.timestamp,
-                            data["message"]["role"] if etype == "message" else None,
-                            target,
-                            data.get("label") if etype == "label" else None,
-                            data.get("name") if etype == "session_info" else None,
-                            data.get("firstKeptEntryId") if etype == "compaction" else None,
-                            int(etype == "compaction" and data.get("retainedTail") is not None),
-                            blob,
-                        ),
-                    )
-                    last_seq = cur.lastrowid or last_seq
-                    seqs.append(last_seq)
-                    if etype == "leaf":
-                        leaf = target
-                        active = self._path_ids(target)
-                        thinking_id, model_id, tools_id = self._state_ids_of(target)
-                        rewrite_active = True
-                        continue
-                    leaf = entry.id
-                    if etype == "thinking_level_change":
-                        thinking_id = entry.id
-                    elif etype == "model_change" or (
-                        etype == "message" and data["message"]["role"] == "assistant"
-                    ):
-                        model_id = entry.id
-                    elif etype == "active_tools_change":
-                        tools_id = entry.id
-                    if etype == "compaction":
-                        latest = entry.id
-                        compactions[entry.id] = (
-                            data.get("firstKeptEntryId"),
-                            data.get("retainedTail") is not None,
-                        )
-                        active = self._active_after_compaction(active, entry.id, compactions)
-                        rewrite_active = True
-                        continue
-                    active.append(entry.id)
-                    if etype == "label" and isinstance(target, str):
-                        text = normalize_label(data.get("label"))
-                        if text is None:
-                            labels.pop(target, None)
-                        else:
-                            labels[target] = text
-                    elif etype == "session_info":
-                        value = data.get("name")
-                        name = value.strip() or None if isinstance(value, str) else None
-                start = 0 if rewrite_active else len(self._active)
-                if rewrite_active:
-                    conn.execute("DELETE FROM active_branch WHERE session_id = ?", (self.session_id,))
-                conn.executemany(
-                    "INSERT INTO active_branch (session_id, pos, entry_id) VALUES (?,?,?)",
-                    [(self.session_id, n, active[n]) for n in range(start, len(active))],
-                )
-                conn.execute(
-                    "UPDATE session_state SET leaf_id = ?, session_name = ?, labels = ?,"
-                    " latest_compaction_id = ?, thinking_entry_id = ?, model_entry_id = ?,"
-                    " tools_entry_id = ?, entry_count = ?, last_seq = ?, updated_at = ?"
-                    " WHERE session_id = ?",
-                    (
-                        leaf,
-                        name,
-                        orjson.dumps(labels).decode(),
-                        latest,
-                        thinking_id,
-                        model_id,
-                        tools_id,
-                        self._count + len(entries),
-                        last_seq,
-                        iso_now(),
-                        self.session_id,
-                    ),
-                )
+            conn = self._db()
+            old = self._state
+            new = project(old, rows, _Log(self))
+            try:
+                seqs = self._write(conn, rows, encoded, old, new)
+            except _StaleLog:
+                # catch up, so that the caller's next attempt (Session refreshes before building
+                # entries) parents its entries on what the other writer added
+                self.refresh()
+                raise SessionError(
+                    "storage",
+                    "another writer appended to the session after it was read, so nothing was"
+                    " written; the session now shows those entries: try again",
+                    path=self.location,
+                ) from None
             # committed: only now does memory change
             if self._index is not None:
-                for entry, seq in zip(entries, seqs, strict=True):
-                    add_dict(self._index, entry.to_dict(), None)
+                for row, seq in zip(rows, seqs, strict=True):
+                    row.index_into(self._index)
                     self._seqs.append(seq)
-            self._leaf, self._name, self._latest_compaction = leaf, name, latest
-            self._labels, self._active, self._compactions = labels, active, compactions
-            self._state_ids = (thinking_id, model_id, tools_id)
-            self._count += len(entries)
-            self._last_seq = last_seq
+            self._state = new
+            self._last_seq = seqs[-1]
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        rows: list[_Row],
+        encoded: list[bytes],
+        old: Projection,
+        new: Projection,
+    ) -> list[int]:
+        """Insert the rows and store `new` over `old`, in one transaction; returns their seqs.
+        `new` was folded from what this object last read, so the write is refused (`_StaleLog`)
+        when the log has moved since: the single-writer lock keeps other sessiontree writers
+        out, but not a writer that does not take it (another program, or one on a network file
+        system where the lock does not hold). The check is inside the transaction: BEGIN
+        IMMEDIATE holds the database's write lock, so the log cannot move between the check and
+        the write."""
+        with _transaction(conn, self.db_path):
+            position = conn.execute(
+                "SELECT last_seq FROM session_state WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
+            if position is None or position[0] != self._last_seq:
+                raise _StaleLog
+            seqs = [
+                conn.execute(_INSERT, (self.session_id, *row, blob)).lastrowid or 0
+                for row, blob in zip(rows, encoded, strict=True)
+            ]
+            self._write_projection(conn, old, new, seqs[-1])
+        return seqs
+
+    def _write_projection(
+        self, conn: sqlite3.Connection, old: Projection, new: Projection, last_seq: int
+    ) -> None:
+        """Store `new` over `old`. The active branch is only appended to when it grew (the usual
+        append), else cut back to what the two share and refilled."""
+        n = min(len(old.active), len(new.active))
+        keep = n if new.active[:n] == old.active[:n] else 0
+        if keep < len(old.active):
+            conn.execute(
+                "DELETE FROM active_branch WHERE session_id = ? AND pos >= ?", (self.session_id, keep)
+            )
+        conn.executemany(
+            "INSERT INTO active_branch (session_id, pos, entry_id) VALUES (?,?,?)",
+            [(self.session_id, pos, new.active[pos]) for pos in range(keep, len(new.active))],
+        )
+        thinking, model, tools = new.state_ids
+        conn.execute(
+            "UPDATE session_state SET leaf_id = ?, session_name = ?, labels = ?,"
+            " latest_compaction_id = ?, thinking_entry_id = ?, model_entry_id = ?,"
+            " tools_entry_id = ?, entry_count = ?, last_seq = ?, updated_at = ?"
+            " WHERE session_id = ?",
+            (
+                new.leaf,
+                new.session_name,
+                orjson.dumps(new.labels).decode(),
+                new.latest_compaction,
+                thinking,
+                model,
+                tools,
+                new.count,
+                last_seq,
+                iso_now(),
+                self.session_id,
+            ),
+        )
 
     # --- checking -----------------------------------------------------------------------------
 
     def verify_state(self) -> list[str]:
-        """Differences between the materialised state and a fold of the log (empty = consistent)."""
+        """Differences between what the database stores and a fold of the entries' data (empty
+        = consistent): the columns kept next to each entry's JSON (the tree is built from them),
+        the log position and count, and the projection `open` reads. All of it is read in one
+        read transaction, so a writer committing meanwhile cannot show up as a difference.
+
+        Damage to the database file itself, even in pages no read of this session touches (an
+        index, another session), is a SessionError, as it is when a read meets it."""
+        with self._reading() as conn:
+            damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        if damage != ["ok"]:
+            what = "; ".join(" ".join(line.split()) for line in damage)  # one line
+            raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
+        with self._snapshot() as conn:
+            stored = conn.execute(
+                "SELECT leaf_id, session_name, labels, latest_compaction_id, thinking_entry_id,"
+                " model_entry_id, tools_entry_id, entry_count, last_seq"
+                " FROM session_state WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+            active = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT entry_id FROM active_branch WHERE session_id = ? ORDER BY pos",
+                    (self.session_id,),
+                )
+            ]
+            rows = conn.execute(
+                f"SELECT seq, {_COLUMNS}, data FROM entries WHERE session_id = ? ORDER BY seq",
+                (self.session_id,),
+            ).fetchall()
+        if stored is None:
+            return ["the session has no state row"]
         fresh = TreeIndex()
-        with self._mutex:
-            rows = (
-                self._db()
-                .execute("SELECT data FROM entries WHERE session_id = ? ORDER BY seq", (self.session_id,))
-                .fetchall()
-            )
-        for (blob,) in rows:
-            add_dict(fresh, msgspec.json.decode(blob), None)
-        problems = []
+        problems = _check_columns(rows, fresh)
+        leaf, name, labels_json, latest, thinking, model, tools, count, last_seq = stored
+        log_end = rows[-1][0] if rows else 0
+        if last_seq != log_end:
+            problems.append(f"log position: stored last_seq {last_seq}, the log ends at seq {log_end}")
+        if count != len(rows):
+            problems.append(f"entry count: stored {count}, log has {len(rows)}")
         expected_leaf = fresh.leaf_id()
-        if expected_leaf != self._leaf:
-            problems.append(f"leaf: stored {self._leaf!r}, log says {expected_leaf!r}")
-        if fresh.session_name != self._name:
-            problems.append(f"name: stored {self._name!r}, log says {fresh.session_name!r}")
-        if fresh.labels != self._labels:
-            problems.append(f"labels: stored {self._labels!r}, log says {fresh.labels!r}")
-        active = [fresh.ids[i] for i in fresh.bounded_path(fresh.leaf)]
-        if active != self._active:
-            problems.append(f"active branch: stored {len(self._active)} ids, log says {len(active)}")
-        latest = max((i for i in fresh.compactions), default=None)
-        expected_latest = None if latest is None else fresh.ids[latest]
-        if expected_latest != self._latest_compaction:
+        if expected_leaf != leaf:
+            problems.append(f"leaf: stored {leaf!r}, log says {expected_leaf!r}")
+        if fresh.session_name != name:
+            problems.append(f"name: stored {name!r}, log says {fresh.session_name!r}")
+        try:
+            labels = orjson.loads(labels_json) if labels_json else {}
+        except orjson.JSONDecodeError:
+            labels = labels_json
+        if fresh.labels != labels:
+            problems.append(f"labels: stored {labels!r}, log says {fresh.labels!r}")
+        expected_active = [fresh.ids[i] for i in fresh.bounded_path(fresh.leaf)]
+        if expected_active != active:
             problems.append(
-                f"latest compaction: stored {self._latest_compaction!r}, log says {expected_latest!r}"
+                f"active branch: stored {len(active)} ids, log says {len(expected_active)}"
+                + ("" if len(active) != len(expected_active) else " (different ones)")
             )
-        found = fresh.state_entries(fresh.leaf)
-        expected_state = tuple(None if k < 0 else fresh.ids[k] for k in found)
-        if expected_state != self._state_ids:
-            problems.append(f"state entries: stored {self._state_ids}, log says {expected_state}")
-        if len(fresh) != self._count:
-            problems.append(f"entry count: stored {self._count}, log has {len(fresh)}")
+        newest = max(fresh.compactions, default=None)
+        expected_latest = None if newest is None else fresh.ids[newest]
+        if expected_latest != latest:
+            problems.append(f"latest compaction: stored {latest!r}, log says {expected_latest!r}")
+        expected_state = tuple(None if k < 0 else fresh.ids[k] for k in fresh.state_entries(fresh.leaf))
+        if expected_state != (thinking, model, tools):
+            problems.append(f"state entries: stored {(thinking, model, tools)}, log says {expected_state}")
         return problems
 
     def close(self) -> None:
@@ -624,27 +885,88 @@ class SqliteStorage(SessionStorage):
                 self._lock = None
 
 
-class _transaction:
-    """BEGIN IMMEDIATE … COMMIT, rolled back on any error."""
+_MAX_COLUMN_REPORTS = 20
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
 
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
+def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:
+    """Compare each entry's stored columns with what its data says (`_Row.of`), and fold the
+    data into `fresh` (with `scan.add_dict`, not `_Row`: a second derivation of the same
+    fields). An entry whose data does not decode is folded from its columns, so that one
+    damaged row is one problem, not also a different leaf, count and branch."""
+    problems: list[str] = []
+    differing = 0
+    for n, (_seq, *columns, blob) in enumerate(rows, 1):
+        stored = _Row(*columns)
+        try:
+            data = decode_entry_dict(blob)
+        except LineError as exc:
+            problems.append(f"entry #{n} ({stored.id!r}): its data {exc.reason}")
+            stored.index_into(fresh)
+            continue
+        add_dict(fresh, data, None)
+        expected = _Row.of(data)
+        if stored == expected:
+            continue
+        for column, have, want in zip(_Row._fields, stored, expected, strict=True):
+            if have != want:
+                differing += 1
+                if differing <= _MAX_COLUMN_REPORTS:
+                    problems.append(
+                        f"entry #{n} ({stored.id!r}): column {column} is {have!r}, its data says {want!r}"
+                    )
+    if differing > _MAX_COLUMN_REPORTS:
+        problems.append(f"{differing - _MAX_COLUMN_REPORTS} more columns differ from their entries' data")
+    return problems
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                self.conn.execute("ROLLBACK")
-                raise SessionError("storage", f"commit failed, nothing was added: {err}") from None
-        else:
-            self.conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise SessionError("storage", f"write failed, nothing was added: {exc}") from exc
+
+class _StaleLog(Exception):
+    """The session's log moved between our last read and our write transaction."""
+
+
+def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
+    """A SessionError for what SQLite raised while reading: damage (a malformed page, not a
+    database) is said to be damage; the rest (I/O, locking) keeps SQLite's words."""
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return SessionError("storage", f"the database is damaged ({exc})", path=db_path)
+    return SessionError("storage", f"cannot read the database ({exc})", path=db_path)
+
+
+def _json(text: str | bytes, what: str, location: str | None) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise SessionError("invalid_session", f"the stored {what} is not valid JSON", path=location) from None
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, path: str) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE … COMMIT, rolled back on any error so that a failed write leaves nothing.
+    IMMEDIATE takes the database's write lock before the first read, so what the transaction
+    reads cannot change under it."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as err:
+        raise SessionError("storage", f"cannot start a write, nothing was added: {err}", path=path) from None
+    try:
+        yield conn
+    except BaseException as exc:
+        _rollback(conn)
+        if isinstance(exc, sqlite3.Error):
+            raise SessionError("storage", f"write failed, nothing was added: {exc}", path=path) from exc
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as err:
+        _rollback(conn)
+        raise SessionError("storage", f"commit failed, nothing was added: {err}", path=path) from None
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite rolls some failures back by itself (a full disk, I/O errors); a second ROLLBACK
+    # would then raise and hide the error that matters
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _take_lock(lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str) -> None:

@@ -1,0 +1,342 @@
+"""SQLite against damaged files, tampered rows, other programs' databases and other writers.
+Each test is one way the database can differ from what the storage last wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import A, U
+from sessiontree import Session, SessionError, SqliteStorage, open_session
+
+
+def build(db: Path, sid: str = "s1", n: int = 200) -> dict[str, str]:
+    """A session of `n` messages (plus a label, a name and a compaction), closed cleanly."""
+    s = Session(SqliteStorage.create(db, cwd="/p", session_id=sid))
+    ids = {}
+    for k in range(n):
+        ids[f"m{k}"] = s.append_message(U(f"message {k} " + "x" * 300) if k % 2 else A(f"reply {k}"))
+    s.append_label(ids["m1"], "start")
+    s.append_session_name("named")
+    s.append_compaction("summary", ids[f"m{n - 4}"], 1000)
+    ids["last"] = s.append_message(U("after the compaction"))
+    s.close()
+    return ids
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sessiontree", *args], capture_output=True, text=True)
+
+
+# --- a database damaged in its data pages ------------------------------------------------------
+
+
+def _entries_leaf_pages(db: Path) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'entries' AND pagetype = 'leaf' ORDER BY pageno"
+            )
+        ]
+
+
+def _smash_page(db: Path, pageno: int) -> None:
+    with sqlite3.connect(db) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert pageno > 1  # page 1 holds the file header and the schema: not what this is about
+    with open(db, "r+b") as f:
+        f.seek((pageno - 1) * page_size)
+        f.write(b"\xa5" * page_size)
+
+
+@pytest.mark.parametrize("command", ["check", "tree", "context"])
+def test_damaged_data_page_is_one_line_error_not_a_traceback(tmp_path, command):
+    db = tmp_path / "db.sqlite"
+    build(db)
+    assert not Path(f"{db}-wal").exists()  # everything is in the main file
+    pages = _entries_leaf_pages(db)
+    assert len(pages) > 4
+    _smash_page(db, pages[len(pages) // 2])
+
+    result = run_cli(command, f"{db}#s1")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(db) in lines[0] and "damaged" in lines[0] and "[storage]" in lines[0]
+
+
+def test_check_finds_damage_no_read_meets(tmp_path):
+    """An index page of no use to reading the session: `check` still finds it, in one line."""
+    db = tmp_path / "db.sqlite"
+    build(db)
+    pages = _pages_of(db, "entries_by_parent")
+    _smash_page(db, pages[len(pages) // 2])
+    assert run_cli("context", f"{db}#s1").returncode == 0
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "damaged" in lines[0], result.stderr
+
+
+def _pages_of(db: Path, name: str) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,))]
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "entries",
+        "active_branch",
+        "session_state",
+        "sessions",
+        "entries_by_session",
+        "entries_by_parent",
+        "sqlite_autoindex_entries_1",
+    ],
+)
+def test_damage_anywhere_gives_session_errors_only(tmp_path, damaged):
+    """Whatever page is damaged, every read either works or raises SessionError(storage)."""
+    db = tmp_path / "db.sqlite"
+    build(db)
+    pages = _pages_of(db, damaged)
+    assert pages
+    _smash_page(db, pages[len(pages) // 2])
+
+    def reads(storage: SqliteStorage) -> list:
+        session = Session(storage)
+        return [
+            lambda: storage.index,
+            lambda: list(storage.iter_entries()),
+            storage.active_branch,
+            storage.verify_state,
+            lambda: storage.get_entry("nope"),
+            storage.refresh,
+            session.build_context,
+            lambda: session.check(decode=True),
+            lambda: [storage.load_entry(i) for i in range(len(storage.index))],
+        ]
+
+    failures = 0
+    for attempt in (
+        lambda: SqliteStorage.list_sessions(db),
+        lambda: SqliteStorage.open(db, "s1", read_only=True),
+        lambda: SqliteStorage.open(db, "s1"),
+    ):
+        try:
+            opened = attempt()
+        except SessionError as exc:
+            assert exc.code == "storage" and exc.path == str(db), exc
+            failures += 1
+            continue
+        if not isinstance(opened, SqliteStorage):
+            continue
+        with opened:
+            for read in reads(opened):
+                try:
+                    read()
+                except SessionError as exc:
+                    assert exc.code in ("storage", "invalid_entry"), exc
+                    failures += 1
+    assert failures  # the damage was met somewhere
+
+
+# --- check compares the denormalised columns with the entries' data ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "words"),
+    [
+        ("UPDATE entries SET parent_id = NULL WHERE id = :m5", ["parent_id", "{m5}"]),
+        ("UPDATE entries SET type = 'custom' WHERE id = :m6", ["type", "{m6}"]),
+        ("UPDATE entries SET role = 'user' WHERE id = :m6", ["role", "{m6}"]),
+        ("UPDATE entries SET label = 'other' WHERE type = 'label'", ["label"]),
+        ("UPDATE entries SET target_id = :m2 WHERE type = 'label'", ["target_id"]),
+        ("UPDATE entries SET name = 'renamed' WHERE type = 'session_info'", ["name"]),
+        ("UPDATE entries SET first_kept = :m0 WHERE type = 'compaction'", ["first_kept"]),
+        ("UPDATE entries SET has_tail = 1 WHERE type = 'compaction'", ["has_tail"]),
+        ("UPDATE entries SET timestamp = 'then' WHERE id = :m3", ["timestamp", "{m3}"]),
+        ("UPDATE session_state SET last_seq = last_seq - 1", ["log position"]),
+        ("UPDATE session_state SET entry_count = 7", ["entry count"]),
+        ("UPDATE session_state SET leaf_id = :m2", ["leaf"]),
+        ("UPDATE session_state SET latest_compaction_id = NULL", ["latest compaction"]),
+        ("DELETE FROM active_branch WHERE pos = 0", ["active branch"]),
+    ],
+)
+def test_check_reports_tampered_columns(tmp_path, statement, words):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=20)
+    with sqlite3.connect(db) as conn:
+        conn.execute(statement, ids)
+    with open_session(f"{db}#s1", read_only=True) as session:
+        problems = [d for d in session.check(decode=True) if d.severity == "error"]
+    assert problems, statement
+    text = "\n".join(d.message for d in problems)
+    for word in words:
+        assert word.format(**ids) in text, text
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stdout.strip().endswith("damaged")
+
+
+def test_check_reports_undecodable_entry_data(tmp_path):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=10)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE entries SET data = X'7b226e6f' WHERE id = ?", (ids["m4"],))
+    result = run_cli("check", f"{db}#s1")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert ids["m4"] in result.stdout and "not valid JSON" in result.stdout
+
+
+def test_untampered_database_checks_clean(tmp_path):
+    db = tmp_path / "db.sqlite"
+    build(db, n=20)
+    with open_session(f"{db}#s1", read_only=True) as session:
+        assert session.check(decode=True) == []
+
+
+# --- a read-only open never writes --------------------------------------------------------------
+
+
+def _snapshot(db: Path) -> tuple[bytes, int, list[str]]:
+    return db.read_bytes(), db.stat().st_mtime_ns, sorted(os.listdir(db.parent))
+
+
+def test_read_only_open_of_a_rollback_journal_database_writes_nothing(tmp_path):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=20)
+    with sqlite3.connect(db) as conn:  # another program keeps its database in rollback mode
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    before = _snapshot(db)
+
+    storage = SqliteStorage.open(db, "s1", read_only=True)
+    with Session(storage) as session:
+        assert session.leaf_id == ids["last"]
+        session.build_context()
+        assert len(session.tree) == 24
+        assert session.check(decode=True) == []
+        assert storage._conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert SqliteStorage.list_sessions(db)[0]["id"] == "s1"
+    for command in ("check", "tree", "context"):
+        assert run_cli(command, f"{db}#s1").returncode == 0
+    assert run_cli("tree", str(db)).returncode == 0  # picks the newest session: list_sessions
+
+    assert _snapshot(db) == before
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_read_only_open_of_a_read_only_file(tmp_path):
+    db = tmp_path / "db.sqlite"
+    ids = build(db, n=5)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    db.chmod(0o444)
+    try:
+        with open_session(f"{db}#s1", read_only=True) as session:
+            assert session.leaf_id == ids["last"]
+    finally:
+        db.chmod(0o600)
+
+
+def test_read_only_open_of_a_path_a_uri_would_misread(tmp_path):
+    folder = tmp_path / "a?b=c%20d #e"
+    folder.mkdir()
+    db = folder / "db.sqlite"
+    ids = build(db, n=5)
+    with SqliteStorage.open(db, "s1", read_only=True) as storage:
+        assert storage.leaf_id == ids["last"]
+    assert [s["id"] for s in SqliteStorage.list_sessions(db)] == ["s1"]
+
+
+# --- another writer between our read and our write ----------------------------------------------
+
+
+def _foreign_append(db: Path, sid: str, text: str) -> str:
+    """Append a user message at the leaf the way a correct writer does, from a connection of
+    its own (another program, or a writer that could not take our lock)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        leaf, count = conn.execute(
+            "SELECT leaf_id, entry_count FROM session_state WHERE session_id = ?", (sid,)
+        ).fetchone()
+        eid = f"f{count:07x}"
+        data = {
+            "type": "message",
+            "id": eid,
+            "parentId": leaf,
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+        seq = conn.execute(
+            "INSERT INTO entries (session_id, id, parent_id, type, timestamp, role, data)"
+            " VALUES (?, ?, ?, 'message', ?, 'user', ?)",
+            (sid, eid, leaf, data["timestamp"], json.dumps(data).encode()),
+        ).lastrowid
+        (pos,) = conn.execute("SELECT COUNT(*) FROM active_branch WHERE session_id = ?", (sid,)).fetchone()
+        conn.execute("INSERT INTO active_branch VALUES (?, ?, ?)", (sid, pos, eid))
+        conn.execute(
+            "UPDATE session_state SET leaf_id = ?, entry_count = entry_count + 1, last_seq = ?"
+            " WHERE session_id = ?",
+            (eid, seq, sid),
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return eid
+
+
+def test_a_write_on_a_stale_log_is_refused_and_catches_up(tmp_path):
+    db = tmp_path / "db.sqlite"
+    session = Session(SqliteStorage.create(db, cwd="/p", session_id="s1"))
+    first = session.append_message(U("one"))
+    storage = session.storage
+    refresh = storage.refresh
+    foreign: list[str] = []
+
+    def refresh_then_someone_writes() -> int:
+        n = refresh()
+        if not foreign:  # after our read, before our write
+            foreign.append(_foreign_append(db, "s1", "from elsewhere"))
+        return n
+
+    storage.refresh = refresh_then_someone_writes  # type: ignore[method-assign]
+    with pytest.raises(SessionError) as err:
+        session.append_message(U("two"))
+    assert err.value.code == "storage" and "another writer" in str(err.value)
+    # nothing of ours was written, and memory caught up with the other writer
+    assert session.leaf_id == foreign[0] and session.entry_count() == 2
+    mine = session.append_message(U("two, again"))
+    assert session.get_entry(mine).parent_id == foreign[0]
+    assert storage.verify_state() == []
+    session.close()
+    with open_session(f"{db}#s1", read_only=True) as again:
+        assert again.check(decode=True) == []
+        assert [e.id for e in again.get_branch()] == [first, foreign[0], mine]
+
+
+def test_a_raw_append_on_a_stale_storage_is_refused(tmp_path):
+    """The check is in the storage, not only in `Session`: a caller that skips `refresh`."""
+    db = tmp_path / "db.sqlite"
+    session = Session(SqliteStorage.create(db, cwd="/p", session_id="s1"))
+    session.append_message(U("one"))
+    stale_leaf = session.leaf_id
+    other = _foreign_append(db, "s1", "from elsewhere")
+    entry = session._make("message", {"message": U("mine")}, stale_leaf)
+    with pytest.raises(SessionError) as err:
+        session.storage.append([entry])
+    assert "another writer" in str(err.value)
+    assert session.leaf_id == other
+    assert session.storage.verify_state() == []
+    session.close()
