@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -29,9 +30,16 @@ Steps = Callable[[object], Awaitable[None]]
 
 
 async def settle(pilot) -> None:
+    """Until two pictures in a row agree (the preview fills in over a few deliveries)."""
     await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    before = None
+    for _ in range(20):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        before = now
 
 
 async def go_to(pilot, entry_id: str) -> None:
@@ -65,20 +73,51 @@ async def summary_prompt(pilot) -> None:
     await settle(pilot)
 
 
-SHOTS: dict[str, Steps] = {
-    "browser": browser,
-    "everything-filter": everything,
-    "preview-as-sent": as_sent,
-    "summary-prompt": summary_prompt,
+async def tokens_and_search(pilot) -> None:
+    await pilot.press("t", "ampersand", *"timezone", "enter")
+    await settle(pilot)
+
+
+async def retries(pilot) -> None:
+    await pilot.press("k", "k", "k")
+    await settle(pilot)
+
+
+async def picker(pilot) -> None:
+    await settle(pilot)
+
+
+SHOTS: dict[str, tuple[Steps, str, tuple[int, int]]] = {
+    "browser": (browser, "demo", SIZE),
+    "everything-filter": (everything, "demo", SIZE),
+    "preview-as-sent": (as_sent, "demo", SIZE),
+    "summary-prompt": (summary_prompt, "demo", SIZE),
+    "search-filter-and-tokens": (tokens_and_search, "demo", SIZE),
+    "300-retries-80x24": (retries, "retries", (80, 24)),
+    "picker": (picker, "picker", (120, 30)),
 }
 
 
-async def shoot(name: str, steps: Steps, workdir: Path) -> Path:
-    session_file = workdir / f"{name}.jsonl"
+def make_app(kind: str, workdir: Path) -> SessionTreeApp:
+    """The demo session, a session retried 300 times (tests/harness/retries.py), or the picker
+    over a folder holding both."""
+    demo = workdir / "demo.jsonl"
     with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as src:
-        shutil.copyfile(src, session_file)
-    app = SessionTreeApp(open_session(session_file), follow=False)
-    async with app.run_test(size=SIZE) as pilot:
+        shutil.copyfile(src, demo)
+    retried = workdir / "retries.jsonl"
+    if not retried.exists():
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from harness.retries import write_retries
+
+        write_retries(retried, retries=300, nested=40).close()
+    if kind == "picker":
+        return SessionTreeApp(None, picker_dir=workdir, follow=False, opener=open_session)
+    return SessionTreeApp(open_session(demo if kind == "demo" else retried), follow=False)
+
+
+async def shoot(name: str, steps: Steps, kind: str, size: tuple[int, int], workdir: Path) -> Path:
+    app = make_app(kind, workdir)
+    async with app.run_test(size=size) as pilot:
         await settle(pilot)
         await steps(pilot)
         path = OUT / f"{name}.svg"
@@ -101,8 +140,8 @@ async def main() -> None:
     time.tzset()
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, steps in SHOTS.items():
-            svg = await shoot(name, steps, Path(tmp))
+        for name, (steps, kind, size) in SHOTS.items():
+            svg = await shoot(name, steps, kind, size, Path(tmp))
             png = to_png(svg)
             print(f"wrote {svg.relative_to(OUT.parent)}" + (f" and {png.name}" if png else ""))
 

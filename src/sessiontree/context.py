@@ -2,8 +2,8 @@
 
 Pure functions, no storage: `select_context_entries` applies the compaction cut, `project` turns
 entries into AgentMessages, `convert_to_llm` turns those into provider messages (the summary
-wrappers are reproduced byte for byte, Decision 8), and the `estimate_*` functions implement Pi's
-chars/4 token estimate.
+wrappers are reproduced byte for byte, as pi-coding-agent's `core/messages.ts` writes them), and
+the `estimate_*` functions implement Pi's chars/4 token estimate.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
 
 
 def project(entries: list[Entry], projectors: Mapping[str, Projector] | None = None) -> list[Message]:
-    """Context entries → AgentMessages (the H2b projection table)."""
+    """Context entries → AgentMessages, as Pi's `buildSessionContext` projects them."""
     out: list[Message] = []
     for k, entry in enumerate(entries):
         if isinstance(entry, MessageEntry):

@@ -279,7 +279,7 @@ class Session:
         return [self.storage.load_entry(k) for k in positions]
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
-        """The active path root-most first, bounded by the newest compaction (Pi H2b
+        """The active path root-most first, bounded by the newest compaction (Pi's
         `getPathToRootOrCompaction`); from the leaf unless `from_id` is given."""
         if from_id is None:
             return self.storage.active_branch()
@@ -348,7 +348,7 @@ class Session:
         limit: int | None = None,
     ) -> SessionContext:
         """Messages from the bounded path; thinking level, model and active tools from the full
-        root path (Decision 5), so a compaction does not reset them.
+        root path, as Pi derives them, so a compaction does not reset them.
 
         `limit` caps how many context entries are decoded: the newest `limit` are kept (plus the
         compaction summary that heads them) and `omitted` says how many older ones were left
@@ -489,7 +489,7 @@ class Session:
     ) -> str | None:
         """Move the leaf to `entry_id` (None = before the first entry). Always writes a `leaf`
         entry; with a summary also a `branch_summary` (parent = target, `fromId` = the old
-        leaf or "root", Decision 3), which becomes the leaf. Returns the new leaf id."""
+        leaf or "root", as Pi writes it), which becomes the leaf. Returns the new leaf id."""
         self.storage.refresh()
         if entry_id is not None:
             self.require_entry(entry_id)

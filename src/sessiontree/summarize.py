@@ -1,9 +1,9 @@
 """Branch summaries: which entries a move abandons, the transcript of them, and summarizers.
 
-Collection, transcript and the final text follow Pi's branch summarisation (§11.5-11.6 of the
-format reference). Two summarizers ship: an offline extractive draft (always available, meant to
-be edited) and any external command that reads the prompt on stdin and prints the summary, so
-LLM command-line tools plug in (`--summarizer "llm -m gpt-4o-mini"`).
+Collection, transcript and the final text follow Pi's branch summarisation (pi-coding-agent's
+`core/compaction/branch-summarization.ts`). Two summarizers ship: an offline extractive draft
+(always available, meant to be edited) and any external command that reads the prompt on stdin
+and prints the summary, so LLM command-line tools plug in (`--summarizer "llm -m gpt-4o-mini"`).
 """
 
 from __future__ import annotations

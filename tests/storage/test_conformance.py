@@ -1,5 +1,5 @@
-"""The storage contract: every behaviour of the spec's test catalogue (§13.1, §13.3, §13.8),
-run against the in-memory, JSONL and SQLite backends, each checked again after a reopen."""
+"""The storage contract: Session behaviours, context building and sessiontree's own rules, run
+against every backend (memory, JSONL, SQLite, PostgreSQL), each checked again after a reopen."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def check_both(backend, session: Session, check) -> Session:
     return reopened
 
 
-# --- §13.1 H2b Session behaviours ---------------------------------------------------------------
+# --- Session behaviours (Pi's SessionManager) ---------------------------------------------------
 
 
 def test_user_then_assistant_context(backend):
@@ -252,7 +252,7 @@ def test_reopen_keeps_everything(backend):
         assert not any(o["type"] == "entry" for o in objs)
 
 
-# --- §4.4 worked example and the seed example ---------------------------------------------------
+# --- the worked example of a branch and a move --------------------------------------------------
 
 
 def test_worked_example(backend):
@@ -296,7 +296,7 @@ def test_seed_example_leaf_entry_then_new_message(backend):
     check_both(backend, s, check)
 
 
-# --- §13.3 CA context building ----------------------------------------------------------------
+# --- context building (Pi's buildSessionContext) ------------------------------------------------
 
 
 def test_empty_session(backend):
@@ -398,7 +398,7 @@ def test_empty_branch_summary_not_in_context(backend):
 
 
 def test_state_from_full_root_path_survives_compaction(backend):
-    """Decision 5: thinking/model/tools set before the kept range still apply."""
+    """Thinking/model/tools set before the kept range still apply after a compaction."""
     s = backend.session()
     s.append_thinking_level_change("high")
     s.append_model_change("openai", "gpt-5")
@@ -468,7 +468,7 @@ def test_settings_entries_chain_parents(backend):
     assert len(s.build_context().messages) == 2
 
 
-# --- §13.8 sessiontree decisions ----------------------------------------------------------------
+# --- sessiontree's own rules --------------------------------------------------------------------
 
 
 def test_move_to_current_leaf_still_writes_leaf_entry(backend):

@@ -65,6 +65,12 @@ async def test_summary_dialog_keeps_its_buttons_in_view_at_80x24(tmp_path):
             region = screen.query_one(selector).region
             assert region.height > 0 and screen.region.contains_region(region), selector
         assert "Ctrl+S" in str(screen.query_one(".dialog-keys").render())
+        # the same number as the tokens column at the entry the leaf lands on
+        from sessiontree.context import estimate_context_tokens
+
+        expected = estimate_context_tokens(app.session.build_context(at=reply).messages)
+        help_text = " ".join(str(w.render()) for w in screen.query(".dialog-help"))
+        assert f"≈{expected:,} tokens" in help_text  # an assistant reply: the leaf lands on it
 
 
 async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):

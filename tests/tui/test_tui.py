@@ -403,6 +403,9 @@ async def test_locked_file_opens_read_only(demo):
             await settle(app, pilot)
             banner = str(app.browser.query_one("#banner").render())
             assert f"being written by another process (pid {holder.pid})" in banner
+            shown = {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show}
+            assert not shown & {"move", "move_with_summary", "leaf_back", "label"}  # no write keys
+            assert {"app.help", "app.quit"} <= shown
             await pilot.press("enter")
     finally:
         holder.kill()

@@ -167,7 +167,8 @@ class SessionStorage(ABC):
         self._persist(entries, encoded)
 
     def _mark_damaged(self) -> None:
-        """Decision 4: damage found while loading makes the session read-only."""
+        """Damage found while loading makes the session read-only: writing after a line we could
+        not read would build on a tree we do not fully know (README, "Reliability")."""
         errors = [d for d in self.diagnostics if d.severity == "error"]
         if errors and self.read_only_reason is None:
             more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""

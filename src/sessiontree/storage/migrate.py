@@ -1,4 +1,5 @@
-"""Pi coding-agent v1/v2 → v3, in memory (CA §12.3).
+"""Pi coding-agent v1/v2 → v3, in memory (as pi-coding-agent's `migrateSessionEntries` in
+`core/session-manager.ts` does).
 
 v1 entries have no ids: each gets a fresh id and the previous entry as parent (one chain), and a
 compaction's `firstKeptEntryIndex` (header = index 0) becomes `firstKeptEntryId`. v2 → v3 renames

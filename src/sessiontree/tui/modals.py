@@ -50,8 +50,10 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         branch_size: int,
         drafter: Callable[[str, threading.Event], str],
         drafter_name: str,
+        context_tokens: int | None = None,
     ) -> None:
         super().__init__()
+        self.context_tokens = context_tokens  # the `t` column's number for the new leaf
         self.target_text = target_text
         self.branch_size = branch_size
         self.drafter = drafter
@@ -73,6 +75,8 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
                     if self.branch_size
                     else "Nothing is left behind by this move (no abandoned entries)."
                 )
+                if self.context_tokens is not None:
+                    leaving += f" The context there: ≈{self.context_tokens:,} tokens."
                 yield Static(plain(leaving), classes="dialog-help")
                 with RadioSet(id="summary-kind"):
                     yield RadioButton("No summary", value=True, id="kind-none")

@@ -76,12 +76,15 @@ class MovesMixin(BrowserBase):
 
         name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
         entry = session.entry_at(target.position)
+        landing = session.tree.pos.get(new_leaf) if new_leaf else None
+        tokens = self._tree().sizes.compute(landing) if landing is not None else 0
         self.app.push_screen(
             SummaryPrompt(
                 target_text=f"{target.entry_id} — {entry_preview(entry, 50)}",
                 branch_size=len(branch.entries),
                 drafter=drafter,
                 drafter_name=name,
+                context_tokens=tokens,
             ),
             done,
         )
