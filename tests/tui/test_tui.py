@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of, rows, settle
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.outline import Filter
-from sessiontree.tui.app import SessionTreeApp
-from sessiontree.tui.launch import build_app, open_for_browsing
+from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
 from sessiontree.tui.picker import PickerScreen
 from sessiontree.tui.preview import PreviewMode, PreviewView
-from sessiontree.tui.preview_pane import PREVIEW_DELAY, PreviewPane
+from sessiontree.tui.preview_pane import PreviewPane
 from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (150, 45)
@@ -31,41 +31,6 @@ pytestmark = pytest.mark.usefixtures("utc")
 
 def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
-
-
-def rows(app) -> list[str]:
-    tree = app.browser.query_one(SessionTreeView)
-    return [tree.render_line(y).text for y in range(tree.size.height)]
-
-
-def cursor_id(app) -> str:
-    return app.browser.query_one(SessionTreeView).current_target().entry_id
-
-
-async def settle(app, pilot) -> None:
-    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def preview_text(app) -> str:
-    return app.browser.query_one(PreviewView).plain_text()
-
-
-def make_app(path: Path, **kw) -> SessionTreeApp:
-    session, note = open_for_browsing(path, read_only=kw.pop("read_only", False))
-    return SessionTreeApp(session, note=note, **kw)
-
-
-def row_of(app, entry_id: str) -> int:
-    tree = app.browser.query_one(SessionTreeView)
-    return tree.outline.row_for(app.session.tree.pos[entry_id])
-
-
-async def put_cursor(app, pilot, entry_id: str) -> None:
-    tree = app.browser.query_one(SessionTreeView)
-    tree.set_cursor(row_of(app, entry_id))
-    await settle(app, pilot)
 
 
 # --- opening and drawing ----------------------------------------------------------------------
