@@ -28,6 +28,9 @@ if __name__ == "__main__":
     parser.add_argument("--kills", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=900, help="time limit per backend")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--foreign", action="store_true", help="JSONL: a lock-free writer (as Pi) appends alongside"
+    )
     args = parser.parse_args()
     failed = False
     backends = {"both": ("jsonl", "sqlite"), "all": ("jsonl", "sqlite", "postgres")}.get(
@@ -48,6 +51,7 @@ if __name__ == "__main__":
                 seed=args.seed,
                 spawn="fork",
                 url=url if backend == "postgres" else None,
+                foreign=args.foreign,
             )
         print(report.summary(), flush=True)
         for problem in report.problems[:20]:

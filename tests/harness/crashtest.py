@@ -11,6 +11,11 @@ file. The harness kills it with SIGKILL at a random moment, then reopens the ses
 - the tree is consistent: every parent exists, the leaf exists; for SQLite and PostgreSQL the
   materialised state equals a fold of the log, and SQLite's `PRAGMA integrity_check` passes.
 
+With `foreign=True` (JSONL), a second process appends whole lines the way Pi does — `O_APPEND`
+writes, no lock — while our writer runs and is killed: its lines land during torn-tail repairs
+and failing appends, and every one it acknowledged must survive (a line glued onto a torn
+fragment is read back by salvage).
+
 For PostgreSQL the "path" is `URL#SESSION_ID`; the killed writer's advisory lock goes when the
 server notices its connection closed, so the next writer waits for it briefly.
 
@@ -98,6 +103,30 @@ def writer(
         os.write(ack, (" ".join(session.tree.ids[before:]) + "\n").encode())
 
 
+def foreign_writer(path: Path, ack_path: Path, seed: int) -> None:
+    """Append root entries with plain `O_APPEND` writes and no lock, as Pi does, until killed;
+    acknowledge each after its write returned."""
+    rng = random.Random(seed)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    n = 0
+    while True:
+        n += 1
+        eid = f"pi{seed:x}x{n}"
+        line = (
+            f'{{"type":"message","id":"{eid}","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z",'
+            f'"message":{{"role":"user","content":"from another writer {n}","timestamp":1}}}}\n'
+        )
+        os.write(fd, line.encode())
+        os.write(ack, (eid + "\n").encode())
+        time.sleep(rng.uniform(0.0, 0.02))
+
+
+def foreign_main() -> None:
+    """Entry point of the foreign writer's subprocess: argv = path ack_path seed."""
+    foreign_writer(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+
+
 def _harness_env() -> dict[str, str]:
     """The environment of a writer subprocess: `harness` lives in tests/, not in the package."""
     tests_dir = str(Path(__file__).resolve().parents[1])
@@ -125,6 +154,7 @@ class Report:
     entries: int = 0
     torn_tails: int = 0
     set_aside: int = 0
+    continued: int = 0  # torn fragments the foreign writer's next line completed (salvaged)
     lost: int = 0
     epochs: int = 0
     problems: list[str] = field(default_factory=list)
@@ -134,7 +164,8 @@ class Report:
         return (
             f"{self.backend}: {self.kills} kills in {self.seconds:.0f} s, {self.acknowledged} acknowledged"
             f" appends, {self.entries} entries at the end, {self.torn_tails} torn tails found and"
-            f" {self.set_aside} set aside, {self.lost} lost, {len(self.problems)} problems"
+            f" {self.set_aside} set aside, {self.continued} continued by the other writer,"
+            f" {self.lost} lost, {len(self.problems)} problems"
             f" ({self.epochs + 1} session files)"
         )
 
@@ -143,9 +174,17 @@ class Harness:
     max_bytes = 96 << 20
 
     def __init__(
-        self, backend: str, workdir: Path, seed: int = 0, spawn: str = "subprocess", url: str | None = None
+        self,
+        backend: str,
+        workdir: Path,
+        seed: int = 0,
+        spawn: str = "subprocess",
+        url: str | None = None,
+        foreign: bool = False,
     ) -> None:
         self.backend = backend
+        self.foreign = foreign and backend == "jsonl"
+        self.foreign_ack = workdir / "foreign-acknowledged.txt"
         self.workdir = workdir
         self.path = workdir / ("session.jsonl" if backend == "jsonl" else "sessions.sqlite")
         self.address = f"{url}#crash-{os.getpid()}-{seed}-{time.time_ns()}" if url else None
@@ -164,6 +203,7 @@ class Harness:
             self._new_epoch()
         seed = self.rng.randrange(1 << 30)
         patient = self.rng.random() < 0.85  # usually kill while appending, sometimes while opening
+        other = self._start_foreign(seed) if self.foreign and self.path.exists() else None
         if self.spawn == "fork":
             read_end, write_end = os.pipe()
             pid = self._fork(seed, write_end)
@@ -200,8 +240,26 @@ class Harness:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc.stdout.close()
+        if other is not None:
+            other.send_signal(signal.SIGKILL)
+            other.wait()
         self.report.kills += 1
         self.verify()
+
+    def _start_foreign(self, seed: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from harness.crashtest import foreign_main; foreign_main()",
+                str(self.path),
+                str(self.foreign_ack),
+                str(seed),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=_harness_env(),
+        )
 
     def _fork(self, seed: int, ready_fd: int) -> int:
         pid = os.fork()
@@ -217,6 +275,7 @@ class Harness:
     def _new_epoch(self) -> None:
         """Start a fresh session once the file is big (keeps a 1000-kill run on a modest disk)."""
         self._acked_before += len(self._acknowledged())
+        self._acked_before += len(self._acknowledged(self.foreign_ack))
         for p in self.workdir.iterdir():
             p.unlink()
         self._previous = []
@@ -225,15 +284,16 @@ class Harness:
 
     # --- checks -------------------------------------------------------------------------------
 
-    def _acknowledged(self) -> set[str]:
-        if not self.ack.exists():
+    def _acknowledged(self, ack: Path | None = None) -> set[str]:
+        ack = ack or self.ack
+        if not ack.exists():
             return set()
-        text = self.ack.read_bytes()
+        text = ack.read_bytes()
         complete = text[: text.rfind(b"\n") + 1].decode()
         return {i for line in complete.splitlines() for i in line.split()}
 
     def verify(self) -> None:
-        acked = self._acknowledged()
+        acked = self._acknowledged() | self._acknowledged(self.foreign_ack)
         if self.address is not None:
             self._verify_postgres(acked)
             return
@@ -276,10 +336,13 @@ class Harness:
             pending = self._pending_fragment
             if pending is not None and fragment != pending:
                 # the writer that ran since the last kill repaired the tail: it must have kept
-                # the fragment's exact bytes in a sidecar
-                kept = [p.read_bytes() for p in self.workdir.glob("session.jsonl.torn*")]
-                if pending in kept:
+                # the fragment's exact bytes in a sidecar — unless the foreign writer completed
+                # the line first (its entry glued on), which readers salvage in place
+                kept = [p.read_bytes() for p in self.workdir.glob("*.torn*")]
+                if any(pending in k for k in kept):
                     self.report.set_aside += 1
+                elif self.foreign and pending in self.path.read_bytes():
+                    self.report.continued += 1
                 else:
                     self._problem("a torn fragment disappeared without being set aside")
             if fragment is not None and fragment != pending:
@@ -332,10 +395,11 @@ def run(
     seed: int = 0,
     spawn: str = "subprocess",
     url: str | None = None,
+    foreign: bool = False,
 ) -> Report:
     """Up to `kills` kill/verify rounds, stopping early after `seconds`. PostgreSQL (`backend`
-    "postgres") needs the database's `url`."""
-    harness = Harness(backend, workdir, seed, spawn, url)
+    "postgres") needs the database's `url`; `foreign` adds a lock-free writer (JSONL)."""
+    harness = Harness(backend, workdir, seed, spawn, url, foreign)
     start = time.monotonic()
     while harness.report.kills < kills and time.monotonic() - start < seconds:
         harness.round()

@@ -28,6 +28,16 @@ def test_random_kills_lose_nothing(tmp_path, backend, request):
     assert report.acknowledged > 0 and report.entries > 0
 
 
+def test_kills_with_a_lock_free_writer_alongside_lose_nothing_of_either(tmp_path):
+    """Pi appends without a lock: its lines land during our torn-tail repairs and failing
+    appends; every line either writer acknowledged is still there after every kill."""
+    report = run("jsonl", tmp_path, kills=25, seconds=60, seed=11, foreign=True)
+    assert report.kills >= 10
+    assert report.problems == [] and report.lost == 0
+    foreign = (tmp_path / "foreign-acknowledged.txt").read_text().split()
+    assert foreign and report.acknowledged > len(foreign)
+
+
 def test_torn_tail_repair_interrupted_between_steps(tmp_path, monkeypatch):
     path = tmp_path / "s.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
