@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -83,6 +83,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self.summarizer = summarizer
         self.follow = follow
         self._damage_told = False
+        self._reason_at_open = session.read_only_reason  # the banner says it; no toast for it
 
     def compose(self) -> ComposeResult:
         yield Header(icon="├")
@@ -129,7 +130,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self._update_header()
         self.refresh_bindings()
         session = self.session
-        if session.read_only and not self._damage_told:
+        if session.read_only and not self._damage_told and session.read_only_reason != self._reason_at_open:
             self._damage_told = True
             self.notify(session.read_only_reason or "", title="Read-only", severity="warning", markup=False)
 
@@ -165,6 +166,19 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         if action == "next_match":
             return bool(self._matches) or None
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A write key pressed in a read-only session: its binding is hidden, so say why
+        nothing happens instead of ignoring the key."""
+        if not self.session.read_only or not isinstance(self.focused, SessionTreeView):
+            return
+        bindings = self._bindings.copy()
+        if self.app._keymap:
+            bindings.apply_keymap(self.app._keymap)
+        if any(b.action in WRITES for b in bindings.key_to_bindings.get(event.key, [])):
+            event.stop()
+            reason = self.session.read_only_reason or "opened with --read-only"
+            self.notify(reason, title="Read-only: nothing is written", severity="warning", markup=False)
 
     def action_choose_filter(self, value: str) -> None:
         self.action_set_filter(value)
