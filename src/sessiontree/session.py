@@ -479,7 +479,7 @@ class Session:
         return self._append("label", payload)
 
     def append_session_name(self, name: str) -> str:
-        """Pi H2: runs of CR/LF become one space, then trimmed; an empty name clears it."""
+        """As Pi does: runs of CR/LF become one space, then trimmed; an empty name clears it."""
         return self._append("session_info", {"name": re.sub(r"[\r\n]+", " ", name).strip()})
 
     # --- moving -------------------------------------------------------------------------------

@@ -564,3 +564,30 @@ def test_limited_context_keeps_newest_and_the_summary(backend):
     assert roles(c.messages) == ["compactionSummary", "user", "user"]
     assert texts(c.messages)[1:] == ["new 2", "new 3"]
     assert s.build_context(limit=50).messages == full.messages
+
+
+# --- archiving dead branches ---------------------------------------------------------------------
+
+
+def test_archive_records_replay_on_reopen_and_leave_the_context_alone(backend):
+    from sessiontree.archive import archived, set_archived
+    from sessiontree.model.errors import SessionError
+
+    s = backend.session()
+    u1 = s.append_message(U("question"))
+    dead = s.append_message(A("first answer"))
+    s.move_to(u1)
+    s.append_message(A("second answer"))
+    before = s.build_context().messages
+    set_archived(s, dead, True)
+    assert s.build_context().messages == before  # a custom entry: never in the context
+    with pytest.raises(SessionError):
+        set_archived(s, u1, True)  # the leaf is below it
+
+    def check(x):
+        assert archived(x) == {x.tree.pos[dead]}
+        assert x.build_context().messages == before
+
+    s = check_both(backend, s, check)
+    set_archived(s, dead, False)
+    check_both(backend, s, lambda x: archived(x) == set() or pytest.fail())

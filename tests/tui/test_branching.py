@@ -79,3 +79,41 @@ async def test_export_html_from_the_palette_writes_next_to_the_session(demo):
         await pilot.pause()
         out = demo.with_name(f"demo.{app.session.leaf_id}.html")
         assert out.exists() and b"<html" in out.read_bytes()[:500].lower()
+
+
+async def test_archive_a_dead_branch_to_one_stub_row_and_back(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one("SessionTreeView")
+        before = len(tree.outline)
+        await put_cursor(app, pilot, "3a7c1764")  # a side branch: the leaf is elsewhere
+        side = app.session.tree.pos["3a7c1764"]
+        assert app.session.tree.leaf not in _subtree(app.session.tree, side)
+        await pilot.press("A")
+        await settle(app, pilot)
+        assert side in tree.archived and len(tree.outline) < before
+        row = tree.outline.row_of[side]
+        assert "archived · ▸" in tree.render_line(row - int(tree.scroll_offset.y)).text
+        await pilot.press("5")  # "all" shows it all
+        assert all(tree.outline.row_of[j] >= 0 for j in _subtree(app.session.tree, side))
+        await pilot.press("1")
+        await put_cursor(app, pilot, "3a7c1764")
+        await pilot.press("A")  # unarchive
+        await settle(app, pilot)
+        assert len(tree.outline) == before and not tree.archived
+        await pilot.press("a", "A")  # on the active path: refused, nothing written
+        await settle(app, pilot)
+        assert any("active path" in str(n.message) for n in app._notifications)
+
+
+def _subtree(index, i: int) -> set[int]:
+    out, stack = set(), [i]
+    while stack:
+        j = stack.pop()
+        out.add(j)
+        c = index.first_child[j]
+        while c != -1:
+            stack.append(c)
+            c = index.next_sibling[c]
+    return out

@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Static
 
+from ..archive import set_archived
 from ..outline import Filter
 from ..session import Session
 from . import deliver
@@ -26,7 +27,7 @@ from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .tree_view import SessionTreeView
 
-WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename"}
+WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
 
 def _filter_bindings() -> list[Binding]:
@@ -75,6 +76,14 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "c", "copy", "Copy", show=False, tooltip="copy: text, tool call + result, context, id", id="copy"
         ),
         Binding("X", "fork", "Fork", show=False, tooltip="fork a new session file at the entry", id="fork"),
+        Binding(
+            "A",
+            "archive",
+            "Archive",
+            show=False,
+            tooltip="archive / unarchive the branch below",
+            id="archive",
+        ),
         Binding("d", "compare", "Compare", show=False, tooltip="mark / compare two contexts", id="compare"),
     ]
 
@@ -196,6 +205,18 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]
+
+    def action_archive(self) -> None:
+        """Archive the branch below the cursor (it becomes one stub row except under "all"), or
+        unarchive it; the log only grows: a `custom` record is appended either way."""
+        target = self._tree().current_target()
+        if target is None or not self._writable():
+            return
+        on = target.position not in self._tree().archived
+        if not self._guard(lambda: set_archived(self.session, target.entry_id, on)):
+            return
+        what = "Archived" if on else "Unarchived"
+        self._after_write(keep=target.position, message=f"{what} the branch below {target.entry_id}")
 
     def action_go_to_id(self) -> None:
         """Jump the cursor to an entry by (a prefix of) its id, switching to the "all" filter

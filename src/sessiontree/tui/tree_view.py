@@ -25,6 +25,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
+from ..archive import archived
 from ..display import call_label, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
 from ..model.errors import SessionError
@@ -124,6 +125,8 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.folded: set[int] = set()
         self.matches: set[int] = set()
         self.restrict: bytearray | None = None  # a search used as a filter: 0 = hidden
+        self.archived: set[int] = set()  # roots of archived subtrees (stubs unless "all")
+        self.opened: set[int] = set()  # archived stubs the user unfolded anyway
         self.outline = Outline.empty(session.tree)  # built by the first rebuild()
         self._marks = bytearray()
         self._labels: dict[str, str] = {}
@@ -146,10 +149,14 @@ class SessionTreeView(ScrollView, can_focus=True):
         tree = self.session.tree
         self._labels = self.session.labels()
         self._marks = active_marks(tree, tree.leaf)
+        self.archived = archived(self.session)
+        folded = self.folded
+        if self.filter is not Filter.ALL:  # archived branches as one stub row each
+            folded = folded | (self.archived - self.opened)
         restrict = self.restrict
         if restrict is not None and len(restrict) < len(tree):  # entries arrived since: shown
             restrict = restrict + b"\x01" * (len(tree) - len(restrict))
-        self.outline = Outline(tree, self.filter, self._labels, self.folded, self._marks, restrict)
+        self.outline = Outline(tree, self.filter, self._labels, folded, self._marks, restrict)
         self._version += 1
         self._cache.clear()
         self._stubs.clear()
@@ -237,7 +244,9 @@ class SessionTreeView(ScrollView, can_focus=True):
         i = self.current_position()
         if i is None:
             return
-        if i in self.folded:
+        if i in self.archived and self.filter is not Filter.ALL:
+            self.opened.symmetric_difference_update({i})  # open / close an archived stub
+        elif i in self.folded:
             self.folded.discard(i)
         elif self.outline.is_foldable(i):
             self.folded.add(i)
@@ -415,8 +424,11 @@ class SessionTreeView(ScrollView, can_focus=True):
         left.append(Segment(prefix, row_style + self._style("tree--guide")))
         kind_style = row_style + self._style(KIND_CLASS[kind]) if kind in KIND_CLASS else row_style
         left.append(Segment(glyph + " ", kind_style))
-        if i in self.folded:
-            left.append(Segment(self._stub(i), row_style + self._style("tree--fold")))
+        if i in self.outline.folded:
+            stub = self._stub(i)
+            if i in self.archived:
+                stub = "archived · " + stub
+            left.append(Segment(stub, row_style + self._style("tree--fold")))
         label = self._labels.get(entry_id)
         if label:
             left.append(Segment(f"[{inert(label)}] ", row_style + self._style("tree--label")))
