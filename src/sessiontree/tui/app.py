@@ -197,6 +197,13 @@ class SessionTreeApp(App[None]):
             reason = getattr(event, "exception", "unknown reason")
             self.notify(f"Screenshot not saved: {reason}", severity="error", markup=False)
 
+    async def on_event(self, event: events.Event) -> None:
+        # Keys typed after `q` in the same burst (a paste, a fast typist) arrive while the app
+        # closes; a screen they open would mount into a closing app and crash it.
+        if self._exit and isinstance(event, events.Key):
+            return
+        await super().on_event(event)
+
     def action_open_other(self) -> None:
         directory = self.picker_dir
         session = self.session
