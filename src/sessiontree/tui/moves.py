@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from ..display import entry_preview, entry_summary, one_line
+from ..model.errors import SessionError
 from ..session import BranchSummary, Navigation
 from ..summarize import collect_branch, summarize_branch
 from .core import BrowserBase
@@ -110,11 +111,14 @@ class MovesMixin(BrowserBase):
         session = self.session
         items = []
         for move in session.leaf_moves():
-            text = ""
-            if move.to_id is not None:
-                entry = session.get_entry(move.to_id)
-                text = entry_summary(entry) if entry else ""
-            timestamp = session.require_entry(move.entry_id).timestamp
+            text, timestamp = "", ""
+            try:  # an entry that fails to decode is listed without its text, not a crash
+                if move.to_id is not None:
+                    entry = session.get_entry(move.to_id)
+                    text = entry_summary(entry) if entry else ""
+                timestamp = session.require_entry(move.entry_id).timestamp
+            except SessionError as exc:
+                text = f"(unreadable: {exc.detail})"
             items.append(HistoryItem(move.entry_id, timestamp, move.from_id, move.to_id, text))
 
         def chosen(entry_id: str | None) -> None:
