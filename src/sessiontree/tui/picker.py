@@ -659,6 +659,8 @@ class PickerScreen(Screen[Path | None]):
             return parameters[0] == self._escape_mode()
         if action == "open":
             return True if self._current_key() else None
+        if action == "search":  # already there: the footer need not offer it
+            return self.focused is None or self.focused.id != "picker-search"
         return True
 
     def _escape_mode(self) -> str:
