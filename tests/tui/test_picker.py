@@ -93,6 +93,16 @@ async def settle(app, pilot) -> None:
     await pilot.pause()
 
 
+async def search_for(app, pilot, text: str, *, append: bool = False) -> None:
+    """Focus the search box with `/` and put `text` in it at once, as a paste would (typing it
+    key by key is what the key tests do; here it would only make the tests slow)."""
+    await pilot.press("slash")
+    box = picker(app).query_one(Input)
+    box.value = box.value + text if append else text
+    box.cursor_position = len(box.value)
+    await settle(app, pilot)
+
+
 def picker(app) -> PickerScreen:
     screen = app.screen
     assert isinstance(screen, PickerScreen)
@@ -235,13 +245,13 @@ async def test_cwd_term_in_the_search(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
-        await pilot.press("slash", *"cwd:srv")
+        await search_for(app, pilot, "cwd:srv")
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"]
-        await pilot.press(*" rollback")  # AND a word from the message text
+        await search_for(app, pilot, " rollback", append=True)  # AND a word from the message text
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"]
-        await pilot.press(*" flaky")
+        await search_for(app, pilot, " flaky", append=True)
         await settle(app, pilot)
         assert names(app) == []
         assert "No session matches" in preview(app)
@@ -266,7 +276,7 @@ async def test_full_text_search_reads_message_text_in_the_background(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
-        await pilot.press("slash", *"kubernetes")  # only in an assistant message
+        await search_for(app, pilot, "kubernetes")  # only in an assistant message
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"]
         await pilot.press("enter")  # to the list; the preview says where it matched
@@ -279,10 +289,10 @@ async def test_words_may_match_in_different_messages_but_all_must_match(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
-        await pilot.press("slash", *"KUBERNETES rollbacks")  # two different messages
+        await search_for(app, pilot, "KUBERNETES rollbacks")  # two different messages
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"]
-        await pilot.press(*" zoneinfo")  # in another session: nothing has all three
+        await search_for(app, pilot, " zoneinfo", append=True)  # another session: none has all three
         await settle(app, pilot)
         assert names(app) == []
 
@@ -291,13 +301,13 @@ async def test_phrase_and_regex_terms(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
-        await pilot.press("slash", *'"rolling update"')
+        await search_for(app, pilot, '"rolling update"')
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"]
         await pilot.press("escape")
         await settle(app, pilot)
         assert len(names(app)) == 4
-        await pilot.press("slash", *"re:zone(info|offset)")
+        await search_for(app, pilot, "re:zone(info|offset)")
         await settle(app, pilot)
         assert names(app) == ["weather.jsonl"]
 
@@ -313,6 +323,24 @@ async def test_progress_is_shown_while_message_text_is_read(root):
         screen.search = search
         screen._show_message()
         assert "searching message text… 1/3 files" in text_of(app, "#picker-message")
+
+
+async def test_a_search_puts_the_cursor_on_the_top_match_and_clearing_keeps_it(root):
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")
+        assert cursor_name(app) == "broken.jsonl"
+        await search_for(app, pilot, "re:.")  # every described session with any text
+        await settle(app, pilot)
+        assert cursor_name(app) == names(app)[0] == "weather.jsonl"
+        assert preview(app).startswith("Weather: flaky dates")
+        await pilot.press("enter", "down")  # the user moves: results no longer move the cursor
+        assert cursor_name(app) == "api.jsonl"
+        await pilot.press("escape")  # every row again, the cursor still on its session
+        await settle(app, pilot)
+        assert len(names(app)) == 4 and cursor_name(app) == "api.jsonl"
+        assert "deploy the api" in preview(app)
 
 
 async def test_invalid_regex_shows_one_line_and_keeps_the_rows(root):
@@ -358,7 +386,7 @@ async def test_search_sees_files_changed_since_the_last_search(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
-        await pilot.press("slash", *"canary")
+        await search_for(app, pilot, "canary")
         await settle(app, pilot)
         assert names(app) == []
         with Session(JsonlStorage.open(api)) as s:
@@ -432,7 +460,7 @@ async def test_hostile_text_is_shown_literally(root):
         assert "[@click=app.quit]x[/]" in shown and "[b]named[/b]" in shown
         assert "\x1b" not in shown and "\u202e" not in shown
         await pilot.click("#picker-preview-text", offset=(30, 4))  # on the would-be link
-        await pilot.press("slash", *'"[@click=app.quit]"')
+        await search_for(app, pilot, '"[@click=app.quit]"')
         await settle(app, pilot)
         assert names(app) == ["hostile.jsonl"]
         assert app.is_running
@@ -531,8 +559,9 @@ async def _press_everything(
             while keys and app.is_running:
                 key = keys.pop(0)
                 await pilot.press(key)
-                await app.workers.wait_for_complete()
-                await pilot.pause()
+                if app.workers:  # a search, preview or describe started by the key
+                    await app.workers.wait_for_complete()
+                    await pilot.pause()
                 if app.is_running:
                     await _back_to_the_picker(app, pilot, focus)
                 else:
@@ -562,7 +591,7 @@ async def test_every_key_over_an_open_session_changes_nothing(root):
     def session_app():
         return build_app(str(weather))
 
-    ended = await _press_everything(session_app, "table", size=WIDE)
+    ended = await _press_everything(session_app, "table")
     assert "q" in ended
     assert snapshot(root) == before
 
@@ -655,7 +684,7 @@ async def test_the_bundled_pi_fixtures(tmp_path):
         assert len(names(app)) == 2
         assert "/Users/badlogic/workspaces/pi-mono" in preview(app)
         assert "leaf (v1 file, no ids)" in preview(app)
-        await pilot.press("slash", *"invalidate")
+        await search_for(app, pilot, "invalidate")
         await settle(app, pilot)
         assert "large-session.jsonl" in names(app)
         await pilot.press("escape", "q")

@@ -90,9 +90,41 @@ class _Search:
 
 class SessionTable(DataTable):
     """The table of sessions: Enter opens the highlighted one, and the footer says so (the
-    plain DataTable's Enter binding is hidden, and hides any other for the same key)."""
+    plain DataTable's Enter binding is hidden, and hides any other for the same key).
+
+    `pin_top`: while a new query's results come in, the cursor stays on the top (best) row
+    until the user moves it; each way a user moves the cursor clears it."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Open")]
+
+    pin_top = False
+
+    def action_cursor_up(self) -> None:
+        self.pin_top = False
+        super().action_cursor_up()
+
+    def action_cursor_down(self) -> None:
+        self.pin_top = False
+        super().action_cursor_down()
+
+    def action_page_up(self) -> None:
+        self.pin_top = False
+        super().action_page_up()
+
+    def action_page_down(self) -> None:
+        self.pin_top = False
+        super().action_page_down()
+
+    def action_scroll_top(self) -> None:
+        self.pin_top = False
+        super().action_scroll_top()
+
+    def action_scroll_bottom(self) -> None:
+        self.pin_top = False
+        super().action_scroll_bottom()
+
+    def on_click(self) -> None:
+        self.pin_top = False
 
 
 class PickerScreen(Screen[Path | None]):
@@ -286,7 +318,7 @@ class PickerScreen(Screen[Path | None]):
         place while the rows and their order stay the same (files being described), the table
         is refilled when they change (search, sort, filter). The cursor stays on its session."""
         try:
-            table = self.query_one(DataTable)
+            table = self.query_one(SessionTable)
         except NoMatches:  # a worker's result arriving after the screen closed
             return
         rows = self._visible()
@@ -303,9 +335,11 @@ class PickerScreen(Screen[Path | None]):
                     for column, cell, before in zip(self._columns, cells, old or (), strict=False):
                         if cell != before:
                             table.update_cell(key, column.key, cell)
+            if table.pin_top and rows and table.cursor_row != 0:
+                table.move_cursor(row=0, animate=False)
             self._update_status()
             return
-        keep = self._current_key() or self.memory.cursor
+        keep = None if table.pin_top else self._current_key() or self.memory.cursor
         if rebuild:
             table.clear(columns=True)
             for column in self._columns:
@@ -318,11 +352,10 @@ class PickerScreen(Screen[Path | None]):
             cells = self._rendered[key] = self._cells(listing)
             table.add_row(*cells, key=key)
         self._order = order
-        if keep in self._rendered:
-            table.move_cursor(row=order.index(keep), animate=False)
+        if rows:
+            table.move_cursor(row=order.index(keep) if keep in self._rendered else 0, animate=False)
         self._update_status()
-        if not rows:
-            self._show_preview()
+        self._show_preview()  # the cursor may be on another session without having moved
 
     def _label(self, column: _Column) -> Text:
         names = {
@@ -403,6 +436,7 @@ class PickerScreen(Screen[Path | None]):
 
     def _start_search(self, query: Query) -> None:
         self.workers.cancel_group(self, "search")
+        self.query_one(SessionTable).pin_top = not query.is_empty
         if query.is_empty:
             self.search = None
         else:
@@ -509,10 +543,7 @@ class PickerScreen(Screen[Path | None]):
     # --- preview ------------------------------------------------------------------------------
 
     @on(DataTable.RowHighlighted, "#picker-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        key = event.row_key.value
-        if key is not None and key in self.listings:
-            self.memory.cursor = key
+    def _highlighted(self) -> None:
         self._show_preview()
 
     def _show_preview(self) -> None:
@@ -527,6 +558,8 @@ class PickerScreen(Screen[Path | None]):
         if key != self._preview_key:
             preview.scroll_home(animate=False)
         self._preview_key = key
+        if key is not None:
+            self.memory.cursor = key
         if self.has_class("-no-preview"):
             return
         if key is None:
@@ -618,6 +651,8 @@ class PickerScreen(Screen[Path | None]):
             return parameters[0] == self._escape_mode()
         if action == "open":
             return True if self._current_key() else None
+        if action == "search":  # already there: the footer need not offer it
+            return self.focused is None or self.focused.id != "picker-search"
         return True
 
     def _escape_mode(self) -> str:
@@ -690,19 +725,21 @@ class PickerScreen(Screen[Path | None]):
         self._arrange(self.app.size.width, self.app.size.height)
 
     def action_cursor(self, step: int) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(SessionTable)
+        table.pin_top = False
         if table.row_count:
             table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + step)))
 
     def action_page(self, step: int) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(SessionTable)
         if step > 0:
             table.action_page_down()
         else:
             table.action_page_up()
 
     def action_edge(self, end: int) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(SessionTable)
+        table.pin_top = False
         if table.row_count:
             table.move_cursor(row=0 if end == 0 else table.row_count - 1)
 
