@@ -172,6 +172,7 @@ class Rendered:
     rows: list[Row]
     anchor: tuple[int, int] | None  # rows [start, end) of the selected entry
     complete: bool
+    width: int = 0  # the width the rows were rendered for
 
 
 # --- rendering --------------------------------------------------------------------------------
@@ -445,7 +446,7 @@ def render_plan(
                 end = len(rows)
             else:
                 rows += done[i]
-        return Rendered(rows, (start, end) if 0 <= start < end else None, complete)
+        return Rendered(rows, (start, end) if 0 <= start < end else None, complete, renderer.width)
 
     def take(i: int) -> int:
         done[i] = renderer.rows(parts[i])
@@ -1249,9 +1250,11 @@ class PreviewView(ScrollView, can_focus=True):
             self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
         self._rows = rendered.rows
         self._anchor = rendered.anchor
-        self._width = self.render_width()
+        self._width = rendered.width
+        if rendered.width != self.render_width():  # rendered before a resize (or the first layout)
+            self.post_message(self.WidthChanged())
         total = len(self._rows)
-        self.virtual_size = Size(self.scrollable_content_region.width, total)
+        self.virtual_size = Size(rendered.width + GUTTER, total)  # never wider than the view
         if rendered.anchor is None:
             new_y = 0 if fresh else y  # rows only ever arrive below
         elif self._reader_offset is not None:
@@ -1262,6 +1265,13 @@ class PreviewView(ScrollView, can_focus=True):
         self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
         self._placed_y = new_y
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        # ScrollView tells the scrollbar only while it is shown; rows that just arrived are
+        # scrolled before the layout shows it, which would leave its thumb at the top.
+        self.vertical_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
 
     def on_resize(self, event: events.Resize) -> None:
         if self._width >= 0 and self.render_width() != self._width:
