@@ -801,18 +801,19 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
     def sub(*more: Any) -> tuple[Any, ...] | None:
         return None if key is None else (*key, *more)
 
-    pairs = _edits(args) if name == "edit" else None
+    kind = name.lower()  # Pi's tools are lower case; other harnesses spell them Edit, Write, Bash
+    pairs = _edits(args) if kind in ("edit", "multiedit") else None
     if pairs is not None:
         parts += _edit_part(title, sub("diff"), pairs, detail)
         shown |= {"oldText", "newText", "old_string", "new_string", "old_str", "new_str", "edits"}
-    elif name == "write" and isinstance(args.get("content"), str):
+    elif kind == "write" and isinstance(args.get("content"), str):
         content = str(args["content"])
         count = content.count("\n") + (0 if content.endswith("\n") else 1)
         parts.append(_line(f"{title}  ({count:,} lines)", "preview--call"))
         lexer = (lambda: lexer_for(path=path)) if path else None
         parts += body_parts(sub("content"), content.rstrip("\n"), detail, kind="code", lexer=lexer, indent=2)
         shown.add("content")
-    elif name == "bash" and isinstance(args.get("command"), str):
+    elif kind == "bash" and isinstance(args.get("command"), str):
         parts.append(_line(title, "preview--call"))
         command = str(args["command"])
         parts += body_parts(
@@ -893,10 +894,12 @@ def message_parts(
         parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens} tok", role)]
         text = content_text(msg.get("content"))
         source = known.get(str(msg.get("toolCallId")))
-        path = _text_arg(_args(source), "path", "file_path") if source and name == "read" else None
+        path = (
+            _text_arg(_args(source), "path", "file_path") if source and str(name).lower() == "read" else None
+        )
         if path and not error:
             parts += body_parts(
-                sub("result"),
+                sub("result", path),  # drawn as the read file's code: not the same rows as text
                 text,
                 detail,
                 kind="code",
