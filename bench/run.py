@@ -309,7 +309,7 @@ def measure_preview(_path: str) -> dict:
                         await pilot.press("v")
                     for name, entry_id in targets.items():
                         visible, done = [], []
-                        for _ in range(12):
+                        for _ in range(20):
                             tree.go_to_position(opened.tree.pos[entry_id] - 1)  # the entry before
                             await pilot.pause(0.1)
                             await app.workers.wait_for_complete()

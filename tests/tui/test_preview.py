@@ -229,6 +229,8 @@ async def test_the_selected_entry_is_marked_and_in_view_as_the_cursor_moves(conv
     app = make_app(path)
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
+        v = view(app)
+        assert v._width == v.render_width() > 20  # the first render is for the laid-out width
         for name in ("ask", "plan", "edit", "write", "long result", "last"):
             await put_cursor(app, pilot, ids[name])
             assert_anchor_in_view(app)

@@ -172,6 +172,7 @@ class Rendered:
     rows: list[Row]
     anchor: tuple[int, int] | None  # rows [start, end) of the selected entry
     complete: bool
+    width: int = 0  # the width the rows were rendered for
 
 
 # --- rendering --------------------------------------------------------------------------------
@@ -445,7 +446,7 @@ def render_plan(
                 end = len(rows)
             else:
                 rows += done[i]
-        return Rendered(rows, (start, end) if 0 <= start < end else None, complete)
+        return Rendered(rows, (start, end) if 0 <= start < end else None, complete, renderer.width)
 
     def take(i: int) -> int:
         done[i] = renderer.rows(parts[i])
@@ -800,18 +801,19 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
     def sub(*more: Any) -> tuple[Any, ...] | None:
         return None if key is None else (*key, *more)
 
-    pairs = _edits(args) if name == "edit" else None
+    kind = name.lower()  # Pi's tools are lower case; other harnesses spell them Edit, Write, Bash
+    pairs = _edits(args) if kind in ("edit", "multiedit") else None
     if pairs is not None:
         parts += _edit_part(title, sub("diff"), pairs, detail)
         shown |= {"oldText", "newText", "old_string", "new_string", "old_str", "new_str", "edits"}
-    elif name == "write" and isinstance(args.get("content"), str):
+    elif kind == "write" and isinstance(args.get("content"), str):
         content = str(args["content"])
         count = content.count("\n") + (0 if content.endswith("\n") else 1)
         parts.append(_line(f"{title}  ({count:,} lines)", "preview--call"))
         lexer = (lambda: lexer_for(path=path)) if path else None
         parts += body_parts(sub("content"), content.rstrip("\n"), detail, kind="code", lexer=lexer, indent=2)
         shown.add("content")
-    elif name == "bash" and isinstance(args.get("command"), str):
+    elif kind == "bash" and isinstance(args.get("command"), str):
         parts.append(_line(title, "preview--call"))
         command = str(args["command"])
         parts += body_parts(
@@ -892,10 +894,12 @@ def message_parts(
         parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens} tok", role)]
         text = content_text(msg.get("content"))
         source = known.get(str(msg.get("toolCallId")))
-        path = _text_arg(_args(source), "path", "file_path") if source and name == "read" else None
+        path = (
+            _text_arg(_args(source), "path", "file_path") if source and str(name).lower() == "read" else None
+        )
         if path and not error:
             parts += body_parts(
-                sub("result"),
+                sub("result", path),  # drawn as the read file's code: not the same rows as text
                 text,
                 detail,
                 kind="code",
@@ -1249,9 +1253,11 @@ class PreviewView(ScrollView, can_focus=True):
             self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
         self._rows = rendered.rows
         self._anchor = rendered.anchor
-        self._width = self.render_width()
+        self._width = rendered.width
+        if rendered.width != self.render_width():  # rendered before a resize (or the first layout)
+            self.post_message(self.WidthChanged())
         total = len(self._rows)
-        self.virtual_size = Size(self.scrollable_content_region.width, total)
+        self.virtual_size = Size(rendered.width + GUTTER, total)  # never wider than the view
         if rendered.anchor is None:
             new_y = 0 if fresh else y  # rows only ever arrive below
         elif self._reader_offset is not None:
@@ -1262,6 +1268,13 @@ class PreviewView(ScrollView, can_focus=True):
         self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
         self._placed_y = new_y
         self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        # ScrollView tells the scrollbar only while it is shown; rows that just arrived are
+        # scrolled before the layout shows it, which would leave its thumb at the top.
+        self.vertical_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
 
     def on_resize(self, event: events.Resize) -> None:
         if self._width >= 0 and self.render_width() != self._width:

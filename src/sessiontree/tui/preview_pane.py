@@ -115,7 +115,8 @@ class PreviewPane(Vertical):
             self._timer.stop()
         self.workers.cancel_group(self, "preview")
         now = time.monotonic()
-        rested = now - self._last_show > PREVIEW_DELAY
+        # The first show waits too: the screen is still being laid out and styled.
+        rested = self._last_show > 0 and now - self._last_show > PREVIEW_DELAY
         self._last_show = now
         if rested:
             self.rebuild()
@@ -130,6 +131,9 @@ class PreviewPane(Vertical):
             title = self.query_one("#preview-title", Static)
             view = self.query_one(PreviewView)
         except NoMatches:  # a timer firing while the app shuts down
+            return
+        if view.scrollable_content_region.width <= 0:  # not laid out yet: render for its width
+            self.call_after_refresh(self.rebuild)
             return
         title.update(Text(self._title(target)))
         self._generation += 1
@@ -195,6 +199,9 @@ class PreviewPane(Vertical):
             plan = self._plan(request)
         except SessionError as exc:
             message = f"cannot build the preview: {exc}"
+            plan = Plan([Part(lambda r: r.plain(message, "preview--error"))])
+        except Exception as exc:  # a planning bug on odd data costs the preview, not the app
+            message = f"cannot build the preview ({type(exc).__name__})"
             plan = Plan([Part(lambda r: r.plain(message, "preview--error"))])
         renderer = Renderer(request.width, dark=request.dark, cache=self.cache)
 
