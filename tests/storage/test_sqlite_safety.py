@@ -340,3 +340,16 @@ def test_a_raw_append_on_a_stale_storage_is_refused(tmp_path):
     assert session.leaf_id == other
     assert session.storage.verify_state() == []
     session.close()
+
+
+def test_a_database_whose_creator_died_before_the_schema_version_holds_no_sessions(tmp_path):
+    """A writer killed between creating the tables and recording their version leaves a
+    database without sessions: opening a session in it says `not_found` (as for a database that
+    does not exist yet), which the next writer then completes."""
+    path = tmp_path / "s.sqlite"
+    SqliteStorage.create(path, cwd="/p", session_id="x").close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM schema_version")
+    with pytest.raises(SessionError) as err:
+        SqliteStorage.open(path, "x", read_only=True)
+    assert err.value.code == "not_found"

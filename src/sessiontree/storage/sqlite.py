@@ -395,7 +395,10 @@ class SqliteStorage(SessionStorage):
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
-        if row is None or row[0] != SCHEMA_VERSION:
+        if row is None:  # a creator killed between the schema and its version: no session yet
+            conn.close()
+            raise SessionError("not_found", "the database holds no sessions yet", path=db_path)
+        if row[0] != SCHEMA_VERSION:
             conn.close()
             raise SessionError(
                 "storage", f"unsupported database schema version {row and row[0]}", path=db_path
