@@ -19,8 +19,10 @@ from importlib import resources
 from pathlib import Path
 
 from sessiontree import open_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from harness.pilot import settle_picture
 from sessiontree.tui.app import SessionTreeApp
-from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
@@ -30,16 +32,7 @@ Steps = Callable[[object], Awaitable[None]]
 
 
 async def settle(pilot) -> None:
-    """Until two pictures in a row agree (the preview fills in over a few deliveries)."""
-    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
-    before = None
-    for _ in range(20):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause(0.1)
-        now = pilot.app.export_screenshot()
-        if now == before:
-            return
-        before = now
+    await settle_picture(pilot)
 
 
 async def go_to(pilot, entry_id: str) -> None:
@@ -106,7 +99,6 @@ def make_app(kind: str, workdir: Path) -> SessionTreeApp:
         shutil.copyfile(src, demo)
     retried = workdir / "retries.jsonl"
     if not retried.exists():
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
         from harness.retries import write_retries
 
         write_retries(retried, retries=300, nested=40).close()

@@ -27,6 +27,20 @@ async def settle(app, pilot) -> None:
     await pilot.pause()
 
 
+async def settle_picture(pilot) -> None:
+    """Until two pictures in a row agree: the preview fills in over a few deliveries from its
+    worker, and its scrollbar follows one refresh later (snapshots and screenshots)."""
+    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
+    before = None
+    for _ in range(20):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        before = now
+
+
 def preview_text(app) -> str:
     return app.browser.query_one(PreviewView).plain_text()
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.pilot import settle_picture
 from sessiontree import open_session
 from sessiontree.tui.app import SessionTreeApp
-from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (120, 36)
@@ -24,27 +24,13 @@ def demo_app(demo):
     return SessionTreeApp(open_session(demo), follow=False)
 
 
-async def _settle(pilot):
-    """Until two pictures in a row agree: the preview fills in over a few deliveries from its
-    worker, and its scrollbar follows one refresh later."""
-    await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
-    before = None
-    for _ in range(20):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause(0.1)
-        now = pilot.app.export_screenshot()
-        if now == before:
-            return
-        before = now
-
-
 def test_snapshot_default(snap_compare, demo_app):
     async def before(pilot):
         # Up and back to the leaf: the very first preview of a process races the first layout
         # for its scrollbar's position, which would make this picture flaky.
-        await _settle(pilot)
+        await settle_picture(pilot)
         await pilot.press("k", "j")
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(demo_app, terminal_size=SIZE, run_before=before)
 
@@ -54,7 +40,7 @@ def test_snapshot_everything_filter_at_fork(snap_compare, demo_app):
         await pilot.press("5")  # the "all" filter
         tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c137e"])
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(demo_app, terminal_size=SIZE, run_before=before)
 
@@ -64,7 +50,7 @@ def test_snapshot_llm_preview(snap_compare, demo_app):
         tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c26fc"])
         await pilot.press("p")
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(demo_app, terminal_size=SIZE, run_before=before)
 
@@ -74,11 +60,11 @@ def test_snapshot_summary_prompt(snap_compare, demo_app):
         tree = pilot.app.browser.query_one(SessionTreeView)
         tree.go_to_position(pilot.app.session.tree.pos["3a7c2123"])
         await pilot.press("s")
-        await _settle(pilot)
+        await settle_picture(pilot)
         await pilot.click("#kind-draft")
         await pilot.click("#instructions")
         await pilot.press("enter")
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(demo_app, terminal_size=(120, 44), run_before=before)
 
@@ -97,7 +83,7 @@ def test_snapshot_300_retries_at_80x24_cursor_up_three(snap_compare, retries_app
 
     async def before(pilot):
         await pilot.press("k", "k", "k")
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(retries_app, terminal_size=(80, 24), run_before=before)
 
@@ -108,6 +94,6 @@ def test_snapshot_300_retries_at_160x50_preview_focused(snap_compare, retries_ap
     async def before(pilot):
         await pilot.press("k", "k", "k", "k", "k")
         pilot.app.browser.query_one("#preview").focus()
-        await _settle(pilot)
+        await settle_picture(pilot)
 
     assert snap_compare(retries_app, terminal_size=(160, 50), run_before=before)
