@@ -8,16 +8,21 @@ session where the user went back and retried three hundred times therefore reads
 with three hundred one-step blocks, not as a staircase that runs out of width (Pi's /tree
 indents at every fork, see pi-coding-agent's `tree-selector.js`).
 
-Rows are two int arrays (entry position, prefix id) plus a position → row map, so a
-million-entry session costs ~12 bytes per entry here. Building is O(visible nodes) with no
-recursion; drawing a screen needs only the rows on it.
+The layout works on *runs*, not entries: a run is a stretch of consecutive positions where each
+entry is the only child of the one before it. An agent appends its turns one after another, so
+a million-entry session is a few thousand runs, and every row of one run shares its column.
+Building the rows therefore costs Python work per run and C-speed byte counting per entry
+(`bytearray.count`/`find` over the filter's mask); the rows themselves are never materialised:
+the row → entry and entry → row maps are answered by bisection over the runs drawn. Filters,
+folds, leaf moves and appended entries all rebuild in milliseconds at a million entries.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Collection, Mapping
+from bisect import bisect_right
+from collections.abc import Collection, Iterator, Mapping
 from enum import Enum
+from itertools import compress
 
 from .storage.index import (
     ACTIVE_TOOLS_CHANGE,
@@ -35,6 +40,7 @@ from .storage.index import (
 )
 
 GUIDE = 3  # columns per level of side-branch nesting
+BLOCK = 4096  # entries per block when finding the k-th shown entry of a long run
 
 
 class Cycle(Enum):
@@ -78,41 +84,193 @@ _NOT_TOOL_TABLE = bytes(0 if code == TOOL_RESULT else 1 for code in range(256))
 _NOT_TOOL_ONLY_TABLE = bytes(0 if flags & TOOL_ONLY else 1 for flags in range(256))
 
 
-def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> bytearray:
-    """One byte per entry: 1 = shown under `flt` (computed with bytes.translate, C speed)."""
-    n = len(index)
+def _and(a: bytes, b: bytes) -> bytes:
+    """Bytewise AND of two 0/1 masks of one length, at C speed (as big integers)."""
+    n = len(a)
+    return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(n, "little")
+
+
+def _type_mask(index: TreeIndex, flt: Filter, start: int, end: int) -> bytearray:
+    """The part of `flt`'s mask that depends only on each entry's own type, role and flags."""
     if flt is Filter.ALL:
-        return bytearray(b"\x01") * n
-    if flt in (Filter.DEFAULT, Filter.NO_TOOLS):  # masks ANDed at C speed, as big integers
-        shown = int.from_bytes(index.kind.translate(_DEFAULT_TABLE), "little")
-        shown &= int.from_bytes(index.flags.translate(_NOT_TOOL_ONLY_TABLE), "little")
-        if flt is Filter.NO_TOOLS:
-            shown &= int.from_bytes(index.role.translate(_NOT_TOOL_TABLE), "little")
-        vis = bytearray(shown.to_bytes(n, "little"))
-        if index.leaf >= 0 and index.flags[index.leaf] & TOOL_ONLY:
-            vis[index.leaf] = 1  # as in Pi, the current leaf is always shown
-        return vis
+        return bytearray(b"\x01") * (end - start)
     if flt is Filter.USER:
-        return bytearray(index.role.translate(_USER_TABLE))
-    vis = bytearray(n)
-    for eid in labels:
-        i = index.pos.get(eid)
-        if i is not None:
-            vis[i] = 1
+        return bytearray(index.role[start:end].translate(_USER_TABLE))
+    shown = _and(
+        index.kind[start:end].translate(_DEFAULT_TABLE),
+        index.flags[start:end].translate(_NOT_TOOL_ONLY_TABLE),
+    )
+    if flt is Filter.NO_TOOLS:
+        shown = _and(shown, index.role[start:end].translate(_NOT_TOOL_TABLE))
+    return bytearray(shown)
+
+
+def _finish(index: TreeIndex, flt: Filter, labels: Mapping[str, str], vis: bytearray) -> bytearray:
+    """What depends on the session's state rather than the entries: the leaf, the labels."""
+    if flt is Filter.LABELED:
+        for eid in labels:
+            i = index.pos.get(eid)
+            if i is not None and i < len(vis):
+                vis[i] = 1
+    elif flt in (Filter.DEFAULT, Filter.NO_TOOLS):
+        leaf = index.leaf
+        if 0 <= leaf < len(vis) and index.flags[leaf] & TOOL_ONLY:
+            vis[leaf] = 1  # as in Pi, the current leaf is always shown
     return vis
 
 
+def visibility(index: TreeIndex, flt: Filter, labels: Mapping[str, str]) -> bytearray:
+    """One byte per entry: 1 = shown under `flt` (computed with bytes.translate, C speed)."""
+    if flt is Filter.LABELED:
+        return _finish(index, flt, labels, bytearray(len(index)))
+    return _finish(index, flt, labels, _type_mask(index, flt, 0, len(index)))
+
+
+class Masks:
+    """`visibility` per filter, kept and extended as entries arrive: recomputing a mask is a
+    pass over every entry, and switching filters back and forth should not pay it again."""
+
+    __slots__ = ("_types", "index")
+
+    def __init__(self, index: TreeIndex) -> None:
+        self.index = index
+        self._types: dict[Filter, bytearray] = {}
+
+    def mask(self, flt: Filter, labels: Mapping[str, str]) -> bytearray:
+        """A fresh mask (the caller may change it) for `flt` over every entry indexed so far."""
+        index = self.index
+        n = len(index)
+        if flt is Filter.LABELED:
+            return _finish(index, flt, labels, bytearray(n))
+        types = self._types.get(flt)
+        if types is None or len(types) > n:
+            types = self._types[flt] = _type_mask(index, flt, 0, n)
+        elif len(types) < n:
+            types += _type_mask(index, flt, len(types), n)
+        return _finish(index, flt, labels, bytearray(types))
+
+
+class Runs:
+    """The tree cut into runs: `lo[r]..hi[r]-1` are consecutive positions, each the only child
+    of the one before it; runs are in position order, and the children of a run's last entry
+    all start runs. Updated in O(new entries) as the log grows."""
+
+    __slots__ = ("_kids", "_relinks", "hi", "index", "lo", "seen")
+
+    def __init__(self, index: TreeIndex) -> None:
+        self.index = index
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self._kids: dict[int, list[int]] = {}  # run -> the runs its last entry's children start
+        self._relinks = index.relinks
+        self.seen = 0
+        self.update()
+
+    def update(self) -> None:
+        """Take in the entries appended since the last call."""
+        index = self.index
+        parent, first_child = index.parent, index.first_child
+        lo, hi = self.lo, self.hi
+        for j in range(self.seen, len(index)):
+            p = parent[j]
+            if p == j - 1 and hi and hi[-1] == j and first_child[p] == j:
+                hi[-1] = j + 1  # the common case: the next turn of the same conversation
+                continue
+            if 0 <= p < j:
+                r = bisect_right(lo, p) - 1
+                if hi[r] > p + 1:  # p's run went on past it: p now has a second child
+                    lo.insert(r + 1, p + 1)
+                    hi.insert(r + 1, hi[r])
+                    hi[r] = p + 1
+                    self._kids.clear()  # run numbers after r moved up by one
+                else:
+                    self._kids.pop(r, None)
+            # (a parent written after its child, `p > j`, adopted it later: j already starts a run)
+            lo.append(j)
+            hi.append(j + 1)
+        if index.relinks != self._relinks:  # an adoption may have added children to any run
+            self._relinks = index.relinks
+            self._kids.clear()
+        self.seen = len(index)
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    def kids(self, r: int) -> list[int]:
+        """The runs started by the children of run `r`'s last entry, oldest first."""
+        kids = self._kids.get(r)
+        if kids is None:
+            lo = self.lo
+            index = self.index
+            heads = _children(index.first_child, index.next_sibling, self.hi[r] - 1)
+            kids = self._kids[r] = [bisect_right(lo, h) - 1 for h in heads]
+        return kids
+
+    def of(self, i: int) -> int:
+        """The run holding position `i`."""
+        return bisect_right(self.lo, i) - 1
+
+
+class ActivePath:
+    """One byte per entry, 1 on the path from the leaf to its root, moved by difference: a leaf
+    move costs the distance between the old and the new leaf, not the depth of the tree."""
+
+    __slots__ = ("index", "leaf", "marks", "relinks")
+
+    def __init__(self, index: TreeIndex) -> None:
+        self.index = index
+        self.marks = bytearray()
+        self.leaf = NONE
+        self.relinks = index.relinks
+
+    def update(self) -> bytearray:
+        index, marks = self.index, self.marks
+        if index.relinks != self.relinks:  # an adoption changed ancestors: start over
+            self.relinks = index.relinks
+            marks[:] = bytes(len(marks))
+            self.leaf = NONE
+        if len(marks) < len(index):
+            marks.extend(bytes(len(index) - len(marks)))
+        new, parent = index.leaf, index.parent
+        if new == self.leaf:
+            return marks
+        i = new
+        while i >= 0 and not marks[i]:  # up the new path until it meets the old one
+            marks[i] = 1
+            i = parent[i]
+        meet, i = i, self.leaf
+        while i >= 0 and i != meet:  # the old path below the meeting point is left
+            marks[i] = 0
+            i = parent[i]
+        self.leaf = new
+        return marks
+
+
 class Outline:
-    """Rows for one (filter, folds) combination of a `TreeIndex`."""
+    """Rows for one (filter, folds, active path) combination of a `TreeIndex`.
+
+    The rows are *pieces* in drawing order: a piece is the shown entries of one run (up to a
+    folded entry), with the row it starts at and its guide prefixes."""
 
     __slots__ = (
+        "_blocks",
+        "_fork_rows",
+        "_piece_of",
+        "_sums",
         "folded",
         "index",
         "marks",
+        "p_count",
+        "p_first",
+        "p_hi",
+        "p_lo",
+        "p_rest",
+        "p_row",
         "prefixes",
         "row_of",
+        "rows",
         "rows_pos",
-        "rows_prefix",
+        "runs",
         "side_roots",
         "vis",
     )
@@ -125,170 +283,290 @@ class Outline:
         folded: Collection[int] = (),
         marks: bytes | bytearray | None = None,
         restrict: bytes | bytearray | None = None,
+        *,
+        runs: Runs | None = None,
+        vis: bytearray | None = None,
     ) -> None:
         """`marks`: one byte per entry, 1 on the active path (see `active_marks`); it decides
         which child continues a fork in place. Without it, the latest child does. `restrict`:
-        one byte per entry, 0 hides the entry whatever the filter says (search as a filter)."""
+        one byte per entry, 0 hides the entry whatever the filter says (search as a filter).
+        `runs` and `vis` (the filter's mask, see `Masks`) may be passed in when kept between
+        builds; they must be up to date with `index`."""
         self.index = index
-        self.vis = visibility(index, flt, labels or {})
+        self.vis = vis if vis is not None else visibility(index, flt, labels or {})
         if restrict is not None:
             n = len(self.vis)
-            both = int.from_bytes(self.vis, "little") & int.from_bytes(restrict[:n], "little")
-            self.vis = bytearray(both.to_bytes(n, "little"))
+            self.vis = bytearray(_and(self.vis, bytes(restrict[:n]).ljust(n, b"\x01")))
         self.folded = set(folded)
         self.marks = marks if marks is not None else active_marks(index, index.leaf)
+        if runs is None:
+            runs = Runs(index)
+        self.runs = runs
         self.prefixes: list[str] = [""]
-        self.rows_pos = array("i")
-        self.rows_prefix = array("i")
-        self.row_of = array("i", [-1]) * len(index)
         self.side_roots: list[int] = []  # first entries of the side-branch blocks drawn
+        self.p_lo: list[int] = []
+        self.p_hi: list[int] = []
+        self.p_row: list[int] = []
+        self.p_count: list[int] = []
+        self.p_first: list[int] = []  # prefix id of a piece's first row
+        self.p_rest: list[int] = []  # prefix id of its other rows
+        self._piece_of: dict[int, int] = {}  # run -> its piece, for runs drawn
+        self._fork_rows: list[int] = []  # rows whose entry has two or more shown children
+        self._sums: dict[int, list[int]] = {}  # piece -> shown entries before each block
+        self._blocks: dict[tuple[int, int], list[int]] = {}  # (piece, block) -> shown positions
+        self.rows = 0
+        self.rows_pos = _Positions(self)
+        self.row_of = _RowOf(self)
         self._build()
 
     @classmethod
     def empty(cls, index: TreeIndex) -> Outline:
         """No rows (a placeholder until the first real build); costs nothing."""
-        outline = cls.__new__(cls)
-        outline.index = index
-        outline.vis = bytearray()
-        outline.folded = set()
-        outline.marks = bytearray()
-        outline.side_roots = []
-        outline.prefixes = [""]
-        outline.rows_pos = array("i")
-        outline.rows_prefix = array("i")
-        outline.row_of = array("i")
-        return outline
+        return cls(index, Filter.LABELED, {}, marks=b"", runs=_NO_RUNS, vis=bytearray())
 
     def __len__(self) -> int:
-        return len(self.rows_pos)
+        return self.rows
+
+    # --- building -----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        vis, runs, marks = self.vis, self.runs, self.marks
+        lo_of, hi_of, kids_of = runs.lo, runs.hi, runs.kids
+        cut: dict[int, int] = {}  # run -> its first shown folded entry: nothing below is drawn
+        for f in self.folded:
+            if 0 <= f < len(vis) and vis[f]:
+                r = runs.of(f)
+                if f < cut.get(r, f + 1):
+                    cut[r] = f
+
+        def shown(runs_below: list[int]) -> list[int]:
+            """The runs that start the shown children below a run, oldest first: a run with
+            nothing shown gives way to its own children, depth first."""
+            out: list[int] = []
+            todo = runs_below[::-1]
+            while todo:
+                r = todo.pop()
+                if vis.find(1, lo_of[r], hi_of[r]) >= 0:
+                    out.append(r)
+                else:
+                    todo.extend(kids_of(r)[::-1])
+            return out
+
+        # Prefixes are `│  ` per level of side-branch nesting; a block's first row ends in `├─ `
+        # instead. Prefix id 2d is the body of depth d, 2d + 1 the first row of a block at d + 1.
+        stack: list[tuple[int, int, int]] = []  # (run, prefix id of its first row, depth)
+        side_roots = self.side_roots
+        p_lo, p_hi, p_row, p_count = self.p_lo, self.p_hi, self.p_row, self.p_count
+        p_first, p_rest, piece_of, fork_rows = self.p_first, self.p_rest, self._piece_of, self._fork_rows
+        deepest = 0
+
+        def fork(kids: list[int], depth: int) -> None:
+            """The side branches (oldest first) as blocks one step in, then the child that
+            continues the path in the fork's own column (pushed first: popped last)."""
+            firsts = [vis.find(1, lo_of[k], hi_of[k]) for k in kids]
+            main = len(kids) - 1
+            for j, e in enumerate(firsts):
+                if e < len(marks) and marks[e]:
+                    main = j
+                    break
+            stack.append((kids[main], 2 * depth, depth))
+            for j in range(len(kids) - 1, -1, -1):
+                if j != main:
+                    stack.append((kids[j], 2 * depth + 1, depth + 1))
+            side_roots.extend(e for j, e in enumerate(firsts) if j != main)
+
+        roots = shown([runs.of(h) for h in self.index.roots]) if len(runs) else []
+        if roots:
+            fork(roots, 0)
+        rows = 0
+        while stack:
+            r, line_pid, depth = stack.pop()
+            deepest = max(deepest, depth)
+            body = 2 * depth
+            while True:  # a chain of runs: every row is drawn in the same column
+                lo = lo_of[r]
+                f = cut.get(r)
+                hi = hi_of[r] if f is None else f + 1
+                count = vis.count(1, lo, hi)
+                piece_of[r] = len(p_lo)
+                p_lo.append(lo)
+                p_hi.append(hi)
+                p_row.append(rows)
+                p_count.append(count)
+                p_first.append(line_pid)
+                p_rest.append(body)
+                rows += count
+                line_pid = body
+                if f is not None:  # folded: its row is drawn, nothing below it
+                    if vis.find(1, f + 1, hi_of[r]) < 0 and len(shown(kids_of(r))) > 1:
+                        fork_rows.append(rows - 1)
+                    break
+                kids = shown(kids_of(r))
+                if len(kids) == 1:
+                    r = kids[0]
+                    continue
+                if kids:
+                    fork_rows.append(rows - 1)
+                    fork(kids, depth)
+                break
+        self.rows = rows
+        fork_rows.sort()
+        self.prefixes = [text for d in range(deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def _piece(self, row: int) -> int:
+        return bisect_right(self.p_row, row) - 1
+
+    def position(self, row: int) -> int:
+        """The entry drawn on `row` (0 <= row < len(self))."""
+        if not 0 <= row < self.rows:
+            raise IndexError(row)
+        k = self._piece(row)
+        j = row - self.p_row[k]
+        lo = self.p_lo[k]
+        if self.p_count[k] == self.p_hi[k] - lo:  # every entry of the run is shown
+            return lo + j
+        sums = self._sums.get(k)
+        if sums is None:
+            sums = self._sums[k] = self._block_sums(k)
+        b = bisect_right(sums, j) - 1
+        block = self._blocks.get((k, b))
+        if block is None:
+            if len(self._blocks) > 256:  # rows on screen touch a handful; keep memory flat
+                self._blocks.clear()
+            start = lo + b * BLOCK
+            end = min(start + BLOCK, self.p_hi[k])
+            block = self._blocks[(k, b)] = list(compress(range(start, end), self.vis[start:end]))
+        return block[j - sums[b]]
+
+    def _block_sums(self, k: int) -> list[int]:
+        vis, hi = self.vis, self.p_hi[k]
+        sums, total = [0], 0
+        for start in range(self.p_lo[k], hi, BLOCK):
+            total += vis.count(1, start, min(start + BLOCK, hi))
+            sums.append(total)
+        sums.pop()  # the last block's end: `bisect` then finds the block a row is in
+        return sums
+
+    def prefix(self, row: int) -> str:
+        k = self._piece(row)
+        return self.prefixes[self.p_first[k] if row == self.p_row[k] else self.p_rest[k]]
+
+    def exact_row(self, i: int) -> int:
+        """The row showing entry `i`, or -1 if it is not drawn."""
+        if not 0 <= i < len(self.vis) or not self.vis[i]:
+            return -1
+        k = self._piece_of.get(self.runs.of(i))
+        if k is None or i >= self.p_hi[k]:
+            return -1
+        return self.p_row[k] + self.vis.count(1, self.p_lo[k], i)
+
+    def row_for(self, i: int) -> int:
+        """The row showing entry `i`, or of its nearest shown ancestor (-1 if none)."""
+        parent, vis = self.index.parent, self.vis
+        while 0 <= i < len(vis):
+            r = self.runs.of(i)
+            k = self._piece_of.get(r)
+            if k is not None:
+                lo, hi = self.p_lo[k], self.p_hi[k]
+                shown = vis.count(1, lo, min(i + 1, hi))  # up to i, or up to the folded entry
+                if shown:
+                    return self.p_row[k] + shown - 1
+            i = parent[self.runs.lo[r]]
+        return -1
 
     def visible_children(self, i: int) -> list[int]:
         """Children of `i` in the filtered tree: hidden entries are skipped and their visible
         descendants take their place (depth-first, oldest first)."""
-        index, vis = self.index, self.vis
-        first_child, next_sibling = index.first_child, index.next_sibling
+        vis, first_child, next_sibling = self.vis, self.index.first_child, self.index.next_sibling
         out: list[int] = []
-        c = first_child[i]
-        if c != NONE and next_sibling[c] == NONE and vis[c]:
-            return [c]  # the common case: a chain link
-        stack: list[int] = []
-        while c != NONE:
-            stack.append(c)
-            c = next_sibling[c]
-        stack.reverse()
-        while stack:
-            c = stack.pop()
+        todo = _children(first_child, next_sibling, i)[::-1]
+        while todo:
+            c = todo.pop()
             if vis[c]:
                 out.append(c)
-                continue
-            k = first_child[c]
-            if k != NONE:
-                kids = []
-                while k != NONE:
-                    kids.append(k)
-                    k = next_sibling[k]
-                kids.reverse()
-                stack.extend(kids)
-        return out
-
-    def _visible_roots(self) -> list[int]:
-        out: list[int] = []
-        for r in self.index.roots:
-            if self.vis[r]:
-                out.append(r)
             else:
-                out.extend(self.visible_children(r))
+                todo.extend(_children(first_child, next_sibling, c)[::-1])
         return out
-
-    def _build(self) -> None:
-        prefix_ids: dict[str, int] = {"": 0}
-        prefixes = self.prefixes
-        rows_pos, rows_prefix, row_of = self.rows_pos, self.rows_prefix, self.row_of
-        folded = self.folded
-        visible_children = self.visible_children
-
-        def pid(text: str) -> int:
-            k = prefix_ids.get(text)
-            if k is None:
-                k = prefix_ids[text] = len(prefixes)
-                prefixes.append(text)
-            return k
-
-        stack: list[tuple[int, int, str]] = []  # (entry, prefix id of its row, prefix below it)
-        roots = self._visible_roots()
-        if roots:
-            self._push_fork(stack, roots, "", pid)
-        index, vis = self.index, self.vis
-        first_child, next_sibling = index.first_child, index.next_sibling
-        n = len(rows_pos)
-        while stack:
-            i, line_pid, cont = stack.pop()
-            cont_pid = pid(cont)
-            while True:  # walk a chain: every link is drawn in the same column
-                row_of[i] = n
-                n += 1
-                rows_pos.append(i)
-                rows_prefix.append(line_pid)
-                if i in folded:
-                    break
-                c = first_child[i]
-                if c != NONE and next_sibling[c] == NONE and vis[c]:
-                    i, line_pid = c, cont_pid
-                    continue
-                kids = visible_children(i)
-                if len(kids) == 1:
-                    i, line_pid = kids[0], cont_pid
-                    continue
-                if kids:
-                    self._push_fork(stack, kids, cont, pid)
-                break
-
-    def _push_fork(self, stack: list[tuple[int, int, str]], kids: list[int], cont: str, pid) -> None:
-        """At a fork: the side branches (oldest first) as blocks one step in, then the child
-        that continues the path, in the fork's own column (pushed first: popped last)."""
-        marks = self.marks
-        main = next((k for k in kids if marks[k]), kids[-1])
-        stack.append((main, pid(cont), cont))
-        sides = [k for k in kids if k != main]
-        self.side_roots.extend(sides)
-        head, below = pid(cont + "├─ "), cont + "│  "
-        for k in reversed(sides):
-            stack.append((k, head, below))
-
-    # --- queries ------------------------------------------------------------------------------
-
-    def position(self, row: int) -> int:
-        return self.rows_pos[row]
-
-    def prefix(self, row: int) -> str:
-        return self.prefixes[self.rows_prefix[row]]
-
-    def row_for(self, i: int) -> int:
-        """The row showing entry `i`, or of its nearest shown ancestor (-1 if none)."""
-        parent, row_of = self.index.parent, self.row_of
-        while i >= 0:
-            r = row_of[i]
-            if r >= 0:
-                return r
-            i = parent[i]
-        return -1
 
     def is_foldable(self, i: int) -> bool:
         return i in self.folded or bool(self.visible_children(i))
 
     def next_fork_row(self, row: int, step: int) -> int:
         """The next row (in direction `step`) whose entry has 2+ visible children, or -1."""
-        r = row + step
-        while 0 <= r < len(self.rows_pos):
-            if len(self.visible_children(self.rows_pos[r])) > 1:
-                return r
-            r += step
-        return -1
+        forks = self._fork_rows
+        if step > 0:
+            k = bisect_right(forks, row)
+            return forks[k] if k < len(forks) else -1
+        k = bisect_right(forks, row - 1) - 1
+        return forks[k] if k >= 0 else -1
+
+    def iter_positions(self) -> Iterator[int]:
+        vis = self.vis
+        for lo, hi, count in zip(self.p_lo, self.p_hi, self.p_count, strict=True):
+            if count == hi - lo:
+                yield from range(lo, hi)
+            else:
+                yield from compress(range(lo, hi), vis[lo:hi])
 
 
-def subtree_size(index: TreeIndex, i: int) -> tuple[int, int]:
-    """(entries in the subtree of `i`, the latest position in it): what a folded stub says."""
+class _Positions:
+    """`outline.rows_pos[row]`: the entry on a row, as if the rows were a list."""
+
+    __slots__ = ("outline",)
+
+    def __init__(self, outline: Outline) -> None:
+        self.outline = outline
+
+    def __len__(self) -> int:
+        return self.outline.rows
+
+    def __getitem__(self, row: int) -> int:
+        return self.outline.position(row if row >= 0 else row + self.outline.rows)
+
+    def __iter__(self) -> Iterator[int]:
+        return self.outline.iter_positions()
+
+
+class _RowOf:
+    """`outline.row_of[i]`: the row of entry `i`, or -1, as if it were an array per entry."""
+
+    __slots__ = ("outline",)
+
+    def __init__(self, outline: Outline) -> None:
+        self.outline = outline
+
+    def __getitem__(self, i: int) -> int:
+        return self.outline.exact_row(i)
+
+
+def _children(first_child, next_sibling, i: int) -> list[int]:
+    out: list[int] = []
+    c = first_child[i]
+    while c != NONE:
+        out.append(c)
+        c = next_sibling[c]
+    return out
+
+
+_NO_RUNS = Runs(TreeIndex())
+
+
+def subtree_size(index: TreeIndex, i: int, runs: Runs | None = None) -> tuple[int, int]:
+    """(entries in the subtree of `i`, the latest position in it): what a folded stub says.
+    With `runs`, whole runs are counted at once (a fold near the root of a long session)."""
     first_child, next_sibling = index.first_child, index.next_sibling
+    if runs is not None and len(runs.lo) and runs.hi[-1] == len(index):
+        r = runs.of(i)
+        count, latest = runs.hi[r] - i, runs.hi[r] - 1
+        todo = _children(first_child, next_sibling, runs.hi[r] - 1)
+        while todo:
+            r = runs.of(todo.pop())
+            count += runs.hi[r] - runs.lo[r]
+            latest = max(latest, runs.hi[r] - 1)
+            todo.extend(_children(first_child, next_sibling, runs.hi[r] - 1))
+        return count, latest
     count, latest = 0, i
     stack = [i]
     while stack:
@@ -315,4 +593,4 @@ def active_marks(index: TreeIndex, leaf: int) -> bytearray:
 
 def render_plain(outline: Outline, describe) -> list[str]:
     """Plain-text lines (CLI `tree`): prefix + `describe(position)`."""
-    return [outline.prefix(r) + describe(outline.rows_pos[r]) for r in range(len(outline))]
+    return [outline.prefix(r) + describe(i) for r, i in enumerate(outline.iter_positions())]

@@ -88,6 +88,7 @@ class TreeIndex:
         "next_sibling",
         "parent",
         "pos",
+        "relinks",
         "role",
         "session_name",
         "unknown_types",
@@ -114,6 +115,7 @@ class TreeIndex:
         self.diagnostics: list[Diagnostic] = []
         self._orphans: dict[str, list[int]] = {}  # missing parent id -> children waiting for it
         self._anc = array("i")  # see `_top`; filled only once an adoption needs it
+        self.relinks = 0  # adoptions so far: an entry written before its parent got one
 
     # --- building ---------------------------------------------------------------------------
 
@@ -233,6 +235,7 @@ class TreeIndex:
                 )
                 continue
             self.parent[child] = i
+            self.relinks += 1
             if child < len(anc):
                 anc[child] = i
             del self._roots[child]

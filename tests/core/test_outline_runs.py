@@ -1,0 +1,120 @@
+"""The outline works on runs of entries; these tests hold it to the entry-by-entry walk of
+`harness.reference_outline` on random trees, filters, folds and leaves, and check that the
+structures kept between builds (runs, masks, the active path) stay equal to fresh ones as
+entries are appended and the leaf moves."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.reference_outline import ReferenceOutline
+from sessiontree.outline import ActivePath, Filter, Masks, Outline, Runs, active_marks, visibility
+from sessiontree.storage.index import NONE, TreeIndex
+
+KINDS = [
+    ("message", "user"),
+    ("message", "assistant"),
+    ("message", "toolResult"),
+    ("model_change", None),
+    ("custom", None),
+    ("branch_summary", None),
+]
+
+
+@st.composite
+def trees(draw):
+    """A log of up to 60 entries: mostly chains (each entry the child of the one before), with
+    forks back to earlier entries, new roots, and a few children written before their parent."""
+    n = draw(st.integers(1, 60))
+    index = TreeIndex()
+    late: dict[int, int] = {}  # child -> the later entry that turns out to be its parent
+    for i in range(n):
+        how = draw(st.sampled_from(["next", "next", "next", "fork", "root", "late"]))
+        parent: str | None
+        if i == 0 or how == "root":
+            parent = None
+        elif how == "fork":
+            parent = f"e{draw(st.integers(0, i - 1))}"
+        elif how == "late" and i + 1 < n:
+            late[i] = draw(st.integers(i + 1, n - 1))
+            parent = f"e{late[i]}"
+        else:
+            parent = f"e{i - 1}"
+        type_name, role = draw(st.sampled_from(KINDS))
+        index.add(f"e{i}", parent, type_name, role, tool_only=draw(st.booleans()) and role == "assistant")
+    index.leaf = draw(st.integers(NONE, n - 1))
+    return index
+
+
+def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
+    n = len(ref)
+    assert len(outline) == n
+    assert list(outline.rows_pos) == list(ref.rows_pos)
+    assert [outline.position(r) for r in range(n)] == list(ref.rows_pos)
+    assert [outline.prefix(r) for r in range(n)] == [ref.prefix(r) for r in range(n)]
+    assert outline.side_roots == ref.side_roots
+    assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
+    assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]
+    for step in (1, -1):
+        assert [outline.next_fork_row(r, step) for r in range(n)] == [
+            ref.next_fork_row(r, step) for r in range(n)
+        ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    index=trees(),
+    flt=st.sampled_from(list(Filter)),
+    fold_seeds=st.lists(st.integers(0, 59), max_size=4),
+    restrict_seed=st.one_of(st.none(), st.integers(0, 2**60)),
+    use_marks=st.booleans(),
+)
+def test_rows_equal_the_entry_by_entry_walk(index, flt, fold_seeds, restrict_seed, use_marks):
+    n = len(index)
+    labels = {f"e{k}": "x" for k in range(0, n, 3)}
+    folded = {k % n for k in fold_seeds}
+    marks = active_marks(index, index.leaf) if use_marks else None
+    restrict = None
+    if restrict_seed is not None:
+        restrict = bytes((restrict_seed >> (k % 60)) & 1 for k in range(n))
+    ref = ReferenceOutline(index, flt, labels, folded, marks, restrict)
+    _same(index, Outline(index, flt, labels, folded, marks, restrict), ref)
+
+
+def _runs_equal(a: Runs, b: Runs) -> None:
+    assert (a.lo, a.hi) == (b.lo, b.hi)
+
+
+@settings(max_examples=200, deadline=None)
+@given(index=trees(), cut=st.integers(0, 60), leaves=st.lists(st.integers(-1, 59), max_size=6))
+def test_kept_structures_follow_appends_and_moves(index, cut, leaves):
+    """Runs, masks and the active path, built on a prefix of the log and brought up to date,
+    equal fresh ones; so does the outline built from them."""
+    full = len(index)
+    cut = min(cut, full)
+    partial = TreeIndex()
+    runs, masks, path = Runs(partial), Masks(partial), ActivePath(partial)
+    for k in range(full):
+        if k == cut:  # everything so far arrived in one batch; the rest one by one
+            runs.update()
+            for flt in Filter:
+                masks.mask(flt, {})
+        p = index.parent[k]
+        type_name = index.type_name(k)
+        partial.add(index.ids[k], index.ids[p] if p >= 0 else None, type_name, None)
+        partial.kind[k], partial.role[k], partial.flags[k] = index.kind[k], index.role[k], index.flags[k]
+        if k > cut:
+            runs.update()
+    # adoptions are decided by ids, so the copy may link a late parent like the original did
+    runs.update()
+    _runs_equal(runs, Runs(partial))
+    for flt in Filter:
+        assert masks.mask(flt, {}) == visibility(partial, flt, {})
+    for leaf in [*leaves, partial.leaf]:
+        partial.leaf = min(leaf, full - 1)
+        assert path.update() == active_marks(partial, partial.leaf)
+    marks = path.update()
+    ref = ReferenceOutline(partial, Filter.DEFAULT, {}, (), marks)
+    vis = masks.mask(Filter.DEFAULT, {})
+    _same(partial, Outline(partial, Filter.DEFAULT, {}, (), marks, runs=runs, vis=vis), ref)
