@@ -161,7 +161,8 @@ class Runs:
         self.index = index
         self.lo: list[int] = []
         self.hi: list[int] = []
-        self._kids: dict[int, list[int]] = {}  # run -> the runs its last entry's children start
+        # first position of a run -> where the children of its last entry are (they start runs)
+        self._kids: dict[int, list[int]] = {}
         self._relinks = index.relinks
         self.seen = 0
         self.update()
@@ -170,7 +171,7 @@ class Runs:
         """Take in the entries appended since the last call."""
         index = self.index
         parent, first_child = index.parent, index.first_child
-        lo, hi = self.lo, self.hi
+        lo, hi, kids = self.lo, self.hi, self._kids
         for j in range(self.seen, len(index)):
             p = parent[j]
             if p == j - 1 and hi and hi[-1] == j and first_child[p] == j:
@@ -182,15 +183,17 @@ class Runs:
                     lo.insert(r + 1, p + 1)
                     hi.insert(r + 1, hi[r])
                     hi[r] = p + 1
-                    self._kids.clear()  # run numbers after r moved up by one
+                    moved = kids.pop(lo[r], None)  # the old last entry now ends the new run
+                    if moved is not None:
+                        kids[p + 1] = moved
                 else:
-                    self._kids.pop(r, None)
+                    kids.pop(lo[r], None)
             # (a parent written after its child, `p > j`, adopted it later: j already starts a run)
             lo.append(j)
             hi.append(j + 1)
         if index.relinks != self._relinks:  # an adoption may have added children to any run
             self._relinks = index.relinks
-            self._kids.clear()
+            kids.clear()
         self.seen = len(index)
 
     def __len__(self) -> int:
@@ -198,13 +201,12 @@ class Runs:
 
     def kids(self, r: int) -> list[int]:
         """The runs started by the children of run `r`'s last entry, oldest first."""
-        kids = self._kids.get(r)
-        if kids is None:
-            lo = self.lo
+        lo = self.lo
+        heads = self._kids.get(lo[r])
+        if heads is None:
             index = self.index
-            heads = _children(index.first_child, index.next_sibling, self.hi[r] - 1)
-            kids = self._kids[r] = [bisect_right(lo, h) - 1 for h in heads]
-        return kids
+            heads = self._kids[lo[r]] = _children(index.first_child, index.next_sibling, self.hi[r] - 1)
+        return [bisect_right(lo, h) - 1 for h in heads]
 
     def of(self, i: int) -> int:
         """The run holding position `i`."""

@@ -104,8 +104,12 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves):
         type_name = index.type_name(k)
         partial.add(index.ids[k], index.ids[p] if p >= 0 else None, type_name, None)
         partial.kind[k], partial.role[k], partial.flags[k] = index.kind[k], index.role[k], index.flags[k]
-        if k > cut:
+        if k > cut:  # one by one, each followed by a build, which fills the runs' caches
             runs.update()
+            marks = active_marks(partial, partial.leaf)
+            vis = masks.mask(Filter.ALL, {})
+            ref = ReferenceOutline(partial, Filter.ALL, {}, (), marks)
+            _same(partial, Outline(partial, Filter.ALL, {}, (), marks, runs=runs, vis=vis), ref)
     # adoptions are decided by ids, so the copy may link a late parent like the original did
     runs.update()
     _runs_equal(runs, Runs(partial))
