@@ -81,7 +81,13 @@ async def run(path: Path, presses: int) -> None:
         await pilot.pause(0.5)
         rng = random.Random(3)
         handlers = Handlers()
-        for name in ("action_cursor", "action_page", "action_fold", "action_fold_sides", "action_jump_active"):
+        for name in (
+            "action_cursor",
+            "action_page",
+            "action_fold",
+            "action_fold_sides",
+            "action_jump_active",
+        ):
             handlers.wrap(tree, name)
         for name in ("action_choose_filter", "action_move", "action_leaf_back"):
             handlers.wrap(app.browser, name)
@@ -170,7 +176,9 @@ async def run(path: Path, presses: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("file", type=Path)
     parser.add_argument("--presses", type=int, default=40)
     args = parser.parse_args()

@@ -38,6 +38,7 @@ from .storage.index import (
     USER,
     TreeIndex,
 )
+from .storage.runs import Runs, children
 
 GUIDE = 3  # columns per level of side-branch nesting
 BLOCK = 4096  # entries per block when finding the k-th shown entry of a long run
@@ -84,7 +85,7 @@ _NOT_TOOL_TABLE = bytes(0 if code == TOOL_RESULT else 1 for code in range(256))
 _NOT_TOOL_ONLY_TABLE = bytes(0 if flags & TOOL_ONLY else 1 for flags in range(256))
 
 
-def _and(a: bytes, b: bytes) -> bytes:
+def _and(a: bytes | bytearray, b: bytes | bytearray) -> bytes:
     """Bytewise AND of two 0/1 masks of one length, at C speed (as big integers)."""
     n = len(a)
     return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(n, "little")
@@ -148,69 +149,6 @@ class Masks:
         elif len(types) < n:
             types += _type_mask(index, flt, len(types), n)
         return _finish(index, flt, labels, bytearray(types))
-
-
-class Runs:
-    """The tree cut into runs: `lo[r]..hi[r]-1` are consecutive positions, each the only child
-    of the one before it; runs are in position order, and the children of a run's last entry
-    all start runs. Updated in O(new entries) as the log grows."""
-
-    __slots__ = ("_kids", "_relinks", "hi", "index", "lo", "seen")
-
-    def __init__(self, index: TreeIndex) -> None:
-        self.index = index
-        self.lo: list[int] = []
-        self.hi: list[int] = []
-        # first position of a run -> where the children of its last entry are (they start runs)
-        self._kids: dict[int, list[int]] = {}
-        self._relinks = index.relinks
-        self.seen = 0
-        self.update()
-
-    def update(self) -> None:
-        """Take in the entries appended since the last call."""
-        index = self.index
-        parent, first_child = index.parent, index.first_child
-        lo, hi, kids = self.lo, self.hi, self._kids
-        for j in range(self.seen, len(index)):
-            p = parent[j]
-            if p == j - 1 and hi and hi[-1] == j and first_child[p] == j:
-                hi[-1] = j + 1  # the common case: the next turn of the same conversation
-                continue
-            if 0 <= p < j:
-                r = bisect_right(lo, p) - 1
-                if hi[r] > p + 1:  # p's run went on past it: p now has a second child
-                    lo.insert(r + 1, p + 1)
-                    hi.insert(r + 1, hi[r])
-                    hi[r] = p + 1
-                    moved = kids.pop(lo[r], None)  # the old last entry now ends the new run
-                    if moved is not None:
-                        kids[p + 1] = moved
-                else:
-                    kids.pop(lo[r], None)
-            # (a parent written after its child, `p > j`, adopted it later: j already starts a run)
-            lo.append(j)
-            hi.append(j + 1)
-        if index.relinks != self._relinks:  # an adoption may have added children to any run
-            self._relinks = index.relinks
-            kids.clear()
-        self.seen = len(index)
-
-    def __len__(self) -> int:
-        return len(self.lo)
-
-    def kids(self, r: int) -> list[int]:
-        """The runs started by the children of run `r`'s last entry, oldest first."""
-        lo = self.lo
-        heads = self._kids.get(lo[r])
-        if heads is None:
-            index = self.index
-            heads = self._kids[lo[r]] = _children(index.first_child, index.next_sibling, self.hi[r] - 1)
-        return [bisect_right(lo, h) - 1 for h in heads]
-
-    def of(self, i: int) -> int:
-        """The run holding position `i`."""
-        return bisect_right(self.lo, i) - 1
 
 
 class ActivePath:
@@ -387,8 +325,8 @@ class Outline:
             body = 2 * depth
             while True:  # a chain of runs: every row is drawn in the same column
                 lo = lo_of[r]
-                f = cut.get(r)
-                hi = hi_of[r] if f is None else f + 1
+                f = cut.get(r, NONE)
+                hi = hi_of[r] if f == NONE else f + 1
                 count = vis.count(1, lo, hi)
                 piece_of[r] = len(p_lo)
                 p_lo.append(lo)
@@ -399,7 +337,7 @@ class Outline:
                 p_rest.append(body)
                 rows += count
                 line_pid = body
-                if f is not None:  # folded: its row is drawn, nothing below it
+                if f != NONE:  # folded: its row is drawn, nothing below it
                     if vis.find(1, f + 1, hi_of[r]) < 0 and len(shown(kids_of(r))) > 1:
                         fork_rows.append(rows - 1)
                     break
@@ -478,22 +416,22 @@ class Outline:
             i = parent[self.runs.lo[r]]
         return -1
 
-    def visible_children(self, i: int) -> list[int]:
+    def visiblechildren(self, i: int) -> list[int]:
         """Children of `i` in the filtered tree: hidden entries are skipped and their visible
         descendants take their place (depth-first, oldest first)."""
         vis, first_child, next_sibling = self.vis, self.index.first_child, self.index.next_sibling
         out: list[int] = []
-        todo = _children(first_child, next_sibling, i)[::-1]
+        todo = children(first_child, next_sibling, i)[::-1]
         while todo:
             c = todo.pop()
             if vis[c]:
                 out.append(c)
             else:
-                todo.extend(_children(first_child, next_sibling, c)[::-1])
+                todo.extend(children(first_child, next_sibling, c)[::-1])
         return out
 
     def is_foldable(self, i: int) -> bool:
-        return i in self.folded or bool(self.visible_children(i))
+        return i in self.folded or bool(self.visiblechildren(i))
 
     def next_fork_row(self, row: int, step: int) -> int:
         """The next row (in direction `step`) whose entry has 2+ visible children, or -1."""
@@ -543,15 +481,6 @@ class _RowOf:
         return self.outline.exact_row(i)
 
 
-def _children(first_child, next_sibling, i: int) -> list[int]:
-    out: list[int] = []
-    c = first_child[i]
-    while c != NONE:
-        out.append(c)
-        c = next_sibling[c]
-    return out
-
-
 _NO_RUNS = Runs(TreeIndex())
 
 
@@ -562,12 +491,12 @@ def subtree_size(index: TreeIndex, i: int, runs: Runs | None = None) -> tuple[in
     if runs is not None and len(runs.lo) and runs.hi[-1] == len(index):
         r = runs.of(i)
         count, latest = runs.hi[r] - i, runs.hi[r] - 1
-        todo = _children(first_child, next_sibling, runs.hi[r] - 1)
+        todo = children(first_child, next_sibling, runs.hi[r] - 1)
         while todo:
             r = runs.of(todo.pop())
             count += runs.hi[r] - runs.lo[r]
             latest = max(latest, runs.hi[r] - 1)
-            todo.extend(_children(first_child, next_sibling, runs.hi[r] - 1))
+            todo.extend(children(first_child, next_sibling, runs.hi[r] - 1))
         return count, latest
     count, latest = 0, i
     stack = [i]

@@ -175,5 +175,3 @@ class ReferenceOutline:
                 return r
             r += step
         return -1
-
-

@@ -10,11 +10,13 @@ by the storage (`load_entry`).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from ..model.entries import normalize_label
 from ..model.errors import Diagnostic
+from .runs import Runs
 
 # type codes (0 = unknown type; its name is kept in `unknown_types`)
 UNKNOWN = 0
@@ -75,6 +77,7 @@ class TreeIndex:
         "_anc",
         "_orphans",
         "_roots",
+        "_runs",
         "compactions",
         "diagnostics",
         "first_child",
@@ -116,6 +119,7 @@ class TreeIndex:
         self._orphans: dict[str, list[int]] = {}  # missing parent id -> children waiting for it
         self._anc = array("i")  # see `_top`; filled only once an adoption needs it
         self.relinks = 0  # adoptions so far: an entry written before its parent got one
+        self._runs: Runs | None = None  # made on the first long walk, then kept up to date
 
     # --- building ---------------------------------------------------------------------------
 
@@ -309,13 +313,29 @@ class TreeIndex:
         c = self.first_child[i]
         return c != NONE and self.next_sibling[c] != NONE
 
+    def runs(self) -> Runs:
+        """The tree cut into runs of consecutive positions (`storage.runs`), up to date."""
+        runs = self._runs
+        if runs is None:
+            runs = self._runs = Runs(self)
+        else:
+            runs.update()
+        return runs
+
+    def _ranges(self, i: int) -> Iterator[tuple[int, int]]:
+        """The path from `i` up to its root as `(lo, i)` position ranges, nearest first: each
+        range is consecutive positions of one run, walked from `i` down to `lo`."""
+        lo_of, parent = self.runs().lo, self.parent
+        while i >= 0:
+            lo = lo_of[bisect_right(lo_of, i) - 1]
+            yield lo, i
+            i = parent[lo]
+
     def path_to_root(self, i: int) -> list[int]:
         """Positions from the root down to `i` (inclusive). Stops at a missing parent."""
         out: list[int] = []
-        parent = self.parent
-        while i >= 0:
-            out.append(i)
-            i = parent[i]
+        for lo, hi in self._ranges(i):
+            out.extend(range(hi, lo - 1, -1))
         out.reverse()
         return out
 
@@ -324,6 +344,34 @@ class TreeIndex:
         `getPathToRootOrCompaction`): a compaction with a retained tail starts the path; one
         without makes its `firstKeptEntryId` the first element; an older compaction met before
         that id replaces the marker. `marker` continues a walk begun below `i`."""
+        if len(self.pos) != len(self.ids):  # an id used twice: match the marker entry by entry
+            return self._bounded_path_by_entry(i, marker)
+        out: list[int] = []
+        kind, compactions, pos = self.kind, self.compactions, self.pos
+        for lo, hi in self._ranges(i):
+            while True:  # compactions inside this range, nearest first
+                m = pos.get(marker, NONE) if marker is not None else NONE
+                c = kind.rfind(COMPACTION, lo, hi + 1)
+                if lo <= m <= hi and m >= c:  # the kept entry comes first: the path starts there
+                    out.extend(range(hi, m - 1, -1))
+                    out.reverse()
+                    return out
+                if c < 0:
+                    out.extend(range(hi, lo - 1, -1))
+                    break
+                out.extend(range(hi, c - 1, -1))
+                first_kept, has_tail = compactions[c]
+                if has_tail:
+                    out.reverse()
+                    return out
+                marker = first_kept
+                if c == lo:
+                    break
+                hi = c - 1
+        out.reverse()
+        return out
+
+    def _bounded_path_by_entry(self, i: int, marker: str | None) -> list[int]:
         out: list[int] = []
         ids, kind, parent, compactions = self.ids, self.kind, self.parent, self.compactions
         while i >= 0:
@@ -342,16 +390,23 @@ class TreeIndex:
     def state_entries(self, i: int) -> tuple[int, int, int]:
         """Nearest thinking-level change, model source and active-tools change (see `state_slot`)
         on the full root path of `i`; NONE where absent."""
-        found = [NONE, NONE, NONE]
-        missing = 3
-        kind, role, parent = self.kind, self.role, self.parent
-        while i >= 0 and missing:
-            slot = state_slot(kind[i], role[i])
-            if slot >= 0 and found[slot] == NONE:
-                found[slot] = i
-                missing -= 1
-            i = parent[i]
-        return found[0], found[1], found[2]
+        kind, role = self.kind, self.role
+        thinking = model = tools = NONE
+        for lo, hi in self._ranges(i):
+            if thinking == NONE:
+                thinking = kind.rfind(THINKING_LEVEL_CHANGE, lo, hi + 1)
+            if model == NONE:
+                model = kind.rfind(MODEL_CHANGE, lo, hi + 1)
+                k = hi + 1
+                while (k := role.rfind(ASSISTANT, max(lo, model + 1), k)) >= 0:
+                    if kind[k] == MESSAGE:  # an assistant message names the model that answered
+                        model = k
+                        break
+            if tools == NONE:
+                tools = kind.rfind(ACTIVE_TOOLS_CHANGE, lo, hi + 1)
+            if thinking != NONE and model != NONE and tools != NONE:
+                break
+        return thinking, model, tools
 
 
 # --- what entries do to the folded state ------------------------------------------------------

@@ -29,7 +29,7 @@ from ..archive import archived
 from ..display import call_label, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
 from ..model.errors import SessionError
-from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, Runs, subtree_size
+from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
 from ..sizes import ContextSizes, short_tokens
 from . import deliver
@@ -131,7 +131,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._marks = bytearray()
         # Kept between rebuilds and brought up to date in O(change), so a filter, fold, leaf move
         # or appended entry costs milliseconds at a million entries (see `outline`).
-        self._runs = Runs(session.tree)
+        self._runs = session.tree.runs()
         self._masks = Masks(session.tree)
         self._path = ActivePath(session.tree)
         self._labels: dict[str, str] = {}
@@ -153,8 +153,8 @@ class SessionTreeView(ScrollView, can_focus=True):
         current = self.current_position() if keep is None else keep
         tree = self.session.tree
         if self._runs.index is not tree:  # the session was reopened (e.g. after an upgrade)
-            self._runs, self._masks, self._path = Runs(tree), Masks(tree), ActivePath(tree)
-        self._runs.update()
+            self._masks, self._path = Masks(tree), ActivePath(tree)
+        self._runs = tree.runs()
         self._labels = self.session.labels()
         self._marks = self._path.update()
         self.archived = archived(self.session)
