@@ -83,6 +83,8 @@ _DEFAULT_TABLE = bytes(0 if code in _HIDDEN_BY_DEFAULT else 1 for code in range(
 _USER_TABLE = bytes(1 if code == USER else 0 for code in range(256))
 _NOT_TOOL_TABLE = bytes(0 if code == TOOL_RESULT else 1 for code in range(256))
 _NOT_TOOL_ONLY_TABLE = bytes(0 if flags & TOOL_ONLY else 1 for flags in range(256))
+# entries that change the layout beyond their own row: what `Outline.grow` leaves to a rebuild
+_RELAYOUT_TABLE = bytes(1 if code in (LABEL, LEAF, CUSTOM, SESSION_INFO) else 0 for code in range(256))
 
 
 def _and(a: bytes | bytearray, b: bytes | bytearray) -> bytes:
@@ -194,8 +196,13 @@ class Outline:
 
     __slots__ = (
         "_blocks",
+        "_cut",
         "_fork_rows",
+        "_leaf",
         "_piece_of",
+        "_relinks",
+        "_runs_count",
+        "_seen",
         "_sums",
         "folded",
         "index",
@@ -257,6 +264,11 @@ class Outline:
         self.rows = 0
         self.rows_pos = _Positions(self)
         self.row_of = _RowOf(self)
+        self._seen = len(self.vis)  # what `grow` needs to know about the log as built
+        self._runs_count = len(runs)
+        self._leaf = index.leaf
+        self._relinks = index.relinks
+        self._cut: set[int] = set()
         self._build()
 
     @classmethod
@@ -278,6 +290,7 @@ class Outline:
                 r = runs.of(f)
                 if f < cut.get(r, f + 1):
                     cut[r] = f
+        self._cut = set(cut)
 
         def shown(runs_below: list[int]) -> list[int]:
             """The runs that start the shown children below a run, oldest first: a run with
@@ -352,6 +365,45 @@ class Outline:
         self.rows = rows
         fork_rows.sort()
         self.prefixes = [text for d in range(deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
+
+    def grow(self, vis: bytearray, restrict: bytes | bytearray | None = None) -> bool:
+        """Take in entries appended since the build if all they do is lengthen the chain drawn
+        last (an agent writing its next turns at the leaf): their rows go at the end, in
+        O(new entries) whatever the size and shape of the tree. `vis` is the filter's mask
+        over the grown log. Returns False, changing nothing, when anything else may have
+        changed; the caller rebuilds then."""
+        index, runs = self.index, self.runs
+        old, n = self._seen, len(index)
+        if n == old:
+            return True
+        r, k = len(runs) - 1, len(self.p_lo) - 1
+        if len(runs) != self._runs_count or k < 0 or len(vis) != n:
+            return False  # a new run: a fork, a new root, or a chain written elsewhere
+        if index.relinks != self._relinks:
+            return False  # an entry written before its parent was adopted: a subtree moved
+        if self.p_lo[k] != runs.lo[r] or self.p_hi[k] != old or runs.hi[r] != n or r in self._cut:
+            return False  # the run that grew is not the last one drawn, or it is folded
+        if bytes(index.kind[old:n]).translate(_RELAYOUT_TABLE).count(1):
+            return False  # a label, leaf move, archive or name changes more than these rows
+        leaf, was = index.leaf, self._leaf
+        if leaf != was:
+            if not (runs.lo[r] <= was <= leaf):  # the leaf moved down this run, or not at all
+                return False
+            if 0 <= was < old and vis[was] != self.vis[was]:
+                return False  # the old leaf was shown only for being the leaf
+        part = vis[old:n]
+        if restrict is not None:
+            part = bytearray(_and(part, bytes(restrict[old:n]).ljust(n - old, b"\x01")))
+        self.vis += part
+        added = part.count(1)
+        self.p_hi[k] = n
+        self.p_count[k] += added
+        self.rows += added
+        self._sums.pop(k, None)
+        for key in [key for key in self._blocks if key[0] == k]:
+            del self._blocks[key]
+        self._seen, self._leaf = n, leaf
+        return True
 
     # --- queries ------------------------------------------------------------------------------
 

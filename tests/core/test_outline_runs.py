@@ -87,14 +87,20 @@ def _runs_equal(a: Runs, b: Runs) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(index=trees(), cut=st.integers(0, 60), leaves=st.lists(st.integers(-1, 59), max_size=6))
-def test_kept_structures_follow_appends_and_moves(index, cut, leaves):
+@given(
+    index=trees(),
+    cut=st.integers(0, 60),
+    leaves=st.lists(st.integers(-1, 59), max_size=6),
+    flt=st.sampled_from(list(Filter)),
+)
+def test_kept_structures_follow_appends_and_moves(index, cut, leaves, flt):
     """Runs, masks and the active path, built on a prefix of the log and brought up to date,
     equal fresh ones; so does the outline built from them."""
     full = len(index)
     cut = min(cut, full)
     partial = TreeIndex()
     runs, masks, path = Runs(partial), Masks(partial), ActivePath(partial)
+    grown: Outline | None = None
     for k in range(full):
         if k == cut:  # everything so far arrived in one batch; the rest one by one
             runs.update()
@@ -104,12 +110,14 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves):
         type_name = index.type_name(k)
         partial.add(index.ids[k], index.ids[p] if p >= 0 else None, type_name, None)
         partial.kind[k], partial.role[k], partial.flags[k] = index.kind[k], index.role[k], index.flags[k]
-        if k > cut:  # one by one, each followed by a build, which fills the runs' caches
+        if k > cut:  # one by one; the outline takes them in by `grow` when it can
             runs.update()
-            marks = active_marks(partial, partial.leaf)
-            vis = masks.mask(Filter.ALL, {})
-            ref = ReferenceOutline(partial, Filter.ALL, {}, (), marks)
-            _same(partial, Outline(partial, Filter.ALL, {}, (), marks, runs=runs, vis=vis), ref)
+            marks = path.update()
+            vis = masks.mask(flt, {})
+            ref = ReferenceOutline(partial, flt, {}, (), active_marks(partial, partial.leaf))
+            if grown is None or not grown.grow(vis):
+                grown = Outline(partial, flt, {}, (), marks, runs=runs, vis=vis)
+            _same(partial, grown, ref)
     # adoptions are decided by ids, so the copy may link a late parent like the original did
     runs.update()
     _runs_equal(runs, Runs(partial))
@@ -122,3 +130,21 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves):
     ref = ReferenceOutline(partial, Filter.DEFAULT, {}, (), marks)
     vis = masks.mask(Filter.DEFAULT, {})
     _same(partial, Outline(partial, Filter.DEFAULT, {}, (), marks, runs=runs, vis=vis), ref)
+
+
+def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it():
+    index = TreeIndex()
+    index.add("a", None, "message", "user")
+    index.add("b", "a", "message", "assistant")
+    masks, path = Masks(index), ActivePath(index)
+    outline = Outline(index, Filter.DEFAULT, {}, (), path.update(), runs=index.runs())
+    for k in range(2, 40):  # an agent at work: each turn the child of the one before
+        index.add(f"e{k}", index.ids[-1], "message", "user" if k % 2 else "assistant")
+        index.runs()
+        path.update()
+        assert outline.grow(masks.mask(Filter.DEFAULT, {}))
+        assert list(outline.rows_pos) == list(range(k + 1))
+    index.add("fork", "b", "message", "user")  # back to "b" and a new try: a new run
+    index.runs()
+    path.update()
+    assert not outline.grow(masks.mask(Filter.DEFAULT, {}))

@@ -418,6 +418,62 @@ async def test_live_follow(demo):
         assert any("appended by another process" in r for r in rows(app))
 
 
+async def test_follow_adds_turns_at_the_leaf_as_a_rebuild_would_and_rebuilds_for_a_fork(demo):
+    """An agent appending turns at the leaf: the rows are added at the end (`Outline.grow`);
+    a turn written from an earlier entry opens a fork and the tree is laid out again. Either
+    way the rows equal those of a fresh build."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        leaf = app.session.leaf_id
+        first = app.session.tree.ids[0]
+
+        def layout() -> list[tuple[str, str]]:
+            outline = tree.outline
+            ids = app.session.tree.ids
+            return [(outline.prefix(r), ids[outline.position(r)]) for r in range(len(outline))]
+
+        def record(eid: str, parent: str | None, text: str) -> bytes:
+            entry = {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-03-14T10:00:00.000Z",
+                "message": {"role": "user", "content": text, "timestamp": 1},
+            }
+            return json.dumps(entry).encode() + b"\n"
+
+        async def appended(lines: bytes, count: int) -> None:
+            with open(demo, "ab") as f:
+                f.write(lines)
+            for _ in range(50):
+                await pilot.pause(0.05)
+                if app.session.entry_count() == count:
+                    break
+            await pilot.pause()
+
+        start = app.session.entry_count()
+        # The demo's leaf has a label and a move recorded after it, so the first turn written
+        # there forks (a rebuild); the turns after it lengthen the new chain.
+        await appended(record("feed0001", leaf, "turn one"), start + 1)
+        grown = tree.outline
+        await appended(record("feed0002", "feed0001", "turn two"), start + 2)
+        await appended(record("feed0003", "feed0002", "turn three"), start + 3)
+        assert tree.outline is grown  # taken in place, not laid out again
+        shown = layout()
+        assert shown[-1] == ("", "feed0003") and cursor_id(app) == "feed0003"
+        assert any("turn three" in r for r in rows(app))
+        tree.rebuild()
+        assert layout() == shown
+        await appended(record("feed0004", first, "a retry from the start"), start + 4)
+        assert tree.outline is not grown
+        shown = layout()
+        assert "feed0004" in [eid for _, eid in shown]
+        tree.rebuild()
+        assert layout() == shown
+
+
 # --- hostile content --------------------------------------------------------------------------
 
 HOSTILE = {

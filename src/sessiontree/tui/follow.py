@@ -30,9 +30,10 @@ class FollowMixin(BrowserBase):
         self.notify("Live follow on" if self.follow else "Live follow paused (F resumes)", markup=False)
 
     def _poll(self) -> None:
-        """Pick up appended entries. The rows are rebuilt from structures kept up to date in
-        O(new entries) (see `outline`), a few milliseconds even at a million entries; should a
-        rebuild ever be slow, the next one waits twice its cost so keys still get through."""
+        """Pick up appended entries. Turns added at the leaf become rows at the end of the tree
+        in O(new entries); anything else rebuilds the rows from structures kept up to date
+        (see `outline`), milliseconds at a million entries on common shapes. Should that ever be
+        slow, the next poll waits twice its cost so keys still get through."""
         session = self.session
         if not self.follow or time.monotonic() < self._follow_wait:
             return
@@ -51,7 +52,7 @@ class FollowMixin(BrowserBase):
         if not added:
             return
         start = time.monotonic()
-        tree.rebuild(keep=session.tree.leaf if followed_leaf else None)
+        tree.appended(keep=session.tree.leaf if followed_leaf else None)
         self._new_entries = 0 if followed_leaf else self._new_entries + added
         self._update_header()
         cost = time.monotonic() - start

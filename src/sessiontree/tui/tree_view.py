@@ -173,6 +173,29 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
         self.refresh()
 
+    def appended(self, keep: int | None = None) -> None:
+        """Entries arrived from another writer (live follow). When they only lengthen the chain
+        drawn last, their rows are added at the end without laying out the tree again, so an
+        agent's next turn reaches the screen in O(new entries) on any session; otherwise this
+        is `rebuild`. The cursor moves to `keep` if given, else stays on its row."""
+        tree = self.session.tree
+        if self._runs.index is not tree:
+            self.rebuild(keep)
+            return
+        self._runs = tree.runs()
+        self._marks = self._path.update()
+        vis = self._masks.mask(self.filter, self._labels)
+        if not self.outline.grow(vis, self.restrict):
+            self.rebuild(keep)
+            return
+        self._version += 1
+        self._cache.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
+        if keep is not None:
+            row = self.outline.row_for(keep)
+            self.set_cursor(max(row, 0), scroll=True)
+        self.refresh()
+
     def set_matches(self, positions: set[int]) -> None:
         self.matches = positions
         self._version += 1
