@@ -20,7 +20,7 @@ folds, leaf moves and appended entries all rebuild in milliseconds at a million 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from enum import Enum
 from itertools import compress
 
@@ -453,6 +453,27 @@ class Outline:
         if k is None or i >= self.p_hi[k]:
             return -1
         return self.p_row[k] + self.vis.count(1, self.p_lo[k], i)
+
+    def rows_of(self, positions: Iterable[int]) -> list[int]:
+        """The rows showing these entries (those drawn), sorted: one count per run touched
+        instead of one per entry, so thousands of search matches cost milliseconds."""
+        vis, piece_of, of = self.vis, self._piece_of, self.runs.of
+        by_piece: dict[int, list[int]] = {}
+        for i in positions:
+            if 0 <= i < len(vis) and vis[i]:
+                k = piece_of.get(of(i))
+                if k is not None and i < self.p_hi[k]:
+                    by_piece.setdefault(k, []).append(i)
+        rows: list[int] = []
+        for k, members in by_piece.items():
+            members.sort()
+            row, at = self.p_row[k], self.p_lo[k]
+            for i in members:
+                row += vis.count(1, at, i)
+                rows.append(row)
+                at = i
+        rows.sort()
+        return rows
 
     def row_for(self, i: int) -> int:
         """The row showing entry `i`, or of its nearest shown ancestor (-1 if none)."""

@@ -55,6 +55,7 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
     assert [outline.prefix(r) for r in range(n)] == [ref.prefix(r) for r in range(n)]
     assert outline.side_roots == ref.side_roots
     assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
+    assert outline.rows_of(range(len(index))) == sorted(r for r in ref.row_of if r >= 0)
     assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]
     for step in (1, -1):
         assert [outline.next_fork_row(r, step) for r in range(n)] == [

@@ -9,7 +9,7 @@ parent a new entry gets, what a move writes, what the model sees) lives in `Sess
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..model.entries import Entry, validate_entry
@@ -18,6 +18,8 @@ from ..model.header import SessionHeader
 from ..model.ids import new_entry_id
 from .index import TreeIndex
 from .scan import encode_line
+
+CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a line
 
 
 class SessionStorage(ABC):
@@ -70,6 +72,24 @@ class SessionStorage(ABC):
         """The physical line of an entry in its file (header = line 1); None where the storage
         has no lines."""
         return None
+
+    def lines_containing(
+        self,
+        needle: bytes,
+        *,
+        cancelled: Callable[[], bool] = lambda: False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> bytearray | None:
+        """One byte per entry: CONTAINS where the entry's stored bytes contain `needle`
+        (lowercase ASCII) once their ASCII letters are lowercased, ESCAPED (or-ed in) where they
+        spell an ASCII character as a JSON `\\u00XX` escape, which such a search cannot see
+        through. None where the storage has no bytes to scan, or when `cancelled()` said stop;
+        callers decode every entry then."""
+        return None
+
+    def raw_line(self, i: int) -> bytes:
+        """Entry `i` as a line of JSON: the stored bytes where the storage keeps them."""
+        return encode_line(self._load(i).to_dict())
 
     @property
     def format_version(self) -> int:

@@ -5,6 +5,7 @@ one module each, so a change to one job touches one file."""
 from __future__ import annotations
 
 import contextlib
+from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,8 @@ class BrowserBase(Screen[None]):
         super().__init__()
         self.session = session
         self._matches: list[int] = []  # entry positions of the last search's hits
+        self._match_rows_key: tuple[int, int] | None = None
+        self._match_rows_cache: list[int] = []
         self._new_entries = 0  # appended by another process since the cursor was at the leaf
         self.follow = True
 
@@ -44,7 +47,8 @@ class BrowserBase(Screen[None]):
         if self._matches:
             rows = self._match_rows()
             cursor = self._tree().cursor_row
-            here = rows.index(cursor) + 1 if cursor in rows else "-"
+            k = bisect_left(rows, cursor)
+            here = k + 1 if k < len(rows) and rows[k] == cursor else "-"
             parts.append(f"match {here}/{len(rows)}")
         if self._new_entries:
             parts.append(f"+{self._new_entries:,} new")
@@ -65,8 +69,14 @@ class BrowserBase(Screen[None]):
             banner.display = False
 
     def _match_rows(self) -> list[int]:
-        row_of = self._tree().outline.row_of
-        return sorted(r for r in (row_of[p] for p in self._matches) if r >= 0)
+        """The rows of the search matches, sorted; kept until the rows or the matches change
+        (the header asks on every cursor move)."""
+        tree = self._tree()
+        key = (tree.version, id(self._matches))
+        if self._match_rows_key != key:
+            self._match_rows_cache = tree.outline.rows_of(self._matches)
+            self._match_rows_key = key
+        return self._match_rows_cache
 
     # --- writes -------------------------------------------------------------------------------
 

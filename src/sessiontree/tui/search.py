@@ -3,11 +3,14 @@ filters (the tree narrows to the matching rows plus the ancestors that place the
 `&pattern`; Esc restores the tree with the cursor where it was). Both take the query syntax of
 `sessiontree.query`: words ANDed, `"a phrase"`, `re:` for a regular expression.
 
-The scan runs in a thread worker, reports its progress under the search box and checks for
-cancellation on every entry, so a slow expression never freezes keys; Esc or a new search stops
-it."""
+The search runs in a thread worker: a byte scan of the file picks the entries worth decoding
+(`sessiontree.finding`), then those are matched, with progress under the search box and a check
+for cancellation on every entry, so a slow expression never freezes keys; Esc or a new search
+stops it."""
 
 from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
 
 from rich.text import Text
 from textual import on, work
@@ -15,8 +18,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
-from ..display import entry_summary
-from ..model.errors import SessionError
+from ..finding import find
 from ..outline import Outline
 from ..query import Query, QueryError, compile_query
 from . import deliver
@@ -101,36 +103,32 @@ class SearchMixin(BrowserBase):
         tree.rebuild(keep=keep)
         self.notify("Search filter cleared", markup=False, timeout=2)
 
-    def _haystack(self, position: int) -> str:
-        session = self.session
-        entry = session.entry_at(position)
-        return f"{entry_summary(entry)}\n{session.get_label(entry.id) or ''}\n{entry.id}"
-
     @work(thread=True, exclusive=True, group="search")
     def _run_search(self, query: Query, outline: Outline | None, visible: bytes | None) -> None:
         """Find: the rows of `outline` that match. Filter: every entry shown under the current
-        filter (`visible`), folded or not, whose text matches."""
+        filter (`visible`), folded or not, whose text matches. A byte scan of the file picks
+        the entries worth decoding (`finding.find`)."""
         worker = get_current_worker()
         positions = (
-            [outline.rows_pos[r] for r in range(len(outline))]
+            outline.iter_positions()
             if outline is not None
-            else [i for i, shown in enumerate(visible or b"") if shown]
+            else (i for i, shown in enumerate(visible or b"") if shown)
         )
-        found: list[int] = []
-        skipped = 0
-        total = len(positions)
-        for n, i in enumerate(positions, 1):
-            if worker.is_cancelled:
-                return
-            try:
-                if query.matches(self._haystack(i)):
-                    found.append(i)
-            except SessionError:
-                skipped += 1  # an entry that cannot be decoded is not a match (and not a crash)
-            if n % PROGRESS_EVERY == 0:
-                deliver(self.app, self._status, f"searching… {100 * n // total}% · {len(found):,} found")
-        if not worker.is_cancelled:
-            deliver(self.app, self._search_done, query, outline, found, skipped)
+        deliver(self.app, self._status, "searching…")
+
+        def progress(done: int, total: int, matches: int) -> None:
+            deliver(self.app, self._status, f"searching… {100 * done // total}% · {matches:,} found")
+
+        found = find(
+            self.session,
+            query,
+            positions,
+            cancelled=lambda: worker.is_cancelled,
+            progress=progress,
+            every=PROGRESS_EVERY,
+        )
+        if found is not None and not worker.is_cancelled:
+            deliver(self.app, self._search_done, query, outline, found.positions, found.skipped)
 
     def _search_done(self, query: Query, outline: Outline | None, found: list[int], skipped: int) -> None:
         try:
@@ -178,10 +176,10 @@ class SearchMixin(BrowserBase):
         tree = self._tree()
         here = tree.cursor_row
         if step > 0:
-            after = [r for r in rows if r > here or (include_current and r == here)]
-            row = after[0] if after else rows[0]
+            k = bisect_left(rows, here) if include_current else bisect_right(rows, here)
+            row = rows[k] if k < len(rows) else rows[0]
         else:
-            before = [r for r in rows if r < here]
-            row = before[-1] if before else rows[-1]
+            k = bisect_left(rows, here) - 1
+            row = rows[k] if k >= 0 else rows[-1]
         tree.set_cursor(row, center=True)
         self._update_header()

@@ -202,6 +202,11 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._cache.clear()
         self.refresh()
 
+    @property
+    def version(self) -> int:
+        """Changes whenever the rows (or what they show) change."""
+        return self._version
+
     def current_position(self) -> int | None:
         if not len(self.outline):
             return None

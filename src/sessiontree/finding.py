@@ -1,0 +1,154 @@
+"""Finding entries by text at a million entries: a byte scan picks candidate lines, and only
+those are decoded and matched.
+
+What a query is matched against is an entry's *haystack*: the text the tree shows for it
+(`display.entry_summary`), its label and its id. Decoding every entry to build that text costs
+tens of seconds per million entries; scanning the file's bytes for a word costs one or two. The
+scan must never lose a match, so it looks only for pieces of the query that any matching
+entry's line is sure to contain byte for byte once ASCII letters are lowercased:
+
+- runs of ASCII letters from literal words and phrases (never from `re:` terms). The letters i,
+  k and s end a run: with Python's case-insensitive matching they also match `İ`, `ı`, `ſ` and
+  the Kelvin sign `K`, which a line holds as other bytes. Digits end a run too (numbers may be
+  re-serialised for display);
+- never a piece of a word the display adds itself (`_ADDED_WORDS`: "thinking", "summary", …),
+  which may be in the haystack and nowhere in the line;
+- the longest piece is scanned for (at least three letters, or the scan would pick nearly every
+  line); the other pieces are checked in each candidate's raw line before it is decoded.
+
+Lines where JSON spells an ASCII character as an escape (`\\u0066`, `\\u000a`: the display may
+write it another way) are decoded whatever they say, and so are custom entries, labels and
+entries of unknown types (their display text re-serialises values) and every labelled entry
+(the label lives on another line). Without a usable piece, or on a storage without a file to
+scan (SQLite, PostgreSQL, memory), every entry is decoded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from .display import entry_summary
+from .model.errors import SessionError
+from .query import Query
+from .session import Session
+from .storage.base import CONTAINS, ESCAPED
+from .storage.index import CUSTOM, LABEL, UNKNOWN
+
+__all__ = ["Found", "find", "haystack", "scan_needle"]
+
+# Words `display.entry_summary` adds to what the line says; a needle inside one of them could
+# match there and nowhere in the line.
+_ADDED_WORDS = (
+    "thinking",
+    "error",
+    "exit",
+    "tool",
+    "tools",
+    "image",
+    "compaction",
+    "tokens",
+    "before",
+    "branch",
+    "summary",
+    "empty",
+    "session",
+    "name",
+    "cleared",
+    "moved",
+    "the",
+    "start",
+    "model",
+)
+# Entries whose display text re-serialises values (JSON, repr) rather than quoting them: they
+# are decoded whatever their bytes say.
+_ALWAYS_DECODED = bytes(1 if code in (CUSTOM, LABEL, UNKNOWN) else 0 for code in range(256))
+_RUN = re.compile(r"[a-hjl-rt-z]+")  # ASCII letters but i, k, s (compared lowercased)
+MIN_NEEDLE = 3
+
+Progress = Callable[[int, int, int], None]  # (entries done, entries to do, matches so far)
+
+
+class Found:
+    """Matches in the order they were asked for, and how many entries could not be read."""
+
+    __slots__ = ("candidates", "positions", "scanned", "skipped")
+
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+        self.skipped = 0
+        self.candidates = 0  # entries decoded and matched
+        self.scanned = False  # a byte scan chose them
+
+
+def haystack(session: Session, position: int) -> str:
+    """The text a query is matched against: what the tree shows, the label, the id."""
+    entry = session.entry_at(position)
+    return f"{entry_summary(entry)}\n{session.get_label(entry.id) or ''}\n{entry.id}"
+
+
+def required_pieces(query: Query) -> list[bytes]:
+    """Every piece of the query that a matching message's line contains once lowercased (see
+    the module docstring), longest first."""
+    pieces = {
+        run
+        for term in query.terms
+        if term.kind != "regex"
+        for run in _RUN.findall(term.text.lower())
+        if not any(run in word for word in _ADDED_WORDS)
+    }
+    return sorted((p.encode() for p in pieces), key=len, reverse=True)
+
+
+def scan_needle(query: Query) -> bytes | None:
+    """The piece of the query a byte scan looks for, or None if none is worth scanning for."""
+    pieces = required_pieces(query)
+    return pieces[0] if pieces and len(pieces[0]) >= MIN_NEEDLE else None
+
+
+def find(
+    session: Session,
+    query: Query,
+    positions: Iterable[int],
+    *,
+    cancelled: Callable[[], bool] = lambda: False,
+    progress: Progress | None = None,
+    every: int = 2000,
+) -> Found | None:
+    """The entries among `positions` (kept in that order) whose haystack matches `query`.
+    `progress` is called every `every` entries decoded; returns None if `cancelled()`."""
+    found = Found()
+    wanted = list(positions)
+    needle = scan_needle(query)
+    lines = None
+    if needle is not None:
+        lines = session.storage.lines_containing(needle, cancelled=cancelled)
+        if lines is None and cancelled():
+            return None
+    if lines is not None:
+        found.scanned = True
+        tree = session.tree
+        kind = tree.kind
+        labelled = {tree.pos[eid] for eid in session.labels() if eid in tree.pos}
+        pieces = required_pieces(query)[1:]
+        raw_line = session.storage.raw_line
+        kept = []
+        for i in wanted:
+            if _ALWAYS_DECODED[kind[i]] or i in labelled or lines[i] & ESCAPED:
+                kept.append(i)  # decoded whatever the bytes say
+            elif lines[i] & CONTAINS and all(p in raw_line(i).lower() for p in pieces):
+                kept.append(i)  # the other pieces are in the line too: a check far cheaper than decoding
+        wanted = kept
+    total = len(wanted)
+    for n, i in enumerate(wanted, 1):
+        if cancelled():
+            return None
+        try:
+            if query.matches(haystack(session, i)):
+                found.positions.append(i)
+        except SessionError:
+            found.skipped += 1  # an entry that cannot be decoded is not a match (and not a crash)
+        if progress is not None and n % every == 0:
+            progress(n, total, len(found.positions))
+    found.candidates = total
+    return found

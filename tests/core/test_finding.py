@@ -1,0 +1,192 @@
+"""The byte scan behind search never loses a match: on real Pi sessions and on sessions full of
+what could trip it (escapes, case that Unicode folds, words the display adds, labels, custom
+data, tool calls), `finding.find` returns exactly the entries a decode of every entry finds."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import shutil
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import PI_FIXTURES, A, U
+from sessiontree import Session, SqliteStorage, open_session
+from sessiontree.finding import find, haystack, required_pieces, scan_needle
+from sessiontree.opening import create_session, upgrade_session
+from sessiontree.query import compile_query
+from sessiontree.storage.base import CONTAINS, ESCAPED
+
+
+def decode_all(session, query) -> list[int]:
+    return [i for i in range(len(session.tree)) if query.matches(haystack(session, i))]
+
+
+def test_real_sessions_queried_with_their_own_words(tmp_path):
+    rng = random.Random(11)
+    for name in ("large-session.jsonl", "before-compaction.jsonl"):
+        path = tmp_path / name
+        shutil.copyfile(PI_FIXTURES / name, path)
+        upgrade_session(path)  # Pi's older format is held in memory: nothing to scan there
+        with open_session(path, read_only=True) as session:
+            words = sorted(set(re.findall(r"[A-Za-z][A-Za-z_]{2,}", path.read_text())))
+            queries = [rng.choice(words) for _ in range(25)]
+            queries += [w.upper() for w in queries[:5]] + [
+                f'"{a} {b}"' for a, b in itertools.pairwise(queries[:8])
+            ]
+            queries += ["re:fla[a-z]+", "branch summary", "(thinking)", "exit", "zqxjvw nothing"]
+            scanned = 0
+            for text in queries:
+                query = compile_query(text)
+                found = find(session, query, range(len(session.tree)))
+                assert found is not None
+                assert found.positions == decode_all(session, query), text
+                scanned += found.scanned
+            assert scanned > 20  # the scan did the work, not the fallback
+
+
+TOKENS = [
+    "flaky",
+    "FLAKY",
+    "fl\\u0061ky",  # a JSON escape of a letter, written as such in the line
+    "\u212aelvin",  # KELVIN SIGN: matches "kelvin" ignoring case
+    "kelvin",
+    "\u017foft",  # LONG S: matches "soft"
+    "soft",
+    "\u0130nline",  # DOTTED CAPITAL I: matches "inline"
+    'say "quoted"',
+    "back\\\\slash",
+    "two\\nlines",
+    "tab\\there",
+    "café",
+    "exit",
+    "summary",
+    "markdown",
+    "theme",
+]
+
+
+def _line(eid: str, parent: str | None, body: str) -> bytes:
+    """A message line written by hand, so escapes stay as they are in the text."""
+    parent_json = "null" if parent is None else f'"{parent}"'
+    return (
+        f'{{"type":"message","id":"{eid}","parentId":{parent_json},'
+        f'"timestamp":"2026-12-03T10:00:00.000Z","message":{{"role":"user","content":"{body}","timestamp":1}}}}\n'
+    ).encode()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=4), min_size=3, max_size=12),
+    queries=st.lists(
+        st.lists(
+            st.sampled_from(
+                [
+                    "flaky",
+                    "kelvin",
+                    "soft",
+                    "inline",
+                    "quoted",
+                    "slash",
+                    "lines",
+                    "here",
+                    "café",
+                    "exit",
+                    "summary",
+                    "markdown theme",
+                    '"two',
+                    "branch summary",
+                    "nlines",
+                    "there",
+                ]
+            ),
+            min_size=1,
+            max_size=2,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_tricky_sessions_find_what_decoding_finds(tmp_path_factory, texts, queries):
+    path = tmp_path_factory.mktemp("find") / "s.jsonl"
+    session = create_session("/p", path=path)
+    first = session.append_message(U("start"))
+    summary_at = session.append_message(A("an answer about markdown"))
+    session.append_custom_entry("note", {"text": "flaky kelvin", "n": 1e5})
+    session.append_label(first, "soft flaky label")
+    session.append_message(
+        {
+            **A(""),
+            "content": [
+                {"type": "thinking", "thinking": "theme soft"},
+                {
+                    "type": "toolCall",
+                    "id": "c1",
+                    "name": "bash",
+                    "arguments": {"command": "echo 'two\nlines'"},
+                },
+            ],
+        }
+    )
+    session.move_to(first, summary="branch summary of markdown work")
+    leaf = session.leaf_id
+    session.close()
+    with open(path, "ab") as f:
+        parent = leaf
+        for k, words in enumerate(texts):
+            eid = f"t{k:06d}"
+            f.write(_line(eid, parent, " ".join(words)))
+            parent = eid
+    assert summary_at
+    with open_session(path, read_only=True) as session:
+        for words in queries:
+            query = compile_query(" ".join(words))
+            found = find(session, query, range(len(session.tree)))
+            assert found is not None
+            assert found.positions == decode_all(session, query), words
+
+
+def test_pieces_skip_letters_unicode_folds_into_and_words_the_display_adds():
+    assert required_pieces(compile_query("MarkdownTheme")) == [b"downtheme"]  # "mar": in "summary"
+    assert scan_needle(compile_query("flaky")) == b"fla"
+    assert scan_needle(compile_query("branch summary")) is None  # both are display words
+    assert scan_needle(compile_query("re:markdown")) is None
+    assert scan_needle(compile_query("ask")) is None  # "a": too short to scan for
+
+
+def test_a_storage_without_bytes_decodes_every_entry(tmp_path):
+    session = Session(SqliteStorage.create(tmp_path / "s.sqlite", cwd="/p"))
+    session.append_message(U("flaky test"))
+    session.append_message(A("not this one"))
+    query = compile_query("flaky")
+    found = find(session, query, range(len(session.tree)))
+    assert found is not None and not found.scanned
+    assert found.positions == [0] == decode_all(session, query)
+    session.close()
+
+
+def test_a_cancelled_search_returns_nothing(tmp_path):
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    upgrade_session(path)
+    with open_session(path, read_only=True) as session:
+        assert find(session, compile_query("theme"), range(len(session.tree)), cancelled=lambda: True) is None
+
+
+def test_lines_with_ascii_escapes_are_marked_and_remembered(tmp_path):
+    path = tmp_path / "s.jsonl"
+    session = create_session("/p", path=path)
+    session.append_message(U("plain flaky"))
+    leaf = session.leaf_id
+    session.close()
+    with open(path, "ab") as f:
+        f.write(_line("e1", leaf, "fl\\u0061ky"))
+        f.write(_line("e2", "e1", "nothing here"))
+    with open_session(path, read_only=True) as session:
+        storage = session.storage
+        marks = storage.lines_containing(b"flaky")
+        assert marks is not None and list(marks) == [CONTAINS, ESCAPED, 0]
+        assert storage._letter_escapes == ({1}, 3)  # a second scan skips the escape pass
+        assert list(storage.lines_containing(b"nothing") or b"") == [0, ESCAPED, CONTAINS]
