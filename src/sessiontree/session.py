@@ -9,6 +9,7 @@ for every backend. Keep the three sets apart: `get_entries()` is the append log 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -310,6 +311,21 @@ class Session:
                 ids[target] if target >= 0 else None,
             )
             for i, target in tree.leaf_targets.items()
+        ]
+
+    def move_count(self) -> int:
+        """How many leaf moves are recorded (those `leaf_moves` lists)."""
+        return len(self.tree.leaf_targets)
+
+    def recent_leaf_moves(self, skip: int = 0, count: int | None = None) -> list[LeafMove]:
+        """Leaf moves newest first, leaving out the `skip` newest: a page of the navigation
+        history in O(skip + count), however long the history is."""
+        tree = self.tree
+        ids, parent = tree.ids, tree.parent
+        stop = None if count is None else skip + count
+        return [
+            LeafMove(ids[i], ids[parent[i]] if parent[i] >= 0 else None, ids[t] if t >= 0 else None)
+            for i, t in itertools.islice(reversed(tree.leaf_targets.items()), skip, stop)
         ]
 
     def position(self, entry_id: str) -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of, rows, settle
 from helpers import A, U
-from sessiontree import JsonlStorage, Session, open_session
+from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
@@ -297,6 +297,45 @@ async def test_back_and_history(demo):
         await pilot.press("enter")  # newest move first
         await settle(app, pilot)
         assert cursor_id(app) == "3a7c55c4"
+
+
+async def test_a_long_navigation_history_opens_a_page_at_a_time_and_b_still_goes_back(tmp_path):
+    """30,000 recorded moves: `H` lists the newest page and loads older ones on demand; `b`
+    finds the previous leaf from the index's record of moves."""
+    path = tmp_path / "moves.jsonl"
+    session = create_session("/p", path=path)
+    a = session.append_message(U("first question"))
+    b = session.append_message(A("an answer"))
+    session.close()
+    moves = 30_000
+    with open(path, "ab") as f:
+        parent = b
+        for k in range(moves):
+            eid = f"m{k:07d}"
+            target = a if k % 2 == 0 else b
+            line = {"type": "leaf", "id": eid, "parentId": parent, "timestamp": "2026-12-03T10:00:00.000Z"}
+            f.write(json.dumps({**line, "targetId": target}).encode() + b"\n")
+            parent = target
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("H")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        assert screen.total == moves and len(screen.items) == HistoryScreen.PAGE
+        assert screen.items[0].leaf_entry_id == f"m{moves - 1:07d}"  # newest first
+        await pilot.press("end", "enter")  # "… older moves"
+        await pilot.pause()
+        assert len(screen.items) == 2 * HistoryScreen.PAGE
+        assert screen.items[-1].leaf_entry_id == f"m{moves - 2 * HistoryScreen.PAGE:07d}"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.session.leaf_id == b  # the last move went to the answer
+        await pilot.press("b")
+        assert app.session.leaf_id == a  # and came from the question
+        await pilot.press("b")
+        assert app.session.leaf_id == b
 
 
 async def test_preview_modes_and_expand(demo):

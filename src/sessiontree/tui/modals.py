@@ -225,37 +225,59 @@ class HistoryItem:
 
 
 class HistoryScreen(ModalScreen[str | None]):
-    """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target."""
+    """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target.
+    Moves are decoded a page at a time (`page(skip, count)`): the newest page at once, older
+    ones when the last row, "older moves…", is chosen."""
 
     BINDINGS = [Binding("escape", "cancel", "Close")]
+    PAGE = 200
 
-    def __init__(self, items: list[HistoryItem]) -> None:
+    def __init__(self, page: Callable[[int, int], list[HistoryItem]], total: int) -> None:
         super().__init__()
-        self.items = items
+        self.page = page
+        self.total = total
+        self.items: list[HistoryItem] = page(0, self.PAGE)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog"):
-            yield Label(plain(f"Navigation history ({len(self.items)} moves)"), classes="dialog-title")
-            if not self.items:
+            yield Label(plain(f"Navigation history ({self.total:,} moves)"), classes="dialog-title")
+            if not self.total:
                 yield Static("No leaf moves are recorded in this session yet.", classes="dialog-help")
-            options = [
-                Option(
-                    plain(
-                        f"{item.timestamp[:19].replace('T', ' ')}  {item.from_id or 'start'} → "
-                        f"{item.to_id or 'start'}  {one_line(item.to_text, 60)}"
-                    ),
-                    id=str(k),
-                )
-                for k, item in reversed(list(enumerate(self.items)))
-            ]
-            yield OptionList(*options, id="history-list", markup=False)
+            yield OptionList(*self._options(self.items, 0), id="history-list", markup=False)
             yield Static(
                 "Enter: show that entry · Esc closes · b (in the browser): move back", classes="dialog-keys"
             )
 
+    def _options(self, items: list[HistoryItem], first: int) -> list[Option]:
+        options = [
+            Option(
+                plain(
+                    f"{item.timestamp[:19].replace('T', ' ')}  {item.from_id or 'start'} → "
+                    f"{item.to_id or 'start'}  {one_line(item.to_text, 60)}"
+                ),
+                id=str(first + k),
+            )
+            for k, item in enumerate(items)
+        ]
+        left = self.total - first - len(items)
+        if left > 0:
+            options.append(
+                Option(plain(f"… {left:,} older moves (Enter shows {min(left, self.PAGE)} more)"), id="more")
+            )
+        return options
+
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.items[int(event.option.id or 0)].to_id)
+        if event.option.id != "more":
+            self.dismiss(self.items[int(event.option.id or 0)].to_id)
+            return
+        listing = self.query_one("#history-list", OptionList)
+        first = len(self.items)
+        older = self.page(first, self.PAGE)
+        self.items.extend(older)
+        listing.remove_option("more")
+        listing.add_options(self._options(older, first))
+        listing.highlighted = first
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -91,16 +91,17 @@ class MovesMixin(BrowserBase):
         )
 
     def action_leaf_back(self) -> None:
-        """Move the leaf to where it was before the most recent move; again for the one before."""
+        """Move the leaf to where it was before the most recent move; again for the one before.
+        The move is found from the index's record of moves, without decoding any entry."""
         if not self._writable():
             return
         session = self.session
-        moves = session.leaf_moves()
-        cursor = len(moves) - 1 if self._back_cursor is None else self._back_cursor
+        total = session.move_count()
+        cursor = total - 1 if self._back_cursor is None else self._back_cursor
         if cursor < 0:
             self.notify("No earlier leaf is recorded in this session.", markup=False)
             return
-        previous = moves[cursor].from_id
+        previous = session.recent_leaf_moves(total - 1 - cursor, 1)[0].from_id
         if not self._guard(lambda: session.move_to(previous)):
             return
         self._back_cursor = cursor - 1
@@ -109,23 +110,27 @@ class MovesMixin(BrowserBase):
 
     def action_history(self) -> None:
         session = self.session
-        items = []
-        for move in session.leaf_moves():
-            text, timestamp = "", ""
-            try:  # an entry that fails to decode is listed without its text, not a crash
-                if move.to_id is not None:
-                    entry = session.get_entry(move.to_id)
-                    text = entry_summary(entry) if entry else ""
-                timestamp = session.require_entry(move.entry_id).timestamp
-            except SessionError as exc:
-                text = f"(unreadable: {exc.detail})"
-            items.append(HistoryItem(move.entry_id, timestamp, move.from_id, move.to_id, text))
+
+        def page(skip: int, count: int) -> list[HistoryItem]:
+            """A page of moves, newest first, decoded now: a long history opens at once."""
+            items = []
+            for move in session.recent_leaf_moves(skip, count):
+                text, timestamp = "", ""
+                try:  # an entry that fails to decode is listed without its text, not a crash
+                    if move.to_id is not None:
+                        entry = session.get_entry(move.to_id)
+                        text = entry_summary(entry) if entry else ""
+                    timestamp = session.require_entry(move.entry_id).timestamp
+                except SessionError as exc:
+                    text = f"(unreadable: {exc.detail})"
+                items.append(HistoryItem(move.entry_id, timestamp, move.from_id, move.to_id, text))
+            return items
 
         def chosen(entry_id: str | None) -> None:
             if entry_id and session.tree.pos.get(entry_id) is not None:
                 self._tree().go_to_position(session.tree.pos[entry_id])
 
-        self.app.push_screen(HistoryScreen(items), chosen)
+        self.app.push_screen(HistoryScreen(page, session.move_count()), chosen)
 
     def action_label(self) -> None:
         target = self._tree().current_target()
