@@ -7,6 +7,7 @@ from pathlib import Path
 from sessiontree.outline import Filter
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.launch import open_for_browsing
+from sessiontree.tui.loading import LoadingScreen
 from sessiontree.tui.preview import PreviewView
 from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
@@ -22,6 +23,10 @@ def cursor_id(app) -> str:
 
 
 async def settle(app, pilot) -> None:
+    for _ in range(500):  # a session opened behind the loading screen: wait for the browser
+        if not isinstance(app.screen, LoadingScreen):
+            break
+        await pilot.pause(0.01)
     await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
     await app.workers.wait_for_complete()
     await pilot.pause()

@@ -8,14 +8,17 @@ labels, names) happen on the UI thread, where they take about a millisecond.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from textual import events, on
+from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.worker import get_current_worker
 
 from ..display import inert
 from ..model.errors import SessionError
@@ -25,8 +28,22 @@ from ..session import Session
 from .browser import BrowserScreen
 from .help import HelpScreen
 from .keymap import load_keymap
+from .loading import LoadingScreen
 from .picker import PickerScreen
 from .tree_view import SessionTreeView
+
+
+class _Abandoned(Exception):
+    """Raised from the progress callback to stop an open the user quit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A session to open once the app has painted: `open(progress)` returns the session and a
+    note to show (why it is read-only, say); `label` names it on the loading screen."""
+
+    label: str
+    open: Callable[[Callable[[int, int], None]], tuple[Session, str | None]]
 
 
 class SessionTreeApp(App[None]):
@@ -51,9 +68,13 @@ class SessionTreeApp(App[None]):
         note: str | None = None,
         opener: Callable[[Path], Session] | None = None,
         keymap_path: Path | None = None,
+        opening: Opening | None = None,
     ) -> None:
+        """`opening`: a session to open after the first paint, behind a progress bar (what
+        `sessiontree FILE` does, so a large file never leaves the terminal blank)."""
         super().__init__()
         self._first_session = session
+        self._opening = opening
         self.summarizer = summarizer
         self.follow = follow
         self.picker_dir = picker_dir
@@ -83,6 +104,10 @@ class SessionTreeApp(App[None]):
         for problem in problems:
             self.notify(problem, title="Key bindings", severity="warning", markup=False, timeout=8)
         session, self._first_session = self._first_session, None
+        if self._opening is not None:
+            self.push_screen(LoadingScreen(self._opening.label))
+            self._open_in_background(self._opening)
+            return
         if session is None:
             self.push_screen(PickerScreen(self.picker_dir or Path.cwd()), self._picked)
             return
@@ -90,7 +115,47 @@ class SessionTreeApp(App[None]):
         if self.note:
             self.notify(self.note, title="sessiontree", markup=False, timeout=8)
 
+    @work(thread=True, exclusive=True, group="open")
+    def _open_in_background(self, opening: Opening) -> None:
+        """Open the session off the UI thread, moving the progress bar at most 20 times a
+        second; quitting meanwhile stops the indexing at its next progress report."""
+        worker = get_current_worker()
+        screen = self.screen
+        shown = 0.0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal shown
+            if worker.is_cancelled:
+                raise _Abandoned
+            now = time.monotonic()
+            if now - shown >= 0.05 and isinstance(screen, LoadingScreen):
+                shown = now
+                self.call_from_thread(screen.advance, done, total)
+
+        try:
+            session, note = opening.open(progress)
+        except _Abandoned:
+            return
+        except SessionError as exc:
+            if not worker.is_cancelled and isinstance(screen, LoadingScreen):
+                self.call_from_thread(screen.failed, str(exc))
+            return
+        if worker.is_cancelled:
+            session.close()
+            return
+        self.call_from_thread(self._opened, session, note)
+
+    def _opened(self, session: Session, note: str | None) -> None:
+        if self._exit:  # quit while the last bytes were read
+            session.close()
+            return
+        self.switch_screen(BrowserScreen(session, summarizer=self.summarizer, follow=self.follow))
+        note = note or self.note
+        if note:
+            self.notify(note, title="sessiontree", markup=False, timeout=8)
+
     def _show(self, session: Session) -> None:
+        """The browser over `session`, in place of the current browser if there is one."""
         screen = BrowserScreen(session, summarizer=self.summarizer, follow=self.follow)
         if self.browser is None:
             self.push_screen(screen)

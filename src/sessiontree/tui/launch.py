@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..opening import DEFAULT_SESSIONS_DIR, open_or_read_only, open_session
 from ..session import Session
+from ..storage.jsonl.indexer import Progress
 
 
 def demo_copy() -> Path:
@@ -22,13 +23,15 @@ def demo_copy() -> Path:
     return target
 
 
-def open_for_browsing(path: str | Path, *, read_only: bool) -> tuple[Session, str | None]:
+def open_for_browsing(
+    path: str | Path, *, read_only: bool, progress: Progress | None = None
+) -> tuple[Session, str | None]:
     """Open writable when possible; a session locked by another writer opens read-only, with a
     note saying why. The UTF-8 check of message text is left for after the first paint
     (`SessionTreeApp` runs it in a worker; writes wait for it anyway)."""
     if read_only:
-        return open_session(path, read_only=True, verify="later"), None
-    session = open_or_read_only(path, verify="later")
+        return open_session(path, read_only=True, verify="later", progress=progress), None
+    session = open_or_read_only(path, verify="later", progress=progress)
     return session, session.read_only_reason
 
 
@@ -40,7 +43,7 @@ def build_app(
     follow: bool = True,
     pick: bool = False,
 ):
-    from .app import SessionTreeApp
+    from .app import Opening, SessionTreeApp
 
     def opener(chosen: Path) -> Session:
         return open_for_browsing(chosen, read_only=read_only)[0]
@@ -54,9 +57,15 @@ def build_app(
         copy = demo_copy()
         demo_dir, path = copy.parent, str(copy)
         note = "This is a private copy of the bundled demo session: moves are safe to try."
-    session, locked_note = open_for_browsing(path, read_only=read_only)
+    target = path
+
+    def open_it(progress: Progress) -> tuple[Session, str | None]:
+        return open_for_browsing(target, read_only=read_only, progress=progress)
+
+    # The app paints first and opens the session behind a progress bar (tui/loading.py).
+    opening = Opening(Path(path).name, open_it)
     app = SessionTreeApp(
-        session, summarizer=summarizer, follow=follow, note=locked_note or note, opener=opener
+        None, summarizer=summarizer, follow=follow, note=note, opener=opener, opening=opening
     )
     app.demo_dir = demo_dir
     return app

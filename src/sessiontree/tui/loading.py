@@ -1,0 +1,52 @@
+"""What the app shows while a session is being opened: a large file takes seconds to index, and a
+blank terminal for that long reads as a hang. The screen paints at once, says what is being
+opened, how far the indexing is (bytes and an estimate) and how to leave; a failed open is
+said here in one line instead of a traceback."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, ProgressBar, Static
+
+
+class LoadingScreen(Screen[None]):
+    """Opening `label`: a progress bar the opener's worker moves with `advance`."""
+
+    BINDINGS = [Binding("escape", "app.quit", "Quit", show=False)]
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+        self._started = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="loading"):
+            yield Static(Text(f"Opening {self.label}"), id="loading-title")
+            yield ProgressBar(total=None, show_eta=False, id="loading-bar")
+            yield Static("reading…", id="loading-status")
+        yield Footer(compact=True)
+
+    def advance(self, done: int, total: int) -> None:
+        """`done` of `total` bytes indexed."""
+        self.query_one(ProgressBar).update(total=max(total, 1), progress=done)
+        elapsed = time.monotonic() - self._started
+        text = f"{done / 1e6:,.0f} of {total / 1e6:,.0f} MB indexed"
+        if done and elapsed > 0.5 and done < total:
+            left = elapsed * (total - done) / done
+            text += f" · about {left:.0f} s left"
+        self.query_one("#loading-status", Static).update(Text(text))
+
+    def failed(self, message: str) -> None:
+        """The open failed: say why; q or Esc leaves."""
+        self.query_one(ProgressBar).display = False
+        self.query_one("#loading-title", Static).update(Text(f"Cannot open {self.label}"))
+        status = self.query_one("#loading-status", Static)
+        status.update(Text(f"{message}\n\nq or Esc quits."))
+        status.add_class("-error")

@@ -1,0 +1,88 @@
+"""`sessiontree FILE` paints at once: the loading screen shows while the session is indexed,
+then the browser replaces it; a failed open is a message, and quitting during the open stops
+it cleanly."""
+
+from __future__ import annotations
+
+import itertools
+
+import orjson
+
+from harness.pilot import settle
+from sessiontree.tui.browser import BrowserScreen
+from sessiontree.tui.launch import build_app
+from sessiontree.tui.loading import LoadingScreen
+
+SIZE = (100, 30)
+
+
+def write_big(path, n: int = 60_000) -> None:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "big",
+        "timestamp": "2026-12-03T10:00:00.000Z",
+        "cwd": "/p",
+    }
+    lines = [orjson.dumps(header)]
+    parent = None
+    for k in range(n):
+        eid = f"e{k:07d}"
+        message = {"role": "user", "content": f"turn {k} " + "x" * 600, "timestamp": k}
+        entry = {"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-12-03T10:00:00.000Z"}
+        lines.append(orjson.dumps({**entry, "message": message}))
+        parent = eid
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+async def test_the_loading_screen_paints_first_then_the_browser_takes_over(tmp_path):
+    big = tmp_path / "big.jsonl"
+    write_big(big)
+    seen: list[tuple[int, int]] = []
+    advance = LoadingScreen.advance
+
+    def record(self, done: int, total: int) -> None:
+        seen.append((done, total))
+        advance(self, done, total)
+
+    LoadingScreen.advance = record  # type: ignore[method-assign]
+    try:
+        app = build_app(str(big))
+        async with app.run_test(size=SIZE) as pilot:
+            assert isinstance(app.screen, LoadingScreen)  # painted before the file was read
+            await settle(app, pilot)
+            assert isinstance(app.screen, BrowserScreen)
+            assert app.session is not None and app.session.entry_count() == 60_000
+    finally:
+        LoadingScreen.advance = advance  # type: ignore[method-assign]
+    assert seen and seen[-1][1] == big.stat().st_size  # bytes of the whole file
+    assert all(a <= b for (a, _), (b, _) in itertools.pairwise(seen))
+
+
+async def test_a_file_that_is_not_a_session_says_so_and_q_quits(tmp_path):
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("these are my notes, not a session\n")
+    app = build_app(str(bad))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, LoadingScreen)
+        shown = str(screen.query_one("#loading-status").render())
+        assert "q or Esc quits" in shown
+        assert "Cannot open notes.jsonl" in str(screen.query_one("#loading-title").render())
+        await pilot.press("q")
+        await pilot.pause()
+    assert not app.is_running
+
+
+async def test_quitting_while_the_session_opens_stops_cleanly(tmp_path):
+    big = tmp_path / "big.jsonl"
+    write_big(big)
+    app = build_app(str(big))
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, LoadingScreen)
+        await pilot.press("q")
+        await pilot.pause()
+    assert not app.is_running
+    assert app.browser is None  # the session was never shown (and what was opened is closed)
