@@ -197,10 +197,11 @@ class Session:
         """Pick up entries another process appended; returns how many arrived."""
         return self.storage.refresh()
 
-    def finish_verification(self) -> None:
+    def finish_verification(self, *, elsewhere: bool = False) -> None:
         """Run checks the storage deferred at open (see `open_session(verify="later")`);
-        afterwards `diagnostics` and `read_only` are final."""
-        self.storage.finish_verification()
+        afterwards `diagnostics` and `read_only` are final. `elsewhere`: in a helper process
+        where the storage can, so a browser's keys keep the interpreter lock."""
+        self.storage.finish_verification(elsewhere=elsewhere)
 
     def close(self) -> None:
         self.storage.close()

@@ -16,6 +16,7 @@ import pytest
 
 from helpers import U
 from sessiontree import JsonlStorage, Session, SessionError, open_session
+from sessiontree.storage.jsonl.verify import check_utf8_elsewhere
 
 HEADER = {
     "type": "session",
@@ -344,6 +345,29 @@ def test_invalid_utf8_inside_message_content_is_damage(tmp_path, monkeypatch, ma
         assert err.value.code == "read_only"
         assert [d.code for d in s.diagnostics] == ["invalid_utf8"]
     assert path.read_bytes().count(b"\n") == 4
+
+
+@pytest.mark.parametrize("child", ["runs", "cannot start"])
+def test_the_deferred_check_in_a_helper_process_finds_what_the_check_here_finds(tmp_path, monkeypatch, child):
+    """A browser runs the UTF-8 check in a child process (the keys keep the interpreter lock);
+    it reports the same damage, and if the child cannot run, the check runs here instead."""
+    if child == "cannot start":
+        monkeypatch.setattr("sessiontree.storage.jsonl.verify.sys.executable", str(tmp_path / "no-python"))
+    bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
+    also = line(msg("d", "c"))[:-1].replace(b'"x"', b'"\xff\xfe"') + b"\n"
+    fine = line(msg("e", "d"))[:-1].replace(b'"x"', b'"' + "café".encode() + b'"') + b"\n"
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), bad, line(msg("c", "a")), also, fine)
+    with open_session(path, verify="later") as s:
+        storage = s.storage
+        lines = storage._lines
+        answer = check_utf8_elsewhere(storage._fd, lines.offsets, lines.lengths, 0, len(lines))
+        assert answer == ([1, 3] if child == "runs" else None)  # None: the caller checks here
+        s.finish_verification(elsewhere=True)
+        found = [(d.code, d.line, d.entry_id) for d in s.diagnostics]
+        assert s.read_only
+    with open_session(path) as s:  # checked here, at open
+        assert [(d.code, d.line, d.entry_id) for d in s.diagnostics] == found
+    assert found == [("invalid_utf8", 3, "b"), ("invalid_utf8", 5, "d")]
 
 
 def test_out_of_range_float_reads_as_infinity(tmp_path):

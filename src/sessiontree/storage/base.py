@@ -52,8 +52,9 @@ class SessionStorage(ABC):
         """Pick up entries appended by other processes; returns how many were added."""
         return 0
 
-    def finish_verification(self) -> None:  # noqa: B027 - optional hook
-        """Complete any checks deferred at open (JSONL: the UTF-8 of message text)."""
+    def finish_verification(self, *, elsewhere: bool = False) -> None:  # noqa: B027 - optional hook
+        """Complete any checks deferred at open (JSONL: the UTF-8 of message text);
+        `elsewhere`: in a helper process where the storage can."""
 
     def verify_state(self) -> list[str]:
         """Differences between what the storage keeps materialised (SQLite: leaf, labels, the

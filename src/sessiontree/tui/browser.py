@@ -127,7 +127,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     @work(thread=True, exclusive=True, group="verify")
     def _verify(self) -> None:
         """The checks left for after the first paint (the UTF-8 of message text)."""
-        self.session.finish_verification()
+        self.session.finish_verification(elsewhere=True)
         deliver(self.app, self._damage_found)
 
     @on(SessionTreeView.Damaged)

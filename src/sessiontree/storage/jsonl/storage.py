@@ -373,10 +373,11 @@ class JsonlStorage(SessionStorage):
 
     # --- the byte check -----------------------------------------------------------------------
 
-    def finish_verification(self) -> None:
+    def finish_verification(self, *, elsewhere: bool = False) -> None:
         """Check the UTF-8 of every indexed line not checked yet (see `verify`). A line with
         invalid bytes is damage: a diagnostic, and the session becomes read-only. Idempotent and
-        thread-safe; writes call it first, so they never happen before a file is fully checked."""
+        thread-safe; writes call it first, so they never happen before a file is fully checked.
+        `elsewhere`: in a helper process (a browser's keys keep the interpreter lock)."""
         with self._verify_lock:
             fd = self._fd
             done, total = self._verified, len(self._lines.lengths)
@@ -384,7 +385,14 @@ class JsonlStorage(SessionStorage):
                 return
             lines = self._lines
             self._diagnostics += check_utf8(
-                fd, lines.offsets, lines.lengths, lines.lines, lines.index.ids, done, total
+                fd,
+                lines.offsets,
+                lines.lengths,
+                lines.lines,
+                lines.index.ids,
+                done,
+                total,
+                elsewhere=elsewhere,
             )
             self._verified = total
             self._mark_damaged()

@@ -3,13 +3,19 @@
 The fast index decodes only the fields the tree needs and skips over message text without
 looking at its encoding, so invalid UTF-8 inside skipped text would go unnoticed. This pass reads
 the indexed lines in blocks and checks every non-ASCII block line by line (about 4% of a real
-file). A browser runs it after its first paint; the library and the CLI at open; writes always
-wait for it.
+file). A browser runs it after its first paint, in a helper process (`check_utf8_elsewhere`) so the
+interpreter lock stays with the keys; the library and the CLI run it at open; writes always wait
+for it.
+
+    python -m sessiontree.storage.jsonl.verify FD START STOP   # the helper (arrays on stdin)
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from array import array
 from collections.abc import Sequence
 
 from ...model.errors import Diagnostic
@@ -26,8 +32,26 @@ def check_utf8(
     ids: Sequence[str],
     start: int,
     stop: int,
+    *,
+    elsewhere: bool = False,
 ) -> list[Diagnostic]:
-    """Diagnostics for the entries in positions [start, stop) whose line is not valid UTF-8."""
+    """Diagnostics for the entries in positions [start, stop) whose line is not valid UTF-8.
+    `elsewhere`: in a helper process, falling back to this one if it cannot run."""
+    bad = None
+    if elsewhere:
+        bad = check_utf8_elsewhere(fd, offsets, lengths, start, stop)
+    if bad is None:
+        bad = invalid_lines(fd, offsets, lengths, start, stop)
+    return [
+        Diagnostic("error", "invalid_utf8", f"line {lines[j]} is not valid UTF-8 text", lines[j], ids[j])
+        for j in bad
+    ]
+
+
+def invalid_lines(
+    fd: int, offsets: Sequence[int], lengths: Sequence[int], start: int, stop: int
+) -> list[int]:
+    """Positions in [start, stop) whose line is not valid UTF-8."""
     found = []
     k = start
     while k < stop:
@@ -36,16 +60,50 @@ def check_utf8(
         block = os.pread(fd, offsets[end - 1] + lengths[end - 1] - first, first)
         if not block.isascii():
             for j in range(k, end):
-                raw = block[offsets[j] - first : offsets[j] - first + lengths[j]]
-                if not utf8_ok(raw):
-                    found.append(
-                        Diagnostic(
-                            "error",
-                            "invalid_utf8",
-                            f"line {lines[j]} is not valid UTF-8 text",
-                            lines[j],
-                            ids[j],
-                        )
-                    )
+                if not utf8_ok(block[offsets[j] - first : offsets[j] - first + lengths[j]]):
+                    found.append(j)
         k = end
     return found
+
+
+def check_utf8_elsewhere(
+    fd: int, offsets: Sequence[int], lengths: Sequence[int], start: int, stop: int
+) -> list[int] | None:
+    """`invalid_lines` in a child process reading the same open file (the descriptor is passed
+    on, so a file renamed meanwhile is still the one checked). The line table goes over stdin
+    as raw arrays; the answer comes back as positions, one per line. None if the child could
+    not be run or did not answer as expected: the caller checks here then."""
+    table = array("q", offsets[start:stop]).tobytes() + array("q", lengths[start:stop]).tobytes()
+    command = [sys.executable, "-m", __name__, str(fd), str(start), str(stop)]
+    try:
+        done = subprocess.run(
+            command, input=table, capture_output=True, pass_fds=(fd,), timeout=600, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        found = [int(word) for word in done.stdout.split()]
+    except ValueError:
+        return None
+    return found if all(start <= j < stop for j in found) else None
+
+
+def _main(argv: list[str]) -> int:
+    fd, start, stop = (int(a) for a in argv)
+    table = sys.stdin.buffer.read()
+    count = stop - start
+    offsets, lengths = array("q"), array("q")
+    offsets.frombytes(table[: 8 * count])
+    lengths.frombytes(table[8 * count :])
+    if len(offsets) != count or len(lengths) != count:
+        return 2
+    shift = [0] * start  # positions are absolute: pad so offsets[j] works for j >= start
+    bad = invalid_lines(fd, shift + offsets.tolist(), shift + lengths.tolist(), start, stop)
+    sys.stdout.write("".join(f"{j}\n" for j in bad))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
