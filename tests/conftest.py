@@ -128,6 +128,12 @@ def _private_umask():
     os.umask(old)
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """The index cache of every test goes to a directory of the test run, never the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+
+
 @pytest.fixture
 def utc(monkeypatch):
     """Local time = UTC, so rows that show times are the same on every machine."""

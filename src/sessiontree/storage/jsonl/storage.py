@@ -36,7 +36,7 @@ from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..index import TreeIndex
 from ..lock import FileLock
 from ..scan import LineError, decode_entry_dict, encode_line, index_line
-from . import legacy, repair
+from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
@@ -87,6 +87,8 @@ class JsonlStorage(SessionStorage):
         self._cache: OrderedDict[int, tuple[Entry, int]] = OrderedDict()
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()  # the browser decodes from worker threads too
+        self._cache_index = True  # read and write the index cache (see `cache`) at open
+        self.index_cached = 0  # bytes of the file the index cache covered at open (0: none)
         # lines spelling an ASCII letter as a JSON escape, and how many lines were looked at
         self._letter_escapes: tuple[set[int], int] = (set(), 0)
         self.repairs: list[str] = []  # sidecar files written by tail repairs
@@ -163,6 +165,7 @@ class JsonlStorage(SessionStorage):
         durable: bool = False,
         progress: Progress | None = None,
         verify: str = "now",
+        cache_index: bool = True,
     ) -> JsonlStorage:
         """Open an existing session. Writers take the single-writer lock first (`locked` if
         another process holds it); readers never lock. A file the user may not write opens
@@ -204,6 +207,7 @@ class JsonlStorage(SessionStorage):
         if reason is not None:
             storage.read_only_reason = reason
         storage._verify_later = verify == "later"
+        storage._cache_index = cache_index
         try:
             storage._open_scan(progress)
         except OSError as exc:
@@ -215,6 +219,8 @@ class JsonlStorage(SessionStorage):
         return storage
 
     def _open_scan(self, progress: Progress | None) -> None:
+        """Read the header, then index the lines (from the index cache and what follows it,
+        when there is a trustworthy cache: see `cache`)."""
         fd = self._fd
         assert fd is not None
         self.header, header_end, header_line = read_header(fd, self.path)
@@ -226,7 +232,23 @@ class JsonlStorage(SessionStorage):
             self.read_only_reason = legacy.read_only_reason(self.header, self.path)
         else:
             self._tail = Tail(TailKind.NONE, header_end, 0, header_line + 1)
+            caching = self._cache_index and cache.enabled()
+            cached = cache.load(self.path, fd, header_end) if caching else None
+            if cached is not None:  # reopened: scan only what was appended since
+                self._lines, end, next_line = cached
+                self._tail = Tail(TailKind.NONE, end, 0, next_line)
+                self.index_cached = end
+            start = self._tail.offset
             self._scan(at_open=True, progress=progress)
+            tail = self._tail
+            fresh = tail.offset - start  # bytes indexed by this scan
+            if (
+                caching
+                and tail.kind is TailKind.NONE
+                and tail.offset >= cache.MIN_BYTES
+                and fresh >= cache.MIN_BYTES
+            ):
+                cache.save(self.path, fd, self._lines, tail.offset, tail.line, header_end)
         self._lines.index.finish_load(self.line_number)
         if self._lock is not None:
             self.leftovers_removed = repair.remove_leftovers(self.path)
