@@ -285,14 +285,13 @@ class Session:
         `getPathToRootOrCompaction`); from the leaf unless `from_id` is given."""
         if from_id is None:
             return self.storage.active_branch()
-        index = self.tree
-        return [self.storage.load_entry(k) for k in index.bounded_path(self.position(from_id))]
+        return self.storage.load_many(self.tree.bounded_path(self.position(from_id)))
 
     def get_path(self, from_id: str | None = None) -> list[Entry]:
         """The full root path (no compaction bound) of `from_id` or the leaf."""
         index = self.tree
         start = index.leaf if from_id is None else self.position(from_id)
-        return [self.storage.load_entry(k) for k in index.path_to_root(start)]
+        return self.storage.load_many(index.path_to_root(start))
 
     def get_label(self, entry_id: str) -> str | None:
         return self.storage.get_label(entry_id)

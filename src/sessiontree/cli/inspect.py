@@ -10,7 +10,7 @@ from ..model.errors import SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
-from .output import json_out, out
+from .output import json_out, json_out_streamed, out
 
 COMMANDS = ("context", "tree", "check")
 
@@ -49,17 +49,18 @@ def cmd_context(args: argparse.Namespace) -> int:
             json_out(context.to_llm())
             return 0
         if args.json:
-            json_out(
-                {
-                    "leafId": leaf,
-                    "thinkingLevel": context.thinking_level,
-                    "model": None
-                    if context.model is None
-                    else {"provider": context.model.provider, "modelId": context.model.model_id},
-                    "activeToolNames": context.active_tool_names,
-                    "tokens": context.tokens,
-                    "messages": context.messages,
-                }
+            model = context.model
+            named = None if model is None else {"provider": model.provider, "modelId": model.model_id}
+            json_out_streamed(
+                [
+                    ("leafId", leaf),
+                    ("thinkingLevel", context.thinking_level),
+                    ("model", named),
+                    ("activeToolNames", context.active_tool_names),
+                    ("tokens", context.tokens),
+                ],
+                "messages",
+                context.messages,
             )
             return 0
         tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"

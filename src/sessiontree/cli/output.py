@@ -9,6 +9,7 @@ control characters are escaped by the encoder anyway.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -27,12 +28,38 @@ def err(text: str) -> None:
 
 
 def json_out(value: Any) -> None:
-    """`value` as indented JSON on stdout. Integers beyond 64 bits (JavaScript writes 1e20 as
-    one) are written by the standard library's encoder, which has no size limit."""
+    """`value` as indented JSON on stdout."""
+    sys.stdout.buffer.write(_dumps(value) + b"\n")
+
+
+def json_out_streamed(fields: Iterable[tuple[str, Any]], key: str, items: Iterable[Any]) -> None:
+    """An object of `fields` and then `key`: a list of `items`, written item by item, so a
+    context of a million messages never exists as one string. The bytes are those `json_out`
+    writes for the same object."""
+    write = sys.stdout.buffer.write
+    write(b"{")
+    for name, value in fields:
+        write(b"\n  " + _dumps(name) + b": " + _indent(_dumps(value), b"  ", first=False) + b",")
+    write(b"\n  " + _dumps(key) + b": [")
+    empty = True
+    for item in items:
+        write((b"\n" if empty else b",\n") + _indent(_dumps(item), b"    ", first=True))
+        empty = False
+    write(b"]\n}\n" if empty else b"\n  ]\n}\n")
+
+
+def _dumps(value: Any) -> bytes:
+    """Indented JSON. Integers beyond 64 bits (JavaScript writes 1e20 as one) are written by the
+    standard library's encoder, which has no size limit."""
     try:
-        data = orjson.dumps(value, option=orjson.OPT_INDENT_2)
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
     except TypeError:
         import json
 
-        data = json.dumps(value, indent=2, ensure_ascii=False).encode()
-    sys.stdout.buffer.write(data + b"\n")
+        return json.dumps(value, indent=2, ensure_ascii=False).encode()
+
+
+def _indent(data: bytes, prefix: bytes, *, first: bool) -> bytes:
+    """Every line of `data` one level deeper (the first too if `first`)."""
+    body = data.replace(b"\n", b"\n" + prefix)
+    return prefix + body if first else body

@@ -117,6 +117,12 @@ class SessionStorage(ABC):
     def load_entry(self, i: int) -> Entry:
         return self._load(i)
 
+    def load_many(self, positions: Sequence[int]) -> list[Entry]:
+        """The entries at `positions`, in that order: a path's worth at once. Storages that can
+        read many entries faster than one by one (JSONL: one read per stretch of consecutive
+        lines) override this; the result is what `load_entry` gives for each."""
+        return [self._load(i) for i in positions]
+
     def get_entry(self, entry_id: str) -> Entry | None:
         i = self.index.pos.get(entry_id)
         return None if i is None else self._load(i)
@@ -147,7 +153,7 @@ class SessionStorage(ABC):
 
     def active_branch(self) -> list[Entry]:
         """The compaction-bounded path from the root to the leaf (what context is built from)."""
-        return [self._load(i) for i in self.index.bounded_path(self.index.leaf)]
+        return self.load_many(self.index.bounded_path(self.index.leaf))
 
     def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
         """The nearest thinking-level change, model source and active-tools change on the full

@@ -33,6 +33,7 @@ from ...model.header import SessionHeader
 from ...model.ids import iso_now, new_session_id
 from ..atomic import atomic_rewrite, fsync_dir, private_temp, write_all
 from ..base import CONTAINS, ESCAPED, SessionStorage
+from ..gcpause import paused_gc
 from ..index import TreeIndex
 from ..lock import FileLock
 from ..scan import LineError, decode_entry_dict, encode_line, index_line
@@ -51,6 +52,8 @@ REWRITE_PROBE = 4096  # bytes before the end hashed to notice a same-size rewrit
 
 
 SCAN_BLOCK = 8 << 20  # bytes lowercased at a time by `lines_containing`
+LOAD_MANY_MIN = 256  # fewer entries: one by one, through the entry cache
+LOAD_MANY_LINES = 4096  # lines read at once by `load_many`
 
 
 def _escape_finder(block: bytes) -> Callable[[bytes, int], int]:
@@ -525,6 +528,45 @@ class JsonlStorage(SessionStorage):
         entry = entry_from_dict(data)
         self._remember(i, entry, len(raw))
         return entry
+
+    def load_many(self, positions: Sequence[int]) -> list[Entry]:
+        """One read per stretch of consecutive lines, decoded line by line with the checks of
+        `_load`, without passing through the entry cache (a long path would only flush it).
+        The cyclic garbage collector is paused meanwhile: a million decoded entries otherwise
+        trigger its full passes over the growing heap again and again (twice the time)."""
+        if self._legacy is not None or len(positions) < LOAD_MANY_MIN:
+            return [self._load(i) for i in positions]
+        fd = self._fd
+        if fd is None:
+            raise SessionError("storage", "the session is closed", path=self.path)
+        offsets, lengths, index = self._lines.offsets, self._lines.lengths, self._lines.index
+        out: list[Entry] = []
+        with paused_gc():
+            k, n = 0, len(positions)
+            while k < n:
+                first = end = k  # the stretch positions[k..end] of lines back to back in the file
+                while (
+                    end + 1 < n
+                    and end - first < LOAD_MANY_LINES
+                    and positions[end + 1] == positions[end] + 1
+                    and offsets[positions[end + 1]] >= offsets[positions[end]] + lengths[positions[end]]
+                ):
+                    end += 1
+                base = offsets[positions[first]]
+                last = positions[end]
+                block = os.pread(fd, offsets[last] + lengths[last] - base, base)
+                for j in range(first, end + 1):
+                    i = positions[j]
+                    raw = block[offsets[i] - base : offsets[i] - base + lengths[i]]
+                    try:
+                        data = decode_entry_dict(raw)
+                    except LineError as exc:
+                        raise self._late_damage(i, exc.reason) from None
+                    if data["id"] != index.ids[i] or data["type"] != index.type_name(i):
+                        raise self._late_damage(i, "does not say what it said when the file was indexed")
+                    out.append(entry_from_dict(data))
+                k = end + 1
+        return out
 
     def _late_damage(self, i: int, reason: str) -> SessionError:
         """A line that passed indexing but fails a full decode (bytes changed on disk since, a
