@@ -8,9 +8,8 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from ..opening import DEFAULT_SESSIONS_DIR, open_or_read_only, open_session
+from ..opening import DEFAULT_SESSIONS_DIR, Progress, open_or_read_only, open_session
 from ..session import Session
-from ..storage.jsonl.indexer import Progress
 
 
 def demo_copy() -> Path:

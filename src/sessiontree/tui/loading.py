@@ -12,13 +12,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 
 
 class LoadingScreen(Screen[None]):
     """Opening `label`: a progress bar the opener's worker moves with `advance`."""
 
     BINDINGS = [Binding("escape", "app.quit", "Quit", show=False)]
+    AUTO_FOCUS = None
 
     def __init__(self, label: str) -> None:
         super().__init__()
@@ -26,12 +27,13 @@ class LoadingScreen(Screen[None]):
         self._started = time.monotonic()
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        # Only plain widgets: a small session replaces this screen within milliseconds, and
+        # Textual's Header and Footer finish mounting in tasks that fail once it is gone.
         with Vertical(id="loading"):
             yield Static(Text(f"Opening {self.label}"), id="loading-title")
             yield ProgressBar(total=None, show_eta=False, id="loading-bar")
             yield Static("reading…", id="loading-status")
-        yield Footer(compact=True)
+            yield Static("q or Esc quits", id="loading-keys")
 
     def advance(self, done: int, total: int) -> None:
         """`done` of `total` bytes indexed."""
@@ -48,5 +50,5 @@ class LoadingScreen(Screen[None]):
         self.query_one(ProgressBar).display = False
         self.query_one("#loading-title", Static).update(Text(f"Cannot open {self.label}"))
         status = self.query_one("#loading-status", Static)
-        status.update(Text(f"{message}\n\nq or Esc quits."))
+        status.update(Text(message))
         status.add_class("-error")
