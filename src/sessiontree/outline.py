@@ -155,7 +155,8 @@ class Masks:
 
 class ActivePath:
     """One byte per entry, 1 on the path from the leaf to its root, moved by difference: a leaf
-    move costs the distance between the old and the new leaf, not the depth of the tree."""
+    move costs the runs between the old and the new leaf (slices set at C speed), not the
+    depth of the tree."""
 
     __slots__ = ("index", "leaf", "marks", "relinks")
 
@@ -173,17 +174,23 @@ class ActivePath:
             self.leaf = NONE
         if len(marks) < len(index):
             marks.extend(bytes(len(index) - len(marks)))
-        new, parent = index.leaf, index.parent
+        new = index.leaf
         if new == self.leaf:
             return marks
-        i = new
-        while i >= 0 and not marks[i]:  # up the new path until it meets the old one
-            marks[i] = 1
-            i = parent[i]
-        meet, i = i, self.leaf
-        while i >= 0 and i != meet:  # the old path below the meeting point is left
-            marks[i] = 0
-            i = parent[i]
+        meet = NONE  # where the new path meets the old one (NONE: they share nothing)
+        for lo, hi in index.ranges(new):  # up the new path, a run at a time
+            m = marks.rfind(1, lo, hi + 1)  # the old path covers a prefix of a run it enters
+            if m >= 0:
+                marks[m + 1 : hi + 1] = b"\x01" * (hi - m)
+                meet = m
+                break
+            marks[lo : hi + 1] = b"\x01" * (hi + 1 - lo)
+        if self.leaf >= 0:
+            for lo, hi in index.ranges(self.leaf):  # the old path below the meeting point is left
+                if lo <= meet <= hi:
+                    marks[meet + 1 : hi + 1] = bytes(hi - meet)
+                    break
+                marks[lo : hi + 1] = bytes(hi + 1 - lo)
         self.leaf = new
         return marks
 

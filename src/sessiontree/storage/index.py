@@ -322,7 +322,7 @@ class TreeIndex:
             runs.update()
         return runs
 
-    def _ranges(self, i: int) -> Iterator[tuple[int, int]]:
+    def ranges(self, i: int) -> Iterator[tuple[int, int]]:
         """The path from `i` up to its root as `(lo, i)` position ranges, nearest first: each
         range is consecutive positions of one run, walked from `i` down to `lo`."""
         lo_of, parent = self.runs().lo, self.parent
@@ -334,7 +334,7 @@ class TreeIndex:
     def path_to_root(self, i: int) -> list[int]:
         """Positions from the root down to `i` (inclusive). Stops at a missing parent."""
         out: list[int] = []
-        for lo, hi in self._ranges(i):
+        for lo, hi in self.ranges(i):
             out.extend(range(hi, lo - 1, -1))
         out.reverse()
         return out
@@ -348,7 +348,7 @@ class TreeIndex:
             return self._bounded_path_by_entry(i, marker)
         out: list[int] = []
         kind, compactions, pos = self.kind, self.compactions, self.pos
-        for lo, hi in self._ranges(i):
+        for lo, hi in self.ranges(i):
             while True:  # compactions inside this range, nearest first
                 m = pos.get(marker, NONE) if marker is not None else NONE
                 c = kind.rfind(COMPACTION, lo, hi + 1)
@@ -392,7 +392,7 @@ class TreeIndex:
         on the full root path of `i`; NONE where absent."""
         kind, role = self.kind, self.role
         thinking = model = tools = NONE
-        for lo, hi in self._ranges(i):
+        for lo, hi in self.ranges(i):
             if thinking == NONE:
                 thinking = kind.rfind(THINKING_LEVEL_CHANGE, lo, hi + 1)
             if model == NONE:
