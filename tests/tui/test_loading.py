@@ -10,7 +10,7 @@ import orjson
 
 from harness.pilot import settle
 from sessiontree.tui.browser import BrowserScreen
-from sessiontree.tui.launch import build_app
+from sessiontree.tui.launch import LOADING_MIN, build_app
 from sessiontree.tui.loading import LoadingScreen
 
 SIZE = (100, 30)
@@ -61,7 +61,7 @@ async def test_the_loading_screen_paints_first_then_the_browser_takes_over(tmp_p
 
 async def test_a_file_that_is_not_a_session_says_so_and_q_quits(tmp_path):
     bad = tmp_path / "notes.jsonl"
-    bad.write_text("these are my notes, not a session\n")
+    bad.write_text("these are my notes, not a session\n" * 200_000)  # big: behind the loading screen
     app = build_app(str(bad))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -88,12 +88,23 @@ async def test_quitting_while_the_session_opens_stops_cleanly(tmp_path):
     assert app.browser is None  # the session was never shown (and what was opened is closed)
 
 
-async def test_a_small_session_replaces_the_loading_screen_at_once_without_errors(demo):
-    """The loading screen of a small session is gone within milliseconds; nothing it mounted
-    may fail afterwards (Textual's Header did, in a task, when it was on this screen)."""
+async def test_a_session_that_opens_at_once_replaces_the_loading_screen_without_errors(tmp_path):
+    """A session that opens within milliseconds takes the loading screen's place before it has
+    finished mounting; nothing it mounted may fail afterwards (Textual's Header did, in a task)."""
+    session = tmp_path / "quick.jsonl"
+    write_big(session, n=7_000)  # just above the size that gets a loading screen
+    assert session.stat().st_size >= LOADING_MIN
     for _ in range(5):
-        app = build_app(str(demo))
+        app = build_app(str(session))
         async with app.run_test(size=SIZE) as pilot:
             await settle(app, pilot)
             assert isinstance(app.screen, BrowserScreen)
         assert app.return_code in (0, None)
+
+
+async def test_a_small_session_opens_before_the_app_starts(demo):
+    app = build_app(str(demo))
+    assert app.session is not None  # no loading screen to paint: the tree comes up first
+    async with app.run_test(size=SIZE) as pilot:
+        assert isinstance(app.screen, BrowserScreen)
+        await settle(app, pilot)

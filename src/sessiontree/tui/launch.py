@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -10,6 +11,10 @@ from pathlib import Path
 
 from ..opening import DEFAULT_SESSIONS_DIR, Progress, open_or_read_only, open_session
 from ..session import Session
+
+# Below this size a session opens before the app starts (as fast as drawing a loading screen);
+# above it the app paints first and indexes behind a progress bar.
+LOADING_MIN = 4 << 20
 
 
 def demo_copy() -> Path:
@@ -57,6 +62,13 @@ def build_app(
         demo_dir, path = copy.parent, str(copy)
         note = "This is a private copy of the bundled demo session: moves are safe to try."
     target = path
+    if _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
+        session, locked_note = open_for_browsing(target, read_only=read_only)
+        app = SessionTreeApp(
+            session, summarizer=summarizer, follow=follow, note=locked_note or note, opener=opener
+        )
+        app.demo_dir = demo_dir
+        return app
 
     def open_it(progress: Progress) -> tuple[Session, str | None]:
         return open_for_browsing(target, read_only=read_only, progress=progress)
@@ -68,6 +80,15 @@ def build_app(
     )
     app.demo_dir = demo_dir
     return app
+
+
+def _size(path: str) -> int:
+    """The file's size, or 0 for what is not a local file (a database address, a missing file:
+    opening it says what is wrong)."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return 0
 
 
 def launch(path: str | None, **options) -> int:
