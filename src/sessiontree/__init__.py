@@ -6,17 +6,59 @@ backends) → `session` / `context` → `tui` and `cli`. Lower layers never impo
 
 from __future__ import annotations
 
-from .context import (
-    ModelRef,
-    SessionContext,
-    convert_to_llm,
-    estimate_context_tokens,
-    estimate_tokens,
-)
-from .model import Diagnostic, Entry, SessionError, SessionHeader
-from .opening import create_session, open_or_read_only, open_session, parse_address
-from .session import BranchSummary, Navigation, Session, SessionStats
-from .storage import JsonlStorage, MemoryStorage, PostgresStorage, SessionStorage, SqliteStorage
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .context import (
+        ModelRef,
+        SessionContext,
+        convert_to_llm,
+        estimate_context_tokens,
+        estimate_tokens,
+    )
+    from .model import Diagnostic, Entry, SessionError, SessionHeader
+    from .opening import create_session, open_or_read_only, open_session, parse_address
+    from .session import BranchSummary, Navigation, Session, SessionStats
+    from .storage import JsonlStorage, MemoryStorage, PostgresStorage, SessionStorage, SqliteStorage
+
+# The public names load on first use: `import sessiontree.cli` or `sessiontree.tui` must not pay
+# for every storage backend (SQLite, PostgreSQL, urllib) before the first screen is drawn.
+_LAZY = {
+    "ModelRef": "context",
+    "SessionContext": "context",
+    "convert_to_llm": "context",
+    "estimate_context_tokens": "context",
+    "estimate_tokens": "context",
+    "Diagnostic": "model",
+    "Entry": "model",
+    "SessionError": "model",
+    "SessionHeader": "model",
+    "create_session": "opening",
+    "open_or_read_only": "opening",
+    "open_session": "opening",
+    "parse_address": "opening",
+    "BranchSummary": "session",
+    "Navigation": "session",
+    "Session": "session",
+    "SessionStats": "session",
+    "JsonlStorage": "storage",
+    "MemoryStorage": "storage",
+    "PostgresStorage": "storage",
+    "SessionStorage": "storage",
+    "SqliteStorage": "storage",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -25,8 +25,7 @@ from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
 from .session import Session
 from .storage.jsonl import JsonlStorage, Progress
-from .storage.postgres import PostgresStorage, is_postgres_url, redact
-from .storage.sqlite import SqliteStorage
+from .storage.postgres.connection import is_postgres_url, redact
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 DEFAULT_SESSIONS_DIR = Path.home() / ".pi" / "agent" / "sessions"
@@ -90,8 +89,12 @@ def open_session(
             raise SessionError(
                 "invalid_argument", _which_session(address.location), path=redact(address.location)
             )
+        from .storage.postgres import PostgresStorage  # loaded only for that kind of address
+
         return Session(PostgresStorage.open(address.location, sid, read_only=read_only, durable=durable))
     if address.kind == "sqlite":
+        from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
+
         db = address.location
         sid = session_id or address.session_id
         if sid is None:
@@ -109,6 +112,8 @@ def open_session(
 
 def _which_session(url: str) -> str:
     """The message for a PostgreSQL address without `#SESSION_ID`, naming a few sessions."""
+    from .storage.postgres import PostgresStorage  # loaded only for that kind of address
+
     sessions = PostgresStorage.list_sessions(url)
     if not sessions:
         return "the address names no session (add #SESSION_ID), and the database holds none"
@@ -122,8 +127,12 @@ def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, An
     created_at, cwd, name, entry_count."""
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
+        from .storage.postgres import PostgresStorage  # loaded only for that kind of address
+
         return PostgresStorage.list_sessions(address.location)
     if address.kind == "sqlite":
+        from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
+
         return SqliteStorage.list_sessions(address.location)
     raise SessionError("invalid_argument", "a session file holds one session, not a list", path=str(address))
 

@@ -17,7 +17,6 @@ from ..model.errors import Diagnostic, SessionError
 from ..session import Session
 from ..storage.index import NONE
 from ..storage.jsonl import JsonlStorage
-from ..storage.sqlite import SqliteStorage
 
 
 @dataclass(slots=True)
@@ -105,6 +104,8 @@ def path_to(session: Session, target: str | None, note: str | None = None) -> Pa
 
 def source_file(session: Session) -> str | None:
     """The file a session lives in (for SQLite, the database), absolute; None in memory."""
+    from ..storage.sqlite import SqliteStorage  # here, so the browser does not load SQLite to start
+
     storage = session.storage
     if isinstance(storage, SqliteStorage):
         return os.path.abspath(storage.db_path)
@@ -116,6 +117,8 @@ def source_file(session: Session) -> str | None:
 def source_name(session: Session) -> str | None:
     """How a copy names its source in `parentSession`: the absolute path of the session file
     (for SQLite, of the database, followed by `#id`); None for a session only in memory."""
+    from ..storage.sqlite import SqliteStorage
+
     file = source_file(session)
     if file is not None and isinstance(session.storage, SqliteStorage):
         return f"{file}#{session.storage.session_id}"

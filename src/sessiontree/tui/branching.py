@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..compare import compare_contexts, comparison_lines
 from ..display import entry_summary, one_line
-from ..export import context_markdown, html_chunks, write_file
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
 from ..model.messages import content_text
@@ -140,6 +139,8 @@ class BranchingMixin(BrowserBase):
         location = self.session.location
         if target is None or location is None:
             return
+        from ..export import context_markdown, html_chunks, write_file  # on first export: ~20 ms of import
+
         base = Path(location)
         out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
         try:

@@ -6,7 +6,22 @@ lock), `storage` (`PostgresStorage`). psycopg is imported only when a connection
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .connection import is_postgres_url, redact
-from .storage import PostgresStorage
+
+if TYPE_CHECKING:
+    from .storage import PostgresStorage
+
+
+def __getattr__(name: str) -> object:
+    # The storage class loads on first use: checking whether an address is a URL must not import it.
+    if name != "PostgresStorage":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .storage import PostgresStorage
+
+    globals()[name] = PostgresStorage
+    return PostgresStorage
+
 
 __all__ = ["PostgresStorage", "is_postgres_url", "redact"]
