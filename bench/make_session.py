@@ -6,7 +6,9 @@ Payloads are Pi's real messages (the two fixture sessions in tests/fixtures/pi, 
 order, so user → assistant → tool result turns stay realistic, with their multi-KB tool
 outputs). Around them the generator adds what long agent runs produce: model and thinking
 changes, labels, compactions (some with a retained tail), and abandoned branches — a `leaf`
-entry back up the chain plus a `branch_summary` — every few hundred entries. Entries are written
+entry back up the chain plus a `branch_summary` — every few hundred entries. `--shape` makes the tree `chain` (no branches), `wide` (a retry
+from an early turn every 50 entries) or `deep` (a retry nested in the last one every 10
+entries) instead, the shapes whose outlines cost the most to lay out. Entries are written
 directly (not through Session) so a million entries take seconds; the file follows the same
 append rule, and `sessiontree check` reports it clean.
 """
@@ -82,7 +84,22 @@ class Writer:
             self.write("branch_summary", {"fromId": old, "summary": summary}, parent=target)
 
 
-def generate(path: Path, n: int, seed: int = 1) -> Path:
+SHAPES = ("realistic", "chain", "wide", "deep")
+
+
+def fork_back(w: Writer, shape: str, k: int) -> str | None:
+    """Where the leaf goes back to before turn `k` in the shapes other than `realistic`:
+    `wide` retries from one of the first turns every 50 entries (thousands of long sibling
+    branches side by side), `deep` retries the last three entries every 10 (each retry nested in
+    the one before: hundreds of levels); `chain` never goes back."""
+    if shape == "wide" and k % 50 == 0 and len(w.chain) > 60:
+        return w.chain[w.rng.randint(6, 40)]
+    if shape == "deep" and k % 10 == 0 and len(w.chain) > 8:
+        return w.chain[-3]
+    return None
+
+
+def generate(path: Path, n: int, seed: int = 1, shape: str = "realistic") -> Path:
     pool = load_pool()
     w = Writer(path, seed)
     rng = w.rng
@@ -107,6 +124,12 @@ def generate(path: Path, n: int, seed: int = 1) -> Path:
     while w.count < n:
         message = pool[k % len(pool)]
         k += 1
+        if shape != "realistic":
+            target = fork_back(w, shape, k)
+            if target is not None:
+                w.move(target, None)
+            w.write("message", {"message": message})
+            continue
         w.write("message", {"message": message})
         since_compaction += 1
         roll = rng.random()
@@ -145,10 +168,12 @@ def main() -> None:
     parser.add_argument("entries", type=int)
     parser.add_argument("-o", "--output", type=Path)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shape", choices=SHAPES, default="realistic")
     args = parser.parse_args()
-    out = args.output or DATA / f"session-{args.entries}.jsonl"
+    name = "session" if args.shape == "realistic" else args.shape
+    out = args.output or DATA / f"{name}-{args.entries}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    generate(out, args.entries, args.seed)
+    generate(out, args.entries, args.seed, args.shape)
     size = out.stat().st_size
     print(f"wrote {out} ({args.entries:,} entries, {size / 1e6:.1f} MB)", file=sys.stderr)
 

@@ -19,10 +19,12 @@ folds, leaf moves and appended entries all rebuild in milliseconds at a million 
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 from itertools import compress
+from typing import TYPE_CHECKING, TypeAlias
 
 from .storage.index import (
     ACTIVE_TOOLS_CHANGE,
@@ -40,8 +42,19 @@ from .storage.index import (
 )
 from .storage.runs import Runs, children
 
+if TYPE_CHECKING:
+    from .layout import Pieces
+
 GUIDE = 3  # columns per level of side-branch nesting
 BLOCK = 4096  # entries per block when finding the k-th shown entry of a long run
+# From this many runs the layout is computed with array operations (`layout`, numpy): below
+# it, the loop over runs takes a few milliseconds and numpy's import would cost more.
+VECTOR_MIN = 4096
+WALK_MOST = 512  # runs a leaf move walks before the path is marked anew at once (`ActivePath`)
+
+# Per-piece numbers: arrays the loop appends to, or views of the numpy layout's arrays; both
+# index as plain ints.
+Ints: TypeAlias = "array[int] | memoryview"
 
 
 class Cycle(Enum):
@@ -177,6 +190,9 @@ class ActivePath:
         new = index.leaf
         if new == self.leaf:
             return marks
+        # On a tree of many runs, a path that would take long to walk is marked anew with array
+        # operations instead (a leaf move across 100,000 forks: 70 ms walked, 3 ms at once).
+        budget = WALK_MOST if len(index.runs()) >= VECTOR_MIN and not index.relinks else -1
         meet = NONE  # where the new path meets the old one (NONE: they share nothing)
         for lo, hi in index.ranges(new):  # up the new path, a run at a time
             m = marks.rfind(1, lo, hi + 1)  # the old path covers a prefix of a run it enters
@@ -185,14 +201,27 @@ class ActivePath:
                 meet = m
                 break
             marks[lo : hi + 1] = b"\x01" * (hi + 1 - lo)
+            budget -= 1
+            if budget == 0:
+                return self._anew(new)
         if self.leaf >= 0:
             for lo, hi in index.ranges(self.leaf):  # the old path below the meeting point is left
                 if lo <= meet <= hi:
                     marks[meet + 1 : hi + 1] = bytes(hi - meet)
                     break
                 marks[lo : hi + 1] = bytes(hi + 1 - lo)
+                budget -= 1
+                if budget == 0:
+                    return self._anew(new)
         self.leaf = new
         return marks
+
+    def _anew(self, leaf: int) -> bytearray:
+        from .layout import path_marks  # numpy: loaded only for trees of many runs
+
+        self.marks[:] = path_marks(self.index, self.index.runs(), leaf)
+        self.leaf = leaf
+        return self.marks
 
 
 class Outline:
@@ -257,15 +286,15 @@ class Outline:
             runs = Runs(index)
         self.runs = runs
         self.prefixes: list[str] = [""]
-        self.side_roots: list[int] = []  # first entries of the side-branch blocks drawn
-        self.p_lo: list[int] = []
-        self.p_hi: list[int] = []
-        self.p_row: list[int] = []
-        self.p_count: list[int] = []
-        self.p_first: list[int] = []  # prefix id of a piece's first row
-        self.p_rest: list[int] = []  # prefix id of its other rows
-        self._piece_of: dict[int, int] = {}  # run -> its piece, for runs drawn
-        self._fork_rows: list[int] = []  # rows whose entry has two or more shown children
+        self.side_roots: Sequence[int] = []  # first entries of the side-branch blocks drawn
+        self.p_lo: Ints = array("q")
+        self.p_hi: Ints = array("q")
+        self.p_row: Ints = array("q")
+        self.p_count: Ints = array("q")
+        self.p_first: Ints = array("q")  # prefix id of a piece's first row
+        self.p_rest: Ints = array("q")  # prefix id of its other rows
+        self._piece_of: Ints = array("q")  # run -> its piece, -1 for runs not drawn
+        self._fork_rows: Sequence[int] = []  # rows whose entry has two or more shown children
         self._sums: dict[int, list[int]] = {}  # piece -> shown entries before each block
         self._blocks: dict[tuple[int, int], list[int]] = {}  # (piece, block) -> shown positions
         self.rows = 0
@@ -289,6 +318,25 @@ class Outline:
     # --- building -----------------------------------------------------------------------------
 
     def _build(self) -> None:
+        if len(self.runs) >= VECTOR_MIN:
+            from .layout import lay_out  # numpy: loaded only for trees of many runs
+
+            pieces = lay_out(self.index, self.runs, self.vis, self.marks, self.folded)
+            if pieces is not None:
+                self._take(pieces)
+                return
+        self._loop()
+
+    def _take(self, pieces: Pieces) -> None:
+        self.p_lo, self.p_hi, self.p_row = pieces.p_lo, pieces.p_hi, pieces.p_row
+        self.p_count, self.p_first, self.p_rest = pieces.p_count, pieces.p_first, pieces.p_rest
+        self._piece_of, self._fork_rows = pieces.piece_of, pieces.fork_rows
+        self.side_roots = pieces.side_roots
+        self.rows = pieces.rows
+        self._cut = pieces.cut
+        self.prefixes = [text for d in range(pieces.deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
+
+    def _loop(self) -> None:
         vis, runs, marks = self.vis, self.runs, self.marks
         lo_of, hi_of, kids_of = runs.lo, runs.hi, runs.kids
         cut: dict[int, int] = {}  # run -> its first shown folded entry: nothing below is drawn
@@ -315,9 +363,13 @@ class Outline:
         # Prefixes are `│  ` per level of side-branch nesting; a block's first row ends in `├─ `
         # instead. Prefix id 2d is the body of depth d, 2d + 1 the first row of a block at d + 1.
         stack: list[tuple[int, int, int]] = []  # (run, prefix id of its first row, depth)
-        side_roots = self.side_roots
-        p_lo, p_hi, p_row, p_count = self.p_lo, self.p_hi, self.p_row, self.p_count
-        p_first, p_rest, piece_of, fork_rows = self.p_first, self.p_rest, self._piece_of, self._fork_rows
+        side_roots: list[int] = []
+        fork_rows: list[int] = []
+        self.side_roots, self._fork_rows = side_roots, fork_rows
+        p_lo, p_hi, p_row, p_count, p_first, p_rest = (array("q") for _ in range(6))
+        self.p_lo, self.p_hi, self.p_row, self.p_count = p_lo, p_hi, p_row, p_count
+        self.p_first, self.p_rest = p_first, p_rest
+        piece_of: dict[int, int] = {}
         deepest = 0
 
         def fork(kids: list[int], depth: int) -> None:
@@ -370,6 +422,9 @@ class Outline:
                     fork(kids, depth)
                 break
         self.rows = rows
+        self._piece_of = array("q", [-1]) * len(runs)
+        for r, k in piece_of.items():
+            self._piece_of[r] = k
         fork_rows.sort()
         self.prefixes = [text for d in range(deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
 
@@ -456,8 +511,8 @@ class Outline:
         """The row showing entry `i`, or -1 if it is not drawn."""
         if not 0 <= i < len(self.vis) or not self.vis[i]:
             return -1
-        k = self._piece_of.get(self.runs.of(i))
-        if k is None or i >= self.p_hi[k]:
+        k = self._piece_of[self.runs.of(i)]
+        if k < 0 or i >= self.p_hi[k]:
             return -1
         return self.p_row[k] + self.vis.count(1, self.p_lo[k], i)
 
@@ -468,8 +523,8 @@ class Outline:
         by_piece: dict[int, list[int]] = {}
         for i in positions:
             if 0 <= i < len(vis) and vis[i]:
-                k = piece_of.get(of(i))
-                if k is not None and i < self.p_hi[k]:
+                k = piece_of[of(i)]
+                if k >= 0 and i < self.p_hi[k]:
                     by_piece.setdefault(k, []).append(i)
         rows: list[int] = []
         for k, members in by_piece.items():
@@ -487,8 +542,8 @@ class Outline:
         parent, vis = self.index.parent, self.vis
         while 0 <= i < len(vis):
             r = self.runs.of(i)
-            k = self._piece_of.get(r)
-            if k is not None:
+            k = self._piece_of[r]
+            if k >= 0:
                 lo, hi = self.p_lo[k], self.p_hi[k]
                 shown = vis.count(1, lo, min(i + 1, hi))  # up to i, or up to the folded entry
                 if shown:

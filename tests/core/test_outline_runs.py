@@ -5,10 +5,15 @@ entries are appended and the leaf moves."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.reference_outline import ReferenceOutline
+from sessiontree import layout
+from sessiontree import outline as outline_module
+from sessiontree.layout import lay_out
 from sessiontree.outline import ActivePath, Filter, Masks, Outline, Runs, active_marks, visibility
 from sessiontree.storage.index import NONE, TreeIndex
 
@@ -23,14 +28,15 @@ KINDS = [
 
 
 @st.composite
-def trees(draw):
+def trees(draw, adoptions: bool = True):
     """A log of up to 60 entries: mostly chains (each entry the child of the one before), with
-    forks back to earlier entries, new roots, and a few children written before their parent."""
+    forks back to earlier entries, new roots, and (with `adoptions`) a few children written
+    before their parent."""
     n = draw(st.integers(1, 60))
     index = TreeIndex()
     late: dict[int, int] = {}  # child -> the later entry that turns out to be its parent
     for i in range(n):
-        how = draw(st.sampled_from(["next", "next", "next", "fork", "root", "late"]))
+        how = draw(st.sampled_from(["next", "next", "next", "fork", "root", "late"][: 6 if adoptions else 5]))
         parent: str | None
         if i == 0 or how == "root":
             parent = None
@@ -53,7 +59,7 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
     assert list(outline.rows_pos) == list(ref.rows_pos)
     assert [outline.position(r) for r in range(n)] == list(ref.rows_pos)
     assert [outline.prefix(r) for r in range(n)] == [ref.prefix(r) for r in range(n)]
-    assert outline.side_roots == ref.side_roots
+    assert list(outline.side_roots) == ref.side_roots
     assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
     assert outline.rows_of(range(len(index))) == sorted(r for r in ref.row_of if r >= 0)
     assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]
@@ -81,6 +87,72 @@ def test_rows_equal_the_entry_by_entry_walk(index, flt, fold_seeds, restrict_see
         restrict = bytes((restrict_seed >> (k % 60)) & 1 for k in range(n))
     ref = ReferenceOutline(index, flt, labels, folded, marks, restrict)
     _same(index, Outline(index, flt, labels, folded, marks, restrict), ref)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    flt=st.sampled_from(list(Filter)),
+    fold_seeds=st.lists(st.integers(0, 59), max_size=4),
+    restrict_seed=st.one_of(st.none(), st.integers(0, 2**60)),
+    leaf_seed=st.integers(0, 59),
+    bisect=st.booleans(),
+)
+def test_array_layout_equals_the_entry_by_entry_walk(
+    index, flt, fold_seeds, restrict_seed, leaf_seed, bisect
+):
+    """The numpy layout (used from `VECTOR_MIN` runs) draws exactly what the walk draws,
+    including leaves on older children (rotated stretches) and folds inside the path."""
+    n = len(index)
+    index.leaf = leaf_seed % n
+    labels = {f"e{k}": "x" for k in range(0, n, 3)}
+    folded = {k % n for k in fold_seeds}
+    marks = active_marks(index, index.leaf)
+    restrict = None
+    if restrict_seed is not None:
+        restrict = bytes((restrict_seed >> (k % 60)) & 1 for k in range(n))
+    ref = ReferenceOutline(index, flt, labels, folded, marks, restrict)
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(layout, "FIND_MAX", 0 if bisect else 4096),
+    ):
+        outline = Outline(index, flt, labels, folded, marks, restrict)
+    assert lay_out(index, outline.runs, outline.vis, marks, folded) is not None  # not the loop
+    _same(index, outline, ref)
+
+
+@settings(max_examples=200, deadline=None)
+@given(index=trees(adoptions=False), batches=st.lists(st.integers(1, 8), min_size=1, max_size=30))
+def test_array_layout_shape_follows_appends(index, batches):
+    """The structure the numpy layout keeps with the runs (preorder numbers, subtree sizes,
+    parents), brought up to date as forks split runs and add new ones, equals a fresh one."""
+    partial = TreeIndex()
+    runs = Runs(partial)
+    k, full = 0, len(index)
+    for batch in [*batches, full]:
+        for _ in range(min(batch, full - k)):
+            p = index.parent[k]
+            partial.add(index.ids[k], index.ids[p] if p >= 0 else None, index.type_name(k), None)
+            k += 1
+        runs.update()
+        kept = layout._shape(partial, runs)
+        fresh = layout._Shape(partial, Runs(partial))
+        for name in ("lo", "hi", "par", "pre", "size", "preorder"):
+            assert getattr(kept, name).tolist() == getattr(fresh, name).tolist(), name
+        if k == full:
+            break
+
+
+@settings(max_examples=200, deadline=None)
+@given(index=trees(adoptions=False), leaves=st.lists(st.integers(-1, 59), min_size=1, max_size=8))
+def test_active_path_marked_at_once_equals_the_walk(index, leaves):
+    """On trees of many runs a long leaf move marks the path with array operations; it must
+    mark the same entries as walking up from the leaf."""
+    path = ActivePath(index)
+    with patch.object(outline_module, "VECTOR_MIN", 0), patch.object(outline_module, "WALK_MOST", 1):
+        for leaf in leaves:
+            index.leaf = min(leaf, len(index) - 1)
+            assert path.update() == active_marks(index, index.leaf)
 
 
 def _runs_equal(a: Runs, b: Runs) -> None:

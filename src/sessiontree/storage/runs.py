@@ -35,7 +35,7 @@ class Runs:
     of the one before it; runs are in position order, and the children of a run's last entry
     all start runs. Updated in O(new entries) as the log grows."""
 
-    __slots__ = ("_kids", "_lock", "_relinks", "hi", "index", "lo", "seen")
+    __slots__ = ("_kids", "_lock", "_relinks", "derived", "hi", "index", "lo", "seen")
 
     def __init__(self, index: TreeIndex) -> None:
         self.index = index
@@ -46,6 +46,9 @@ class Runs:
         self._relinks = index.relinks
         self._lock = threading.Lock()  # workers (preview, sizes) walk paths while keys rebuild
         self.seen = 0
+        # Arrays the layers above derive from the runs (the outline's layout keeps its own
+        # there, with the run count they were computed for).
+        self.derived: dict[str, object] = {}
         self.update()
 
     def update(self) -> None:
