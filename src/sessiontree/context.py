@@ -79,12 +79,15 @@ def select_indices(
     is_compaction: Callable[[int], bool],
     compaction_info: Callable[[int], tuple[str | None, bool]],
     id_at: Callable[[int], str],
+    last: int | None = None,
 ) -> list[int]:
     """Pi's default compaction transform over a path of `n` items, as indices into the path:
     the newest compaction moves to the front, followed by its retained range (`retainedTail`
     messages travel inside the entry; otherwise the items from `firstKeptEntryId` up to the
-    compaction), then everything after it. Works on decoded entries and on index positions."""
-    last = next((k for k in range(n - 1, -1, -1) if is_compaction(k)), -1)
+    compaction), then everything after it. Works on decoded entries and on index positions.
+    `last`: the newest compaction's index (-1: none), when the caller knows it already."""
+    if last is None:
+        last = next((k for k in range(n - 1, -1, -1) if is_compaction(k)), -1)
     if last < 0:
         return list(range(n))
     first_kept, has_tail = compaction_info(last)

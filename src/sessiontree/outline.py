@@ -13,8 +13,9 @@ entry is the only child of the one before it. An agent appends its turns one aft
 a million-entry session is a few thousand runs, and every row of one run shares its column.
 Building the rows therefore costs Python work per run and C-speed byte counting per entry
 (`bytearray.count`/`find` over the filter's mask); the rows themselves are never materialised:
-the row → entry and entry → row maps are answered by bisection over the runs drawn. Filters,
-folds, leaf moves and appended entries all rebuild in milliseconds at a million entries.
+the row → entry and entry → row maps are answered by bisection over the runs drawn. A tree of
+many runs (thousands of forks) is laid out by `layout` with array operations instead of this
+module's loop over runs; both give the same pieces.
 """
 
 from __future__ import annotations

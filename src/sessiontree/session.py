@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -397,6 +398,7 @@ class Session:
             lambda k: index.kind[path[k]] == COMPACTION,
             lambda k: index.compactions[path[k]],
             lambda k: index.ids[path[k]],
+            last=_newest_compaction(index, path),
         )
         omitted = 0
         if len(chosen) > limit:
@@ -611,3 +613,17 @@ class Session:
 
 
 __all__ = ["BranchSummary", "LeafMove", "Navigation", "Session", "SessionStats"]
+
+
+def _newest_compaction(index: TreeIndex, path: list[int]) -> int | None:
+    """The index in `path` of its newest compaction (-1: none), found by bisection for each of
+    the session's compactions instead of a look at every entry of a long path; None when the
+    path's positions may not ascend (an adoption linked a parent written after its child)."""
+    if index.relinks:
+        return None
+    newest = -1
+    for c in index.compactions:
+        k = bisect_left(path, c)
+        if k < len(path) and path[k] == c:
+            newest = max(newest, k)
+    return newest

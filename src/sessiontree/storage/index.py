@@ -10,7 +10,6 @@ by the storage (`load_entry`).
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
@@ -325,11 +324,7 @@ class TreeIndex:
     def ranges(self, i: int) -> Iterator[tuple[int, int]]:
         """The path from `i` up to its root as `(lo, i)` position ranges, nearest first: each
         range is consecutive positions of one run, walked from `i` down to `lo`."""
-        lo_of, parent = self.runs().lo, self.parent
-        while i >= 0:
-            lo = lo_of[bisect_right(lo_of, i) - 1]
-            yield lo, i
-            i = parent[lo]
+        return self.runs().path(i)
 
     def path_to_root(self, i: int) -> list[int]:
         """Positions from the root down to `i` (inclusive). Stops at a missing parent."""
