@@ -1,16 +1,18 @@
 """Generate a realistic v3 session file for benchmarks.
 
-    python bench/make_session.py 100000 [-o bench/data/s100k.jsonl] [--seed 1]
+    python bench/make_session.py 100000 [-o bench/data/s100k.jsonl] [--seed 1] [--shape deep]
 
 Payloads are Pi's real messages (the two fixture sessions in tests/fixtures/pi, replayed in
 order, so user → assistant → tool result turns stay realistic, with their multi-KB tool
 outputs). Around them the generator adds what long agent runs produce: model and thinking
 changes, labels, compactions (some with a retained tail), and abandoned branches — a `leaf`
-entry back up the chain plus a `branch_summary` — every few hundred entries. `--shape` makes the tree `chain` (no branches), `wide` (a retry
-from an early turn every 50 entries) or `deep` (a retry nested in the last one every 10
-entries) instead, the shapes whose outlines cost the most to lay out. Entries are written
-directly (not through Session) so a million entries take seconds; the file follows the same
-append rule, and `sessiontree check` reports it clean.
+entry back up the chain plus a `branch_summary` — every few hundred entries.
+
+`--shape` draws other trees instead, those whose outlines cost the most to lay out: `chain`
+(no branches), `wide` (a retry from an early turn every 50 entries) or `deep` (a retry nested
+in the last one every 10 entries). Entries are written directly (not through Session) so a
+million entries take seconds; the file follows the same append rule, and `sessiontree check`
+reports it clean.
 """
 
 from __future__ import annotations
