@@ -142,6 +142,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._last_highlight: int | None = None
         self.previous_leaf: int | None = None  # marked after a move, until the next one
         self._stubs: LRUCache[int, str] = LRUCache(1024)
+        self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
         self.sizes = ContextSizes(session)
         self._sizes_missing = False  # a drawn row lacked its size: compute the screen's in a worker
 
@@ -470,7 +471,10 @@ class SessionTreeView(ScrollView, can_focus=True):
             left.append(Segment(f"[{inert(label)}] ", row_style + self._style("tree--label")))
 
         right: list[Segment] = []
-        leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
+        version, leaf, leaf_row = self._leaf_row
+        if version != self._version or leaf != tree.leaf:
+            leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
+            self._leaf_row = (self._version, tree.leaf, leaf_row)
         if row == leaf_row:
             marker = " ← active" if is_leaf else " ← active (hidden below)"
             right.append(Segment(marker, row_style + self._style("tree--leaf")))
