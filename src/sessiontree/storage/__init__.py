@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..model.lazy import lazy_names
 from .base import SessionStorage
 from .index import TreeIndex
 
@@ -22,15 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sessiontree.storage' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = ["JsonlStorage", "MemoryStorage", "PostgresStorage", "SessionStorage", "SqliteStorage", "TreeIndex"]
