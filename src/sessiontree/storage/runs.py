@@ -49,8 +49,8 @@ class Runs:
         self._relinks = index.relinks
         self._lock = threading.Lock()  # workers (preview, sizes) walk paths while keys rebuild
         self.seen = 0
-        # Arrays the layers above derive from the runs (the outline's layout keeps its own
-        # there, with the run count they were computed for).
+        # What the layers above derive from the runs and keep with them (the outline's array
+        # layout keeps its structure here and brings it up to date itself).
         self.derived: dict[str, object] = {}
         self.update()
 
