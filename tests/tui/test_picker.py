@@ -170,6 +170,14 @@ async def test_lists_newest_first_with_id_and_project_columns(root):
         assert "4 sessions · 2 projects" in text_of(app, "#picker-status")
 
 
+async def test_one_session_is_counted_in_the_singular(tmp_path):
+    _write(tmp_path / "only.jsonl", "/home/dev/only", lambda s: s.append_message(U("hello")))
+    app = picker_app(tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        assert "1 session · 1 project" in text_of(app, "#picker-status")
+
+
 async def test_sort_cycles_columns_and_reverses(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:

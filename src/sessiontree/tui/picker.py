@@ -626,7 +626,8 @@ class PickerScreen(Screen[Path | None]):
                 status.update(Text(f"No session files found in {inert(str(self.directory))}"))
                 return
             shown, matching = len(self._order), self._matching
-            parts = [f"{matching} of {total} sessions" if matching != total else f"{total} sessions"]
+            noun = "session" if total == 1 else "sessions"
+            parts = [f"{matching} of {total} {noun}" if matching != total else f"{total} {noun}"]
             if shown < matching:
                 parts.append(f"the first {shown} listed (search or p to narrow)")
             projects = len(self._projects())
