@@ -96,7 +96,13 @@ def launch(path: str | None, **options) -> int:
 
     def close(signum: int, frame: object) -> None:
         # The terminal closed (SIGHUP) or someone asked us to stop (SIGTERM): leave the way `q`
-        # does, so the demo copy is removed and the session closed instead of leaking.
+        # does, so the demo copy is removed and the session closed instead of leaking. A hang-up
+        # comes with SIGCONT, on which Textual's driver resumes application mode
+        # (textual/drivers/linux_driver.py, `_sigcont_application`): arriving while the app
+        # quits, that starts a new input thread after the old one was stopped, which then spins
+        # on the closed terminal at full CPU and keeps the process from ever exiting. With the
+        # terminal gone there is nothing to resume.
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
         app.exit()
 
     previous = {sig: signal.signal(sig, close) for sig in (signal.SIGHUP, signal.SIGTERM)}

@@ -1,0 +1,86 @@
+"""`sessiontree` as a process in a real pseudo-terminal: what happens when the terminal goes away.
+
+Closing the terminal's master side is what closing a terminal window, a dropped ssh connection
+or `tmux kill-session` does: the kernel hangs the terminal up and sends the session leader
+SIGHUP and then SIGCONT."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import shutil
+import signal
+import struct
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "pi" / "large-session.jsonl"
+
+
+def start(path: Path) -> tuple[int, int]:
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the app, as a user starts it
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(sys.executable, [sys.executable, "-m", "sessiontree", str(path)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    return pid, fd
+
+
+def read_until(fd: int, text: bytes, timeout: float) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen
+
+
+def exited_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return True
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return False
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5, 1.0])
+def test_a_terminal_hung_up_while_the_app_quits_leaves_no_process_behind(tmp_path, delay):
+    """`q`, then the terminal closes while the app is shutting down. The hang-up's SIGCONT used
+    to restart Textual's input thread after it had been stopped: the process then spun at full
+    CPU on the closed terminal and never exited."""
+    path = tmp_path / FIXTURE.name
+    shutil.copyfile(FIXTURE, path)
+    pid, fd = start(path)
+    try:
+        assert b"Help" in read_until(fd, b"Help", 30), "the browser did not come up"
+        time.sleep(0.3)
+        os.write(fd, b"q")
+        time.sleep(delay)
+    finally:
+        os.close(fd)  # the hang-up
+    assert exited_within(pid, 15), "the app outlived its terminal"
+
+
+def test_a_terminal_hung_up_while_browsing_ends_the_app(tmp_path):
+    path = tmp_path / FIXTURE.name
+    shutil.copyfile(FIXTURE, path)
+    pid, fd = start(path)
+    try:
+        assert b"Help" in read_until(fd, b"Help", 30), "the browser did not come up"
+    finally:
+        os.close(fd)
+    assert exited_within(pid, 15), "the app outlived its terminal"
