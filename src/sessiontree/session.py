@@ -392,6 +392,13 @@ class Session:
     def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int]:
         index = self.tree
         start = index.leaf if at is None else self.position(at)
+        length, compaction, *_ = index.path_facts(start)
+        if compaction < 0 and len(index.pos) == len(index.ids):
+            # No compaction bounds the path: the context is the whole root path, of which only the
+            # newest `limit` are read, without listing the rest (700,000 on a deep retry tree).
+            newest = index.newest_on_path(start, limit)
+            newest.reverse()
+            return self.storage.load_many(newest), length - len(newest)
         path = index.bounded_path(start)
         chosen = select_indices(
             len(path),

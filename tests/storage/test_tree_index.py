@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from sessiontree.storage import index as index_module
 from sessiontree.storage.index import TreeIndex
 from sessiontree.storage.scan import add_dict
@@ -129,3 +132,75 @@ def test_adoption_work_grows_linearly():
         small = _lines_executed(make(1_000))
         large = _lines_executed(make(2_000))
         assert large < 2.5 * small, (small, large)
+
+
+# --- path facts: kept per fork point, equal to a walk up the parents ---------------------------
+
+KINDS = ["user", "assistant", "thinking_level_change", "model_change", "active_tools_change", "compaction"]
+
+
+def _entry(eid: str, parent: str | None, what: str) -> dict[str, Any]:
+    if what in ("user", "assistant"):
+        return _message(eid, parent, what)
+    data: dict[str, Any] = {"type": what, "id": eid, "parentId": parent, "timestamp": "t"}
+    if what == "compaction":
+        data.update(summary="s", firstKeptEntryId=None, tokensBefore=1)
+    return data
+
+
+def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int]:
+    """`path_facts` by looking at every entry from `i` up to its root."""
+    from sessiontree.storage.index import (
+        ACTIVE_TOOLS_CHANGE,
+        ASSISTANT,
+        COMPACTION,
+        MESSAGE,
+        MODEL_CHANGE,
+        NONE,
+        THINKING_LEVEL_CHANGE,
+    )
+
+    length, found = 0, [NONE] * 4
+    while i >= 0:
+        length += 1
+        kind = index.kind[i]
+        is_model = kind == MODEL_CHANGE or (kind == MESSAGE and index.role[i] == ASSISTANT)
+        for slot, hit in enumerate(
+            (kind == COMPACTION, kind == THINKING_LEVEL_CHANGE, is_model, kind == ACTIVE_TOOLS_CHANGE)
+        ):
+            if hit and found[slot] == NONE:
+                found[slot] = i
+        i = index.parent[i]
+    return (length, *found)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, len(KINDS) - 1), st.integers(0, 10**6), st.booleans()),
+        min_size=1,
+        max_size=120,
+    ),
+    late=st.integers(0, 20),
+)
+def test_path_facts_equal_a_walk_up_the_parents_as_entries_arrive(steps, late):
+    """Forks anywhere, facts asked between batches of appends (the kept answers must stay true),
+    and one entry held back and appended last, after its children: its adoption relinks their
+    paths, which must drop what was kept."""
+    entries: list[dict[str, Any]] = []
+    for k, (what, pick, fork) in enumerate(steps):
+        parent = None if k == 0 else f"n{pick % k if fork else k - 1}"
+        entries.append(_entry(f"n{k}", parent, KINDS[what]))
+    held = entries.pop(late % len(entries)) if len(entries) > 2 else None
+    index = TreeIndex()
+    for line, data in enumerate(entries, 2):
+        add_dict(index, data, line)
+        if line % 7 == 0:
+            for i in range(0, len(index), 3):
+                assert index.path_facts(i) == _walked(index, i)
+    if held is not None:
+        add_dict(index, held, len(entries) + 2)
+    for i in range(len(index)):
+        assert index.path_facts(i) == _walked(index, i)
+        thinking, model, tools = index.state_entries(i)
+        assert (thinking, model, tools) == _walked(index, i)[2:]

@@ -65,6 +65,10 @@ ROLE_CODES: dict[str, int] = {
 # entry flags
 TOOL_ONLY = 1  # an assistant message with no text that is not an error: only tool calls
 
+Facts = tuple[int, int, int, int, int]
+"""`TreeIndex.path_facts`: a root path's length, then its nearest compaction, thinking-level
+change, model source and active-tools change (positions, NONE where absent)."""
+
 NONE = -1  # no parent / no leaf / no child
 MISSING = -2  # parent id not present in the log
 
@@ -74,6 +78,8 @@ class TreeIndex:
 
     __slots__ = (
         "_anc",
+        "_facts",
+        "_facts_relinks",
         "_orphans",
         "_roots",
         "_runs",
@@ -119,6 +125,8 @@ class TreeIndex:
         self._anc = array("i")  # see `_top`; filled only once an adoption needs it
         self.relinks = 0  # adoptions so far: an entry written before its parent got one
         self._runs: Runs | None = None  # made on the first long walk, then kept up to date
+        self._facts: dict[int, Facts] = {}  # see `path_facts`
+        self._facts_relinks = 0
 
     # --- building ---------------------------------------------------------------------------
 
@@ -385,23 +393,71 @@ class TreeIndex:
     def state_entries(self, i: int) -> tuple[int, int, int]:
         """Nearest thinking-level change, model source and active-tools change (see `state_slot`)
         on the full root path of `i`; NONE where absent."""
-        kind, role = self.kind, self.role
-        thinking = model = tools = NONE
-        for lo, hi in self.ranges(i):
-            if thinking == NONE:
-                thinking = kind.rfind(THINKING_LEVEL_CHANGE, lo, hi + 1)
-            if model == NONE:
-                model = kind.rfind(MODEL_CHANGE, lo, hi + 1)
-                k = hi + 1
-                while (k := role.rfind(ASSISTANT, max(lo, model + 1), k)) >= 0:
-                    if kind[k] == MESSAGE:  # an assistant message names the model that answered
-                        model = k
-                        break
-            if tools == NONE:
-                tools = kind.rfind(ACTIVE_TOOLS_CHANGE, lo, hi + 1)
-            if thinking != NONE and model != NONE and tools != NONE:
-                break
+        _, _, thinking, model, tools = self.path_facts(i)
         return thinking, model, tools
+
+    def path_facts(self, i: int) -> Facts:
+        """(how many entries the root path of `i` holds, and on it the nearest compaction,
+        thinking-level change, model source and active-tools change; NONE where absent).
+
+        On a session of many nested retries a path crosses tens of thousands of runs, and the
+        preview asks at every cursor move and every followed append. What holds for a position
+        never changes as entries are appended (only an adoption relinks paths), so the answer
+        for each fork point a walk passes is kept, and the next walk stops at the first one it
+        meets: near the last question, that is after a range or two."""
+        if self._facts_relinks != self.relinks:
+            self._facts.clear()
+            self._facts_relinks = self.relinks
+        memo = self._facts
+        seen: list[tuple[int, int]] = []
+        above: Facts = (0, NONE, NONE, NONE, NONE)
+        for lo, hi in self.ranges(i):
+            if seen and (known := memo.get(hi)) is not None:
+                above = known
+                break
+            seen.append((lo, hi))
+        facts = above
+        for k in range(len(seen) - 1, -1, -1):  # from the root down, each range over the one above
+            lo, hi = seen[k]
+            facts = self._range_facts(lo, hi, facts)
+            if k:
+                memo[hi] = facts
+        return facts
+
+    def _range_facts(self, lo: int, hi: int, above: Facts) -> Facts:
+        """`path_facts` for the positions `lo..hi` of one run, below what holds at `above`."""
+        kind, role = self.kind, self.role
+        end = hi + 1
+        model = kind.rfind(MODEL_CHANGE, lo, end)
+        k = end
+        while (k := role.rfind(ASSISTANT, max(lo, model + 1), k)) >= 0:
+            if kind[k] == MESSAGE:  # an assistant message names the model that answered
+                model = k
+                break
+        found = (
+            kind.rfind(COMPACTION, lo, end),
+            kind.rfind(THINKING_LEVEL_CHANGE, lo, end),
+            model,
+            kind.rfind(ACTIVE_TOOLS_CHANGE, lo, end),
+        )
+        return (
+            above[0] + end - lo,
+            found[0] if found[0] >= 0 else above[1],
+            found[1] if found[1] >= 0 else above[2],
+            found[2] if found[2] >= 0 else above[3],
+            found[3] if found[3] >= 0 else above[4],
+        )
+
+    def newest_on_path(self, i: int, most: int) -> list[int]:
+        """The `most` positions nearest to `i` on its root path (`i` first), without walking the
+        rest of the path."""
+        out: list[int] = []
+        for lo, hi in self.ranges(i):
+            take = min(hi - lo + 1, most - len(out))
+            out.extend(range(hi, hi - take, -1))
+            if len(out) >= most:
+                break
+        return out
 
 
 # --- what entries do to the folded state ------------------------------------------------------
