@@ -122,6 +122,33 @@ def test_array_layout_equals_the_entry_by_entry_walk(
 
 
 @settings(max_examples=200, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    builds=st.lists(
+        st.tuples(
+            st.integers(0, 59), st.sampled_from(list(Filter)), st.lists(st.integers(0, 59), max_size=2)
+        ),
+        min_size=2,
+        max_size=8,
+    ),
+)
+def test_array_layout_kept_between_builds_equals_the_walk(index, builds):
+    """What the numpy layout keeps from one build to the next (the runs drawn under a mask and
+    folds, whatever the leaf) must give the walk's rows through any sequence of leaf moves,
+    filter switches and folds on the same runs."""
+    n = len(index)
+    runs = Runs(index)
+    labels = {f"e{k}": "x" for k in range(0, n, 2)}
+    for leaf_seed, flt, fold_seeds in builds:
+        index.leaf = leaf_seed % n
+        folded = {k % n for k in fold_seeds}
+        marks = active_marks(index, index.leaf)
+        with patch.object(outline_module, "VECTOR_MIN", 0):
+            outline = Outline(index, flt, labels, folded, marks, runs=runs)
+        _same(index, outline, ReferenceOutline(index, flt, labels, folded, marks, None))
+
+
+@settings(max_examples=200, deadline=None)
 @given(index=trees(adoptions=False), batches=st.lists(st.integers(1, 8), min_size=1, max_size=30))
 def test_array_layout_shape_follows_appends(index, batches):
     """The structure the numpy layout keeps with the runs (preorder numbers, subtree sizes,
