@@ -7,12 +7,13 @@ Each round starts every app in a detached tmux window (order alternating between
 polls the pane (`tmux capture-pane`, a few ms per poll, the same for both) for:
 
 - **first paint**: process start → any text on the screen (our loading screen counts);
-- **browsable**: process start → the tree is up (our footer; Pi's row counter);
-- **key → frame**: after the screen has been still for a while, a key is sent and the pane polled
-  until it changes (the next frame), then until it has been still for `QUIET` (settled: for
-  sessiontree that includes the preview, which Pi does not have). Keys are paired by what they
-  do: cursor up, page up, fold at the cursor (Pi's `ctrl+left` folds, or moves up where nothing
-  folds), cycle the filter (last: Pi's cycle reaches "labeled only", where nothing else moves).
+- **browsable**: process start → the tree is up (our footer; Pi's title, drawn with its tree);
+- **key → frame**: `WARM` seconds after the tree is up, with the screen still, a key is sent and
+  the pane polled until it changes (the next frame), then until it has been still for `QUIET`
+  (settled: for sessiontree that includes the preview, which Pi does not have). Keys are paired
+  by what they do: cursor up, page up, fold at the cursor (Pi's `ctrl+left` folds, or moves up
+  where nothing folds), cycle the filter (last: Pi's cycle reaches "labeled only", where
+  nothing else moves).
 
 Pi's side is `bench/pi_tree.mjs`: the `TreeSelectorComponent` Pi's interactive `/tree` command
 shows, drawn by Pi's TUI, on the session opened by `SessionManager.open` (Pi's interactive mode
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -40,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 POLL = 0.002  # seconds between pane captures
 QUIET = 0.3  # a screen unchanged this long has settled
 KEY_TIMEOUT = 3.0  # a key that changes nothing in this long counts as "no frame"
+WARM = 2.0  # seconds between the tree coming up and the first timed key
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,14 @@ class Samples:
 
 
 def pane(name: str) -> str:
+    """The pane's text with its colours (`-e`): a cursor bar that moves is a change of style."""
     return subprocess.run(
-        ["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True, check=False
+        ["tmux", "capture-pane", "-p", "-e", "-t", name], capture_output=True, text=True, check=False
     ).stdout
+
+
+def _plain(screen: str) -> str:
+    return re.sub(r"\x1b\[[0-9;:]*[A-Za-z]", "", screen)
 
 
 def settle(name: str, since: str, start: float, timeout: float) -> tuple[float | None, float, str]:
@@ -133,9 +141,9 @@ def run_app(app: App, path: Path, size: str, presses: int, timeout: float, into:
         while time.perf_counter() - start < timeout:
             text = pane(name)
             now = time.perf_counter() - start
-            if first is None and text.strip():
+            if first is None and _plain(text).strip():
                 first = now
-            if app.ready in text:
+            if app.ready in _plain(text):
                 ready = now
                 break
             time.sleep(POLL)
@@ -143,7 +151,11 @@ def run_app(app: App, path: Path, size: str, presses: int, timeout: float, into:
         into.add("browsable", ready)
         if ready is None:
             return
-        screen = settle(name, "", time.perf_counter(), timeout)[2]  # background work finishes
+        screen = settle(name, "", time.perf_counter(), timeout)[2]
+        # Keys are timed once the app is idle: the first ones after the first paint otherwise
+        # also pay for work started by the paint (our preview's first Markdown and code render
+        # imports Pygments' lexers in a thread), which `first paint` already counts.
+        time.sleep(WARM)
         for measure, key in app.keys.items():
             for _ in range(presses):
                 t0 = time.perf_counter()
