@@ -405,7 +405,7 @@ class Session:
             lambda k: index.kind[path[k]] == COMPACTION,
             lambda k: index.compactions[path[k]],
             lambda k: index.ids[path[k]],
-            last=_newest_compaction(index, path),
+            last=_index_in(path, compaction, index.relinks),
         )
         omitted = 0
         if len(chosen) > limit:
@@ -622,15 +622,11 @@ class Session:
 __all__ = ["BranchSummary", "LeafMove", "Navigation", "Session", "SessionStats"]
 
 
-def _newest_compaction(index: TreeIndex, path: list[int]) -> int | None:
-    """The index in `path` of its newest compaction (-1: none), found by bisection for each of
-    the session's compactions instead of a look at every entry of a long path; None when the
-    path's positions may not ascend (an adoption linked a parent written after its child)."""
-    if index.relinks:
+def _index_in(path: list[int], position: int, relinks: int) -> int | None:
+    """Where `position` (the path's newest compaction, from `path_facts`) is in `path`, by
+    bisection (-1: not in it); None when the path's positions may not ascend (an adoption linked
+    a parent written after its child) and the caller must look."""
+    if relinks:
         return None
-    newest = -1
-    for c in index.compactions:
-        k = bisect_left(path, c)
-        if k < len(path) and path[k] == c:
-            newest = max(newest, k)
-    return newest
+    k = bisect_left(path, position)
+    return k if k < len(path) and path[k] == position else -1
