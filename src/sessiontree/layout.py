@@ -16,6 +16,7 @@ to its nearest drawn ancestor; a folded run hides its whole subtree. The result 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from .storage.index import TreeIndex
     from .storage.runs import Runs
 
+# Run and entry numbers are kept as numpy's index type: a gather by any other integer type
+# converts the whole index array first (32-bit arrays measured ~40% slower per key).
+INT = np.intp
 MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the loop is cheaper
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
 
@@ -43,7 +47,7 @@ class Pieces:
     p_rest: memoryview
     piece_of: memoryview  # run -> its piece, -1 for runs not drawn
     fork_rows: memoryview
-    side_roots: memoryview
+    side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
     cut: set[int]  # runs cut short by a fold
     rows: int
     deepest: int
@@ -55,17 +59,17 @@ class _Shape:
     lengthens the last run; a fork splits a run and adds one, which shifts preorder numbers by
     one at C speed instead of numbering every run again (a leaf move appends such an entry)."""
 
-    __slots__ = ("hi", "lo", "par", "pre", "preorder", "relinks", "seen", "size")
+    __slots__ = ("_above", "hi", "lo", "par", "pre", "preorder", "relinks", "seen", "size")
 
     def __init__(self, index: TreeIndex, runs: Runs) -> None:
         count = len(runs)
         self.relinks = index.relinks
         self.seen = runs.seen
-        self.lo = np.array(runs.lo, dtype=np.int64)
-        self.hi = np.array(runs.hi, dtype=np.int64)
+        self.lo = np.array(runs.lo, dtype=INT)
+        self.hi = np.array(runs.hi, dtype=INT)
         parent = np.frombuffer(index.parent, dtype=np.int32)
         first_parent = parent[self.lo]
-        par = np.searchsorted(self.lo, first_parent, side="right") - 1
+        par = (np.searchsorted(self.lo, first_parent, side="right") - 1).astype(INT)
         par[first_parent < 0] = -1
         self.par = par
         # Subtree sizes bottom-up, then preorder numbers top-down: a parent's run comes before its
@@ -89,20 +93,23 @@ class _Shape:
                 free[p] = at + size[r]
             pre[r] = at
             free[r] = at + 1
-        self.size = np.array(size, dtype=np.int64)
-        self.pre = np.array(pre, dtype=np.int64)
-        self.preorder = np.empty(0, dtype=np.int64)
+        self.size = np.array(size, dtype=INT)
+        self.pre = np.array(pre, dtype=INT)
+        self.preorder = np.empty(0, dtype=INT)
+        self._above: tuple[Any, Any] | None = None  # (shown runs, `above` for them)
         self._number()
 
     def _number(self) -> None:
-        self.preorder = np.empty(len(self.pre), dtype=np.int64)
-        self.preorder[self.pre] = np.arange(len(self.pre), dtype=np.int64)
+        self.preorder = np.empty(len(self.pre), dtype=INT)
+        self.preorder[self.pre] = np.arange(len(self.pre), dtype=INT)
 
     def catch_up(self, index: TreeIndex, most: int) -> bool:
         """Take in the entries appended since, as `Runs.update` does; False (changing nothing
         that matters: the caller starts over) if more than `most` of them start runs."""
         parent, first_child = index.parent, index.first_child
         start, end = self.seen, len(index)
+        if start == end:
+            return True
         starts = 0
         for j in range(start, end):  # after entry j, whatever it was, the last run ends at j + 1
             p = parent[j]
@@ -122,8 +129,19 @@ class _Shape:
                     self._split(q, p)
             self._add(j, q)
         self.seen = end
+        self._above = None
         self._number()
         return True
+
+    def above(self, shown: Any) -> Any:
+        """For each run, its nearest proper ancestor with something shown (-1: none), kept for
+        the last mask: folding, unfolding and leaf moves within a filter do not change it."""
+        kept = self._above
+        if kept is not None and np.array_equal(kept[0], shown):
+            return kept[1]
+        above = _nearest(shown, self.par)
+        self._above = (shown, above)
+        return above
 
     def _within(self, r: int) -> Any:
         """Runs whose subtree holds run `r` (itself included)."""
@@ -189,14 +207,23 @@ def path_marks(index: TreeIndex, runs: Runs, leaf: int) -> bytes:
     steps = np.zeros(n + 1, dtype=np.int8)
     steps[shape.lo[on]] = 1
     steps[ends] -= 1
-    return np.cumsum(steps[:-1], dtype=np.int8).astype(np.uint8).tobytes()
+    # Summed as int32: numpy's running sum over 32-bit integers is three times its speed on bytes.
+    return np.cumsum(steps[:-1], dtype=np.int32).astype(np.uint8).tobytes()
 
 
 def _ints(values: Any) -> memoryview:
-    """A view of an int64 array that Python indexes as plain ints (bisect, `a[k] += 1`), without
+    """A view of an index array that Python indexes as plain ints (bisect, `a[k] += 1`), without
     copying it into a list."""
     data: Any = np.ascontiguousarray(values, dtype=np.int64)  # numpy arrays export the buffer protocol
     return memoryview(data).cast("B").cast("q")
+
+
+def _shown_before(vis: bytearray) -> Any:
+    """Shown entries before each position (one more slot than `vis`: the total)."""
+    shown_before = np.empty(len(vis) + 1, dtype=INT)
+    shown_before[0] = 0
+    np.cumsum(np.frombuffer(vis, dtype=np.uint8), dtype=INT, out=shown_before[1:])
+    return shown_before
 
 
 def lay_out(
@@ -211,66 +238,67 @@ def lay_out(
     if index.relinks or not len(runs) or runs.hi[-1] != len(vis):
         return None
     shape = _shape(index, runs)
-    lo, hi, par, pre, size = shape.lo, shape.hi, shape.par, shape.pre, shape.size
+    lo, hi, pre, size = shape.lo, shape.hi, shape.pre, shape.size
     count = len(lo)
     n = len(vis)
     mask = np.frombuffer(vis, dtype=np.uint8)
-    shown_before = np.zeros(n + 1, dtype=np.int32)  # shown entries before each position
-    np.cumsum(mask, dtype=np.int32, out=shown_before[1:])
-    full = (shown_before[hi] - shown_before[lo]).astype(np.int64)
+    shown_before = _shown_before(vis)
+    full = shown_before[hi] - shown_before[lo]
     shown = full > 0
 
     # Folds: the first folded visible entry of a run cuts it; nothing below is drawn.
     cut_runs, cut_at = _cuts(folded, mask, lo)
-    end = hi.copy()
-    rows_in = full.copy()
-    hidden = np.zeros(count, dtype=bool)
+    end, rows_in, drawn = hi, full, shown
     if len(cut_runs):
+        end, rows_in = hi.copy(), full.copy()
         end[cut_runs] = cut_at + 1
         rows_in[cut_runs] = shown_before[cut_at + 1] - shown_before[lo[cut_runs]]
-        steps = np.zeros(count + 1, dtype=np.int64)
-        np.add.at(steps, pre[cut_runs] + 1, 1)
-        np.add.at(steps, pre[cut_runs] + size[cut_runs], -1)
-        hidden = (np.cumsum(steps[:-1]) > 0)[pre]
-    drawn = shown & ~hidden
-    above = _nearest(drawn, par)  # runs nobody draws hand on their children
+        below = np.cumsum(_spans(pre[cut_runs] + 1, pre[cut_runs] + size[cut_runs], count))
+        drawn = shown & (below[pre] == 0)
+    # Runs nobody draws hand on their children. A fold hides its run's whole subtree, so no
+    # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
+    above = shape.above(shown)
 
     order = shape.preorder[drawn[shape.preorder]]  # drawn runs in preorder
     group = above[order] + 1  # 0: the roots' group
     kids = np.bincount(group, minlength=count + 1)
     in_fork = kids[group] >= 2
-    # First shown entries matter only for children of forks (the path's child, side roots).
-    first_o = np.full(len(order), n, dtype=np.int64)
-    fork_kids = order[in_fork]
-    first_o[in_fork] = _first_shown(vis, mask, shown_before, lo[fork_kids], hi[fork_kids])
-    mark_bytes = np.frombuffer(bytes(marks), dtype=np.uint8)
-    marked = np.zeros(len(order), dtype=bool)
-    inside = first_o < len(mark_bytes)
-    marked[inside] = mark_bytes[first_o[inside]] == 1
-    last_pre = np.full(count + 1, -1, dtype=np.int64)
-    np.maximum.at(last_pre, group, pre[order])
+    # Which child of a fork the active path takes: the one whose first shown entry is marked.
+    # A path runs through every run it enters up to its last entry (runs end where entries
+    # fork), except the leaf's run, where it stops at the leaf. So that child is the one whose
+    # first entry is marked, unless the path stops in it before its first shown entry.
+    lo_o = lo[order]
+    mark_bytes = np.frombuffer(marks, dtype=np.uint8)
+    if len(mark_bytes) < n:
+        mark_bytes = np.concatenate((mark_bytes, np.zeros(n - len(mark_bytes), dtype=np.uint8)))
+    marked = in_fork & (mark_bytes[lo_o] == 1)
+    late = np.flatnonzero(marked & (mask[lo_o] == 0))
+    late = late[mark_bytes[hi[order[late]] - 1] == 0]  # the path stops inside: the leaf's run
+    if len(late):
+        first = _first_shown(vis, shown_before, lo_o[late], hi[order[late]])
+        marked[late] = (first < n) & (mark_bytes[np.minimum(first, n - 1)] == 1)
+    last_pre = np.full(count + 1, -1, dtype=INT)
+    pre_o = pre[order]
+    np.maximum.at(last_pre, group, pre_o)
     has_marked = np.zeros(count + 1, dtype=bool)
     has_marked[group[marked]] = True
-    pre_o = pre[order]
     is_last = pre_o == last_pre[group]
     main = marked | (~has_marked[group] & is_last)
     side = in_fork & ~main
 
     # Columns: a side branch adds one to every run in its subtree.
-    steps = np.zeros(count + 1, dtype=np.int64)
     sides = order[side]
-    np.add.at(steps, pre[sides], 1)
-    np.add.at(steps, pre[sides] + size[sides], -1)
-    depth = np.cumsum(steps[:-1])[pre_o]
+    depth = np.cumsum(_spans(pre[sides], pre[sides] + size[sides], count), dtype=INT)[pre_o]
 
     # The path's child drawn after its siblings: rotate its stretch past theirs, top down.
-    rotate = np.flatnonzero(marked & ~is_last & in_fork)
+    rotate = np.flatnonzero(marked & ~is_last)
     if len(rotate) > MAX_ROTATIONS:
         return None
-    seq = np.arange(len(order))
+    runs_o, depth_s, side_s = order, depth, side
     if len(rotate):
-        before = np.zeros(count + 1, dtype=np.int64)  # drawn runs before each preorder number
-        before[1:] = np.cumsum(drawn[shape.preorder])
+        seq = np.arange(len(order), dtype=INT)
+        before = np.zeros(count + 1, dtype=INT)  # drawn runs before each preorder number
+        np.cumsum(drawn[shape.preorder], dtype=INT, out=before[1:])
         shift = 0
         for j in rotate.tolist():
             c = int(order[j])
@@ -280,56 +308,62 @@ def lay_out(
             e = (int(before[pre[s] + size[s]]) if s >= 0 else len(order)) + shift
             seq[a:e] = np.concatenate((seq[b:e], seq[a:b]))
             shift += e - b
-    runs_o = order[seq]
+        runs_o, depth_s, side_s = order[seq], depth[seq], side[seq]
     count_o = rows_in[runs_o]
-    row_o = np.zeros(len(runs_o), dtype=np.int64)
-    np.cumsum(count_o[:-1], out=row_o[1:])
-    depth_s = depth[seq]
+    ends = np.cumsum(count_o, dtype=INT)  # the row after each piece
     rest = 2 * depth_s
-    first_pid = rest - side[seq]
-    piece_of = np.full(count, -1, dtype=np.int64)
-    piece_of[runs_o] = np.arange(len(runs_o))
+    piece_of = np.full(count, -1, dtype=INT)
+    piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
 
-    forks = kids[runs_o + 1] >= 2
-    fork_rows = (row_o + count_o - 1)[forks]
+    fork_rows = ends[(kids[1:] >= 2)[runs_o]] - 1
     if len(cut_runs):  # a folded row is a fork's if nothing shown follows it in its run
-        kids_unfolded = np.bincount(_nearest(shown, par)[shown] + 1, minlength=count + 1)
+        kids_unfolded = np.bincount(above[shown] + 1, minlength=count + 1)
         k = piece_of[cut_runs]
         fork = (k >= 0) & (shown_before[hi[cut_runs]] == shown_before[cut_at + 1])
         fork &= kids_unfolded[cut_runs + 1] > 1
-        folded_rows = (row_o + count_o - 1)[k[fork]]
-        fork_rows = np.sort(np.concatenate((fork_rows, folded_rows)))
+        fork_rows = np.sort(np.concatenate((fork_rows, ends[k[fork]] - 1)))
 
-    # Side branches' first entries, in the order the loop finds them: fork by fork as drawn,
-    # oldest first within a fork.
-    side_j = np.flatnonzero(side)
-    parent_piece = np.where(group[side_j] > 0, piece_of[np.maximum(group[side_j] - 1, 0)], -1)
-    ranked = side_j[np.lexsort((pre_o[side_j], parent_piece))]
-    side_roots = first_o[ranked]
+    def side_roots() -> memoryview:
+        """Side branches' first entries, in the order the loop finds them: fork by fork as
+        drawn, oldest first within a fork (`side_j` is in preorder; the sort is stable)."""
+        side_j = np.flatnonzero(side)
+        parent_piece = np.where(group[side_j] > 0, piece_of[np.maximum(group[side_j] - 1, 0)], -1)
+        ranked = order[side_j[np.argsort(parent_piece, kind="stable")]]
+        return _ints(_first_shown(vis, _shown_before(vis), lo[ranked], hi[ranked]))
 
     return Pieces(
         p_lo=_ints(lo[runs_o]),
         p_hi=_ints(end[runs_o]),
-        p_row=_ints(row_o),
+        p_row=_ints(ends - count_o),
         p_count=_ints(count_o),
-        p_first=_ints(first_pid),
+        p_first=_ints(rest - side_s),
         p_rest=_ints(rest),
         piece_of=_ints(piece_of),
         fork_rows=_ints(fork_rows),
-        side_roots=_ints(side_roots),
+        side_roots=side_roots,
         cut=set(cut_runs.tolist()),
-        rows=int(count_o.sum()),
+        rows=int(ends[-1]) if len(ends) else 0,
         deepest=int(depth.max()) if len(depth) else 0,
     )
 
 
-def _first_shown(vis: bytearray, mask: Any, shown_before: Any, lo: Any, hi: Any) -> Any:
+def _spans(starts: Any, stops: Any, count: int) -> Any:
+    """+1 at each start and -1 at each stop (over `count + 1` slots): its running sum counts
+    the spans `starts[k]:stops[k]` covering each place. Starts are distinct (runs' preorder
+    numbers); stops may repeat (subtrees that end together)."""
+    steps = np.zeros(count + 1, dtype=INT)
+    steps[starts] = 1
+    np.subtract.at(steps, stops, 1)
+    return steps
+
+
+def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
     """The first shown position in each range `lo[k]:hi[k]` (`len(vis)` if none): `lo[k]` for
     most, else found by `bytearray.find`, or when many, by bisection over `shown_before` (the
     first position past which one more entry is shown)."""
     n = len(vis)
     first = lo.copy()
-    later = np.flatnonzero(mask[lo] == 0)
+    later = np.flatnonzero(shown_before[lo + 1] == shown_before[lo])
     if len(later) <= FIND_MAX:
         for k in later.tolist():
             f = vis.find(1, int(lo[k]), int(hi[k]))
@@ -344,25 +378,35 @@ def _first_shown(vis: bytearray, mask: Any, shown_before: Any, lo: Any, hi: Any)
 def _cuts(folded: Collection[int], mask: Any, lo: Any) -> tuple[Any, Any]:
     """(runs, positions): for each run holding a folded entry that is shown, the first such."""
     if not folded:
-        empty = np.zeros(0, dtype=np.int64)
+        empty = np.zeros(0, dtype=INT)
         return empty, empty
     at = np.fromiter(folded, dtype=np.int64, count=len(folded))
-    at = at[(at >= 0) & (at < len(mask))]
+    at = at[(at >= 0) & (at < len(mask))].astype(INT)
     at = np.sort(at[mask[at] == 1])
-    runs = np.searchsorted(lo, at, side="right") - 1
+    runs = (np.searchsorted(lo, at, side="right") - 1).astype(INT)
     runs, first = np.unique(runs, return_index=True)  # sorted by position: the first per run
     return runs, at[first]
 
 
 def _nearest(flags: Any, par: Any) -> Any:
-    """For each run, its nearest proper ancestor whose flag is set (-1: none), by pointer
-    doubling: a few passes over the runs however deep the tree."""
+    """For each run, its nearest proper ancestor whose flag is set (-1: none). Most runs are
+    flagged (something in them is shown), so only the others are resolved, by pointer doubling:
+    a few passes over them however deep the tree."""
     count = len(flags)
-    flagged = np.append(flags, True)  # index -1: above the roots
-    up = np.where(flags, np.arange(count), par)
-    while True:
-        stuck = ~flagged[up]
-        if not stuck.any():
-            break
-        up = np.where(stuck, up[up], up)
-    return np.where(par >= 0, up[par], -1)
+    up = np.arange(count + 1, dtype=INT)  # a run if flagged, else its nearest flagged ancestor
+    up[count] = -1  # what `par`'s -1 (above the roots) reads
+    if not flags.any():
+        return np.full(count, -1, dtype=INT)
+    off = np.flatnonzero(~flags).astype(INT)
+    if len(off):
+        flagged = np.append(flags, True)  # index -1: above the roots
+        slot = np.empty(count + 1, dtype=INT)  # a run's place in `off`
+        slot[off] = np.arange(len(off), dtype=INT)
+        jump = par[off]
+        while True:
+            stuck = np.flatnonzero(~flagged[jump])
+            if not len(stuck):
+                break
+            jump[stuck] = jump[slot[jump[stuck]]]
+        up[off] = jump
+    return up[par]

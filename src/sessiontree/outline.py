@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 from itertools import compress
 from typing import TYPE_CHECKING, TypeAlias
@@ -240,6 +240,7 @@ class Outline:
         "_relinks",
         "_runs_count",
         "_seen",
+        "_side_roots",
         "_sums",
         "folded",
         "index",
@@ -255,7 +256,6 @@ class Outline:
         "rows",
         "rows_pos",
         "runs",
-        "side_roots",
         "vis",
     )
 
@@ -287,7 +287,7 @@ class Outline:
             runs = Runs(index)
         self.runs = runs
         self.prefixes: list[str] = [""]
-        self.side_roots: Sequence[int] = []  # first entries of the side-branch blocks drawn
+        self._side_roots: Sequence[int] | Callable[[], Sequence[int]] = []
         self.p_lo: Ints = array("q")
         self.p_hi: Ints = array("q")
         self.p_row: Ints = array("q")
@@ -332,7 +332,7 @@ class Outline:
         self.p_lo, self.p_hi, self.p_row = pieces.p_lo, pieces.p_hi, pieces.p_row
         self.p_count, self.p_first, self.p_rest = pieces.p_count, pieces.p_first, pieces.p_rest
         self._piece_of, self._fork_rows = pieces.piece_of, pieces.fork_rows
-        self.side_roots = pieces.side_roots
+        self._side_roots = pieces.side_roots
         self.rows = pieces.rows
         self._cut = pieces.cut
         self.prefixes = [text for d in range(pieces.deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
@@ -366,7 +366,7 @@ class Outline:
         stack: list[tuple[int, int, int]] = []  # (run, prefix id of its first row, depth)
         side_roots: list[int] = []
         fork_rows: list[int] = []
-        self.side_roots, self._fork_rows = side_roots, fork_rows
+        self._side_roots, self._fork_rows = side_roots, fork_rows
         p_lo, p_hi, p_row, p_count, p_first, p_rest = (array("q") for _ in range(6))
         self.p_lo, self.p_hi, self.p_row, self.p_count = p_lo, p_hi, p_row, p_count
         self.p_first, self.p_rest = p_first, p_rest
@@ -469,6 +469,14 @@ class Outline:
         return True
 
     # --- queries ------------------------------------------------------------------------------
+
+    @property
+    def side_roots(self) -> Sequence[int]:
+        """The first entries of the side-branch blocks drawn, fork by fork as drawn, oldest first
+        within a fork (what `z` folds). The array layout finds them only when asked."""
+        if callable(self._side_roots):
+            self._side_roots = self._side_roots()
+        return self._side_roots
 
     def _piece(self, row: int) -> int:
         return bisect_right(self.p_row, row) - 1

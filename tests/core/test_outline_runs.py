@@ -117,6 +117,7 @@ def test_array_layout_equals_the_entry_by_entry_walk(
         patch.object(layout, "FIND_MAX", 0 if bisect else 4096),
     ):
         outline = Outline(index, flt, labels, folded, marks, restrict)
+        assert outline.side_roots is not None  # found when first asked: here, under this FIND_MAX
     assert lay_out(index, outline.runs, outline.vis, marks, folded) is not None  # not the loop
     _same(index, outline, ref)
 
@@ -166,6 +167,7 @@ def test_array_layout_shape_follows_appends(index, batches):
         fresh = layout._Shape(partial, Runs(partial))
         for name in ("lo", "hi", "par", "pre", "size", "preorder"):
             assert getattr(kept, name).tolist() == getattr(fresh, name).tolist(), name
+            assert getattr(kept, name).dtype == layout.INT, name  # else converted at every gather
         if k == full:
             break
 
