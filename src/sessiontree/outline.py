@@ -548,6 +548,8 @@ class Outline:
 
     def row_for(self, i: int) -> int:
         """The row showing entry `i`, or of its nearest shown ancestor (-1 if none)."""
+        if not self.rows:  # nothing to find: do not walk a path of a million entries to its root
+            return -1
         parent, vis = self.index.parent, self.vis
         while 0 <= i < len(vis):
             r = self.runs.of(i)
