@@ -48,7 +48,7 @@ class Pieces:
     piece_of: memoryview  # run -> its piece, -1 for runs not drawn
     fork_rows: memoryview
     side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
-    cut: set[int]  # runs cut short by a fold
+    last_cut: bool  # the last run is cut short by a fold (`Outline.grow` cannot lengthen it)
     rows: int
     deepest: int
 
@@ -219,10 +219,11 @@ def _ints(values: Any) -> memoryview:
 
 
 def _shown_before(vis: bytearray) -> Any:
-    """Shown entries before each position (one more slot than `vis`: the total)."""
-    shown_before = np.empty(len(vis) + 1, dtype=INT)
+    """Shown entries before each position (one more slot than `vis`: the total). Counts, not
+    indices: 32 bits halve the memory this pass over every entry writes."""
+    shown_before = np.empty(len(vis) + 1, dtype=np.int32)
     shown_before[0] = 0
-    np.cumsum(np.frombuffer(vis, dtype=np.uint8), dtype=INT, out=shown_before[1:])
+    np.cumsum(np.frombuffer(vis, dtype=np.uint8), dtype=np.int32, out=shown_before[1:])
     return shown_before
 
 
@@ -321,7 +322,7 @@ def lay_out(
         k = piece_of[cut_runs]
         fork = (k >= 0) & (shown_before[hi[cut_runs]] == shown_before[cut_at + 1])
         fork &= kids_unfolded[cut_runs + 1] > 1
-        fork_rows = np.sort(np.concatenate((fork_rows, ends[k[fork]] - 1)))
+        fork_rows = np.sort(np.concatenate((fork_rows, ends[k[fork]] - 1)), kind="stable")  # a merge
 
     def side_roots() -> memoryview:
         """Side branches' first entries, in the order the loop finds them: fork by fork as
@@ -341,7 +342,7 @@ def lay_out(
         piece_of=_ints(piece_of),
         fork_rows=_ints(fork_rows),
         side_roots=side_roots,
-        cut=set(cut_runs.tolist()),
+        last_cut=bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1,
         rows=int(ends[-1]) if len(ends) else 0,
         deepest=int(depth.max()) if len(depth) else 0,
     )
@@ -376,16 +377,18 @@ def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
 
 
 def _cuts(folded: Collection[int], mask: Any, lo: Any) -> tuple[Any, Any]:
-    """(runs, positions): for each run holding a folded entry that is shown, the first such."""
+    """(runs, positions): for each run holding a folded entry that is shown, the first such;
+    runs in order. No sort: `z` folds every side branch, ~90,000 entries on a deep tree."""
     if not folded:
         empty = np.zeros(0, dtype=INT)
         return empty, empty
-    at = np.fromiter(folded, dtype=np.int64, count=len(folded))
-    at = at[(at >= 0) & (at < len(mask))].astype(INT)
-    at = np.sort(at[mask[at] == 1])
-    runs = (np.searchsorted(lo, at, side="right") - 1).astype(INT)
-    runs, first = np.unique(runs, return_index=True)  # sorted by position: the first per run
-    return runs, at[first]
+    at = np.fromiter(folded, dtype=INT, count=len(folded))
+    at = at[(at >= 0) & (at < len(mask))]
+    at = at[mask[at] == 1]
+    first = np.full(len(lo), len(mask), dtype=INT)
+    np.minimum.at(first, np.searchsorted(lo, at, side="right") - 1, at)
+    runs = np.flatnonzero(first < len(mask))
+    return runs, first[runs]
 
 
 def _nearest(flags: Any, par: Any) -> Any:

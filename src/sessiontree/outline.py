@@ -233,8 +233,8 @@ class Outline:
 
     __slots__ = (
         "_blocks",
-        "_cut",
         "_fork_rows",
+        "_last_cut",
         "_leaf",
         "_piece_of",
         "_relinks",
@@ -305,7 +305,7 @@ class Outline:
         self._runs_count = len(runs)
         self._leaf = index.leaf
         self._relinks = index.relinks
-        self._cut: set[int] = set()
+        self._last_cut = False  # the last run is cut short by a fold
         self._build()
 
     @classmethod
@@ -334,7 +334,7 @@ class Outline:
         self._piece_of, self._fork_rows = pieces.piece_of, pieces.fork_rows
         self._side_roots = pieces.side_roots
         self.rows = pieces.rows
-        self._cut = pieces.cut
+        self._last_cut = pieces.last_cut
         self.prefixes = [text for d in range(pieces.deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
 
     def _loop(self) -> None:
@@ -346,7 +346,7 @@ class Outline:
                 r = runs.of(f)
                 if f < cut.get(r, f + 1):
                     cut[r] = f
-        self._cut = set(cut)
+        self._last_cut = len(runs) - 1 in cut
 
         def shown(runs_below: list[int]) -> list[int]:
             """The runs that start the shown children below a run, oldest first: a run with
@@ -444,7 +444,7 @@ class Outline:
             return False  # a new run: a fork, a new root, or a chain written elsewhere
         if index.relinks != self._relinks:
             return False  # an entry written before its parent was adopted: a subtree moved
-        if self.p_lo[k] != runs.lo[r] or self.p_hi[k] != old or runs.hi[r] != n or r in self._cut:
+        if self.p_lo[k] != runs.lo[r] or self.p_hi[k] != old or runs.hi[r] != n or self._last_cut:
             return False  # the run that grew is not the last one drawn, or it is folded
         if bytes(index.kind[old:n]).translate(_RELAYOUT_TABLE).count(1):
             return False  # a label, leaf move, archive or name changes more than these rows
