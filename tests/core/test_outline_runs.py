@@ -250,3 +250,21 @@ def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it():
     index.runs()
     path.update()
     assert not outline.grow(masks.mask(Filter.DEFAULT, {}))
+
+
+def test_grow_leaves_entries_below_a_fold_hidden():
+    """An entry appended below a folded last entry stays hidden: `grow` leaves it to a rebuild,
+    for the loop and the array layout alike (their drawn part ends exactly where it grew)."""
+    for vector_min in (outline_module.VECTOR_MIN, 0):
+        index = TreeIndex()
+        for k in range(10):
+            index.add(f"e{k}", f"e{k - 1}" if k else None, "message", "user")
+        index.leaf = 9
+        runs = Runs(index)
+        with patch.object(outline_module, "VECTOR_MIN", vector_min):
+            outline = Outline(index, Filter.ALL, {}, {9}, runs=runs)
+        assert len(outline) == 10
+        index.add("e10", "e9", "message", "user")
+        runs.update()
+        assert not outline.grow(visibility(index, Filter.ALL, {}))
+        assert len(outline) == 10
