@@ -628,7 +628,7 @@ async def test_help_lists_the_keys(root):
         await pilot.press("question_mark")
         await pilot.pause()
         assert not isinstance(app.screen, PickerScreen)
-        assert "reverse the sort" in "\n".join(screen_lines(app))
+        assert "Reverse the sort" in "\n".join(screen_lines(app))
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, PickerScreen)

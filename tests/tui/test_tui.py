@@ -377,8 +377,47 @@ async def test_help(demo):
         await pilot.press("question_mark")
         await settle(app, pilot)
         assert app.screen.__class__.__name__ == "HelpScreen"
+        rows = [what for _, entries in app.screen.sections for _, what in entries]
+        assert "Command palette: every action by name" in rows  # bound outside BINDINGS
+        assert not [w for w in rows if "_" in w or not w[:1].isupper()]  # no raw action names
+        assert "Scroll Right" not in rows and "Page Left" not in rows  # the tree never scrolls sideways
         await pilot.press("escape")
         assert isinstance(app.screen.query_one(SessionTreeView), SessionTreeView)
+
+
+async def test_the_cursor_bar_sets_one_text_colour(demo):
+    """On the cursor row every cell takes the bar's colours: a compaction's orange or a branch
+    summary's green would otherwise be unreadable on the orange bar."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        bar = tree.get_component_rich_style("tree--cursor", partial=True)
+        assert bar.color is not None
+        for entry_id in ("3a7c4df8", "3a7c55c4"):  # the compaction, then the leaf
+            await put_cursor(app, pilot, entry_id)
+            drawn = tree.render_line(tree.cursor_row - int(tree.scroll_offset.y))
+            colours = {segment.style.color for segment in drawn if segment.text.strip() and segment.style}
+            assert colours == {bar.color}, entry_id
+
+
+async def test_a_filter_that_shows_nothing_keeps_the_cursor_s_place(tmp_path):
+    session = create_session("/w", path=tmp_path / "s.jsonl")
+    for k in range(6):
+        session.append_message(U(f"question {k}"))
+        session.append_message(A(f"answer {k}"))
+    app = make_app(tmp_path / "s.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        tree.set_cursor(3)
+        await settle(app, pilot)
+        place = cursor_id(app)
+        app.browser.action_set_filter(Filter.LABELED.value)  # no labels: no rows
+        await settle(app, pilot)
+        assert len(tree.outline) == 0
+        app.browser.action_set_filter(Filter.DEFAULT.value)
+        await settle(app, pilot)
+        assert cursor_id(app) == place
 
 
 # --- read-only, locking, damage, follow -------------------------------------------------------

@@ -10,9 +10,11 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Label, Static
 
 Section = tuple[str, list[tuple[str, str]]]
+SIDEWAYS = {"scroll_left", "scroll_right", "page_left", "page_right"}  # horizontal scrolling
 
 
 def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
@@ -22,9 +24,15 @@ def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
     bindings_map = node._bindings.copy()
     if app._keymap:  # remapped keys, as the screen's binding chain applies them
         bindings_map.apply_keymap(app._keymap)
+    sideways = isinstance(node, Widget) and not node.allow_horizontal_scroll
     for bindings in bindings_map.key_to_bindings.values():
         for binding in bindings:
-            what = binding.tooltip or binding.description or binding.action
+            what = binding.tooltip or binding.description
+            if not what:  # Textual's own undescribed keys (ctrl+c's "help_quit" notice)
+                continue
+            if sideways and binding.action in SIDEWAYS:  # inherited, and nothing to scroll
+                continue
+            what = what[:1].upper() + what[1:]
             key = app.get_key_display(binding)
             keys = rows.setdefault(what, [])
             if key not in keys:
@@ -45,7 +53,12 @@ def sections_for(screen: Screen) -> list[Section]:
             continue
         seen.add(kind)
         sections.append((kind.HELP_TITLE, binding_rows(widget)))  # type: ignore[attr-defined]
-    sections.append(("Everywhere", binding_rows(screen.app)))
+    everywhere = binding_rows(screen.app)
+    app = screen.app
+    if app.ENABLE_COMMAND_PALETTE:  # bound by Textual outside BINDINGS
+        key = app.get_key_display(Binding(app.COMMAND_PALETTE_BINDING, "command_palette"))
+        everywhere.append((key, "Command palette: every action by name"))
+    sections.append(("Everywhere", everywhere))
     return sections
 
 

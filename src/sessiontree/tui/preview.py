@@ -861,7 +861,9 @@ def message_parts(
     if role == "assistant":
         model = msg.get("model")
         title = (
-            f"assistant · {model} · ~{tokens} tok" if isinstance(model, str) else f"assistant · ~{tokens} tok"
+            f"assistant · {model} · ~{tokens:,} tok"
+            if isinstance(model, str)
+            else f"assistant · ~{tokens:,} tok"
         )
         sections: list[list[Part]] = []
         thought = thinking_text(msg)
@@ -891,7 +893,7 @@ def message_parts(
     if role == "toolResult":
         name = msg.get("toolName", "tool")
         error = bool(msg.get("isError"))
-        parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens} tok", role)]
+        parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens:,} tok", role)]
         text = content_text(msg.get("content"))
         source = known.get(str(msg.get("toolCallId")))
         path = (
@@ -911,17 +913,17 @@ def message_parts(
             parts += body_parts(sub("result"), text, detail, kind="plain", cls=cls, max_lines=RESULT_LINES)
         return parts
     if role == "bashExecution":
-        parts = [_heading(f"bashExecution · ~{tokens} tok", role)]
+        parts = [_heading(f"bashExecution · ~{tokens:,} tok", role)]
         return parts + body_parts(sub("bash"), bash_execution_text(msg), detail, max_lines=RESULT_LINES)
     if role in ("branchSummary", "compactionSummary"):
         before = msg.get("tokensBefore")
         extra = f" · {before:,} tokens before" if isinstance(before, int) else ""
-        parts = [_heading(f"{role}{extra} · ~{tokens} tok", role)]
+        parts = [_heading(f"{role}{extra} · ~{tokens:,} tok", role)]
         return parts + body_parts(sub("summary"), str(msg.get("summary", "")), detail)
     if role == "custom":
-        parts = [_heading(f"custom · {msg.get('customType', '?')} · ~{tokens} tok", role)]
+        parts = [_heading(f"custom · {msg.get('customType', '?')} · ~{tokens:,} tok", role)]
         return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
-    parts = [_heading(f"{role} · ~{tokens} tok", role)]
+    parts = [_heading(f"{role} · ~{tokens:,} tok", role)]
     return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
 
 
@@ -988,9 +990,10 @@ def _context_header(context: SessionContext, at: str) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
     approx = "≥" if context.omitted else "~"
+    count = len(context.messages)
     parts = [
         _line(
-            f"if the leaf were at {inert(at)}: {len(context.messages)} messages"
+            f"if the leaf were at {inert(at)}: {count:,} message{'' if count == 1 else 's'}"
             f" · {approx}{context.tokens:,} tokens",
             "preview--meta",
         ),
