@@ -165,10 +165,30 @@ def entry_summary(entry: Entry) -> str:
     return f"({entry.type}) {json_compact(payload)}"
 
 
+# Past Pi's /tree, which cuts a command at 50 characters and a path from the right: rows of
+# `[bash: cd /Users/me/work/project && npm run c…]` or of one long directory all read the
+# same. A leading `cd DIR &&` goes (the agent's usual preamble), the command keeps up to
+# BASH_CHARS (the row is cut to the window anyway), and a long path keeps its end.
+BASH_CHARS = 120
+PATH_CHARS = 60
+_CD_PREFIX = re.compile(r"^cd\s+(?:\"[^\"]*\"|'[^']*'|\S+)\s*(?:&&|;)\s*(?=\S)")
+
+
+def _path_tail(text: str) -> str:
+    """`…/src/core/agent-session.ts` for a path longer than PATH_CHARS: the file name and as
+    many of its directories as fit."""
+    if len(text) <= PATH_CHARS:
+        return text
+    tail = text[-(PATH_CHARS - 1) :]
+    cut = tail.find("/")
+    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
+
+
 def call_label(call: dict[str, Any], *, is_error: bool = False) -> str:
     """A tool call as Pi's /tree draws the row of its result: `[read: src/x.py:10-29]`,
     `[bash: git status]`, `[edit: path]`, `[name: {args…}]` for other tools (after
-    `formatToolCall` in pi-coding-agent's `modes/interactive/components/tree-selector.js`)."""
+    `formatToolCall` in pi-coding-agent's `modes/interactive/components/tree-selector.js`),
+    with commands and paths shortened where they differ (see BASH_CHARS)."""
     name = call.get("name") if isinstance(call.get("name"), str) else "tool"
     raw = call.get("arguments")
     args: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -177,7 +197,9 @@ def call_label(call: dict[str, Any], *, is_error: bool = False) -> str:
         value = next((args[k] for k in keys if args.get(k)), default)
         text = str(value)
         home = os.path.expanduser("~")
-        return "~" + text[len(home) :] if home not in ("", "~") and text.startswith(home) else text
+        if home not in ("", "~") and text.startswith(home):
+            text = "~" + text[len(home) :]
+        return _path_tail(text)
 
     if name == "read":
         shown = path("path", "file_path")
@@ -191,8 +213,8 @@ def call_label(call: dict[str, Any], *, is_error: bool = False) -> str:
         label = f"{name}: {path('path', 'file_path')}"
     elif name == "bash":
         command = str(args.get("command", ""))
-        flat = " ".join(command.split())
-        label = f"bash: {flat[:50]}{'…' if len(flat) > 50 else ''}"
+        flat = _CD_PREFIX.sub("", " ".join(command.split()), count=1)
+        label = f"bash: {flat[:BASH_CHARS]}{'…' if len(flat) > BASH_CHARS else ''}"
     elif name == "grep":
         label = f"grep: /{args.get('pattern', '')}/ in {path('path', default='.')}"
     elif name == "find":

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from sessiontree.display import inert, one_line
+from sessiontree.display import call_label, inert, one_line
 from sessiontree.outline import Filter, Outline
 from sessiontree.storage.index import TreeIndex
 from sessiontree.tui.preview import wrap
@@ -71,3 +71,21 @@ def test_emoji_joined_by_zwj_stay_whole_and_other_joiners_stay_visible():
     assert inert(f"the {family} and 🏳️\u200d🌈") == f"the {family} and 🏳️\u200d🌈"
     assert inert("a\u200db") == "a⟨U+200D⟩b"  # between letters it hides text: shown
     assert inert("\u200d👩") == "⟨U+200D⟩👩" and inert("👩\u200d") == "👩⟨U+200D⟩"
+
+
+def test_tool_rows_keep_what_tells_them_apart():
+    """Rows of tool calls differ where the calls differ: an agent's `cd DIR &&` preamble goes,
+    a command keeps well past Pi's 50 characters, a long path keeps its file name."""
+    cwd = "/Users/someone/workspaces/pi-mono"
+    bash = {"name": "bash", "arguments": {"command": f"cd {cwd} && npm run check 2>&1 | tail -40"}}
+    assert call_label(bash) == "[bash: npm run check 2>&1 | tail -40]"
+    quoted = {"name": "bash", "arguments": {"command": 'cd "/a b/c"; git add -A && git commit -m x'}}
+    assert call_label(quoted) == "[bash: git add -A && git commit -m x]"
+    assert call_label({"name": "bash", "arguments": {"command": "cd /tmp"}}) == "[bash: cd /tmp]"
+    long = "echo " + "x" * 200
+    assert call_label({"name": "bash", "arguments": {"command": long}}) == f"[bash: {long[:120]}…]"
+    path = f"{cwd}/packages/coding-agent/src/core/agent-session.ts"
+    label = call_label({"name": "edit", "arguments": {"path": path}})
+    assert label.startswith("[edit: …/") and label.endswith("/src/core/agent-session.ts]")
+    assert len(label) <= len("[edit: ]") + 60
+    assert call_label({"name": "read", "arguments": {"path": "src/x.py"}}) == "[read: src/x.py]"

@@ -116,6 +116,20 @@ with open_session(sys.argv[1]) as s:
 """
 
 
+async def test_the_read_only_banner_is_whole_at_80_columns(tmp_path):
+    """Its end says how to leave read-only mode (press U), so it must not be cut."""
+    path = tmp_path / "old.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        banner = app.browser.query_one("#banner")
+        text = banner.render()
+        assert "press U to upgrade it here" in str(text)
+        lines = text.wrap(banner.content_region.width)
+        assert len(lines) <= banner.content_region.height
+
+
 async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
     path = tmp_path / "old.jsonl"
     shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)

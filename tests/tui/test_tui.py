@@ -98,6 +98,22 @@ async def test_fold_and_unfold(demo):
         assert len(tree.outline) == before
 
 
+async def test_z_folds_every_side_branch_and_says_so(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        before, sides = len(tree.outline), len(tree.outline.side_roots)
+        assert sides > 0
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert len(tree.outline) < before and tree.folded == set(tree.outline.side_roots)
+        notes = [n.message for n in app._notifications]
+        assert f"Folded {sides:,} side branch{'' if sides == 1 else 'es'} (z unfolds them)" in notes
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert len(tree.outline) == before and not tree.folded
+
+
 async def test_filters_cycle_and_show_in_footer(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

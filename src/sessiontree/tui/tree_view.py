@@ -302,10 +302,18 @@ class SessionTreeView(ScrollView, can_focus=True):
         i = self.current_position()
         if self.folded:
             self.folded.clear()
+            message = "Unfolded every branch (z folds the side branches again)"
         else:
             self.folded.update(self.outline.side_roots)
+            count = len(self.folded)
+            if not count:
+                self.notify("No side branches to fold here.", markup=False, timeout=3)
+                return
+            # Most may be far from the screen: say what happened even when no row here changes.
+            message = f"Folded {count:,} side branch{'' if count == 1 else 'es'} (z unfolds them)"
         if i is not None:
             self.rebuild(keep=i)
+        self.notify(message, markup=False, timeout=3)
 
     def action_toggle_sizes(self) -> None:
         self.show_sizes = not self.show_sizes
