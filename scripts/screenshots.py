@@ -27,6 +27,7 @@ from sessiontree.tui.tree_view import SessionTreeView
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (132, 40)
+PICKER_TIMES = (1773480600, 1773478800)  # 2026-03-14 09:30 and 09:00 UTC
 
 Steps = Callable[[object], Awaitable[None]]
 
@@ -102,7 +103,9 @@ def make_app(kind: str, workdir: Path) -> SessionTreeApp:
         from harness.retries import write_retries
 
         write_retries(retried, retries=300, nested=40).close()
-    if kind == "picker":
+    if kind == "picker":  # fixed times: the picker shows them, and the picture should not change
+        os.utime(demo, (PICKER_TIMES[0], PICKER_TIMES[0]))
+        os.utime(retried, (PICKER_TIMES[1], PICKER_TIMES[1]))
         return SessionTreeApp(None, picker_dir=workdir, follow=False, opener=open_session)
     return SessionTreeApp(open_session(demo if kind == "demo" else retried), follow=False)
 
@@ -131,11 +134,17 @@ async def main() -> None:
     os.environ["TZ"] = "UTC"
     time.tzset()
     OUT.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    # A folder of a fixed name: the picker's title shows it.
+    workdir = Path(tempfile.gettempdir()) / "sessiontree-screenshots"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir()
+    try:
         for name, (steps, kind, size) in SHOTS.items():
-            svg = await shoot(name, steps, kind, size, Path(tmp))
+            svg = await shoot(name, steps, kind, size, workdir)
             png = to_png(svg)
             print(f"wrote {svg.relative_to(OUT.parent)}" + (f" and {png.name}" if png else ""))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
