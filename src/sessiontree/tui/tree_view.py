@@ -139,8 +139,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._cache: LRUCache[tuple, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._styles: dict[tuple[str, bool], Style] = {}
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
-        self._last_highlight: int | None = None
-        self._place: int | None = None  # the entry the cursor was last on, kept through empty filters
+        self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
         self.previous_leaf: int | None = None  # marked after a move, until the next one
         self._stubs: LRUCache[int, str] = LRUCache(1024)
         self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
@@ -154,7 +153,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         on entry `keep` (default: the current one) or its nearest shown ancestor."""
         current = self.current_position() if keep is None else keep
         if current is None:  # a filter that showed nothing: come back to where the cursor was
-            current = self._place
+            current = self._last_highlight
         tree = self.session.tree
         if self._runs.index is not tree:  # the session was reopened (e.g. after an upgrade)
             self._masks, self._path = Masks(tree), ActivePath(tree)
@@ -244,8 +243,6 @@ class SessionTreeView(ScrollView, can_focus=True):
                 immediate=True,
             )
         target = self.current_target()
-        if target is not None:
-            self._place = target.position
         if target is not None and target.position != self._last_highlight:
             self._last_highlight = target.position
             self.post_message(self.Highlighted(target))
