@@ -396,10 +396,10 @@ def _nearest(flags: Any, par: Any) -> Any:
     flagged (something in them is shown), so only the others are resolved, by pointer doubling:
     a few passes over them however deep the tree."""
     count = len(flags)
-    up = np.arange(count + 1, dtype=INT)  # a run if flagged, else its nearest flagged ancestor
-    up[count] = -1  # what `par`'s -1 (above the roots) reads
     if not flags.any():
         return np.full(count, -1, dtype=INT)
+    up = np.arange(count + 1, dtype=INT)  # a run if flagged, else its nearest flagged ancestor
+    up[count] = -1  # what `par`'s -1 (above the roots) reads
     off = np.flatnonzero(~flags).astype(INT)
     if len(off):
         flagged = np.append(flags, True)  # index -1: above the roots
