@@ -48,6 +48,8 @@ class Pieces:
     piece_of: memoryview  # run -> its piece, -1 for runs not drawn
     fork_rows: memoryview
     side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
+    path_runs: bytes  # 1 per run holding part of the active path (all of it but the leaf's run)
+    leaf_run: int  # the run holding the leaf (-1: no leaf)
     last_cut: bool  # the last run is cut short by a fold (`Outline.grow` cannot lengthen it)
     rows: int
     deepest: int
@@ -59,7 +61,7 @@ class _Shape:
     lengthens the last run; a fork splits a run and adds one, which shifts preorder numbers by
     one at C speed instead of numbering every run again (a leaf move appends such an entry)."""
 
-    __slots__ = ("_above", "hi", "lo", "par", "pre", "preorder", "relinks", "seen", "size")
+    __slots__ = ("_above", "_path", "hi", "lo", "par", "pre", "preorder", "relinks", "seen", "size")
 
     def __init__(self, index: TreeIndex, runs: Runs) -> None:
         count = len(runs)
@@ -97,6 +99,7 @@ class _Shape:
         self.pre = np.array(pre, dtype=INT)
         self.preorder = np.empty(0, dtype=INT)
         self._above: tuple[Any, Any] | None = None  # (shown runs, `above` for them)
+        self._path: tuple[int, Any] | None = None  # (the leaf's run, `on_path` for it)
         self._number()
 
     def _number(self) -> None:
@@ -125,12 +128,12 @@ class _Shape:
             q = -1
             if 0 <= p < j:
                 q = int(np.searchsorted(self.lo, p, side="right")) - 1
-                if self.hi[q] > p + 1:
-                    self._split(q, p)
+                if self.hi[q] > p + 1:  # a second child of an entry inside a run: a leaf move
+                    self._split_and_add(q, p, j)
+                    continue
             self._add(j, q)
         self.seen = end
-        self._above = None
-        self._number()
+        self._above = self._path = None
         return True
 
     def above(self, shown: Any) -> Any:
@@ -143,38 +146,73 @@ class _Shape:
         self._above = (shown, above)
         return above
 
+    def run_of(self, i: int) -> int:
+        """The run holding position `i`."""
+        return int(np.searchsorted(self.lo, i, side="right")) - 1
+
+    def on_path(self, r: int) -> Any:
+        """Per run, whether it holds part of the path from run `r` up to its root (-1: none),
+        kept for the last run asked: filters and folds do not move the leaf."""
+        kept = self._path
+        if kept is not None and kept[0] == r:
+            return kept[1]
+        on = self._within(r) if r >= 0 else np.zeros(len(self.pre), dtype=bool)
+        self._path = (r, on)  # after `_within`, which forgets the last one
+        return on
+
     def _within(self, r: int) -> Any:
-        """Runs whose subtree holds run `r` (itself included)."""
+        """Runs whose subtree holds run `r` (itself included). A leaf move appends its entry
+        below the old leaf, whose runs up to the root the last layout has just found."""
+        kept, self._path = self._path, None  # the caller renumbers the runs next
+        if kept is not None and kept[0] == r:
+            return kept[1]
         return (self.pre <= self.pre[r]) & (self.pre[r] < self.pre + self.size)
 
-    def _split(self, r: int, p: int) -> None:
-        """Run `r` ends at `p` now; the rest of it becomes run `r + 1`, holding its children."""
-        new = r + 1
-        self.size[self._within(r)] += 1  # one run more below r and its ancestors
+    def _split_and_add(self, r: int, p: int, j: int) -> None:
+        """Run `r` ends at `p` now; the rest of it becomes run `r + 1`, holding its children,
+        and entry `j`, a new child of `p`, starts the last run. One pass for both: a leaf
+        move on a tree of many runs appends exactly this."""
+        new, last = r + 1, len(self.lo) + 1
         at = int(self.pre[r])
-        pre = self.pre + (self.pre > at)
+        end = at + int(self.size[r])  # where r's subtree ended in preorder
+        rest = int(self.size[r])  # the rest of r and all below it: as many runs as r had
+        self.size[self._within(r)] += 2  # r and its ancestors: two runs more below
+        pre = self.pre + (self.pre > at) + (self.pre >= end)
         par = self.par + (self.par > r)
         par[self.par == r] = new
-        self.lo = np.insert(self.lo, new, p + 1)
-        self.hi = np.insert(self.hi, new, self.hi[r])
+        self.lo = _put(self.lo, new, p + 1, j)
+        self.hi = _put(self.hi, new, self.hi[r], j + 1)
         self.hi[r] = p + 1
-        self.par = np.insert(par, new, r)
-        self.pre = np.insert(pre, new, at + 1)
-        self.size = np.insert(self.size, new, self.size[r] - 1)
+        self.par = _put(par, new, r, r)
+        self.pre = _put(pre, new, at + 1, end + 1)
+        self.size = _put(self.size, new, rest, 1)
+        # The runs in preorder: run numbers from `new` on shift by one; the rest of r comes
+        # right after r, the new run right after r's old subtree.
+        order = self.preorder + (self.preorder >= new)
+        self.preorder = np.concatenate(
+            (order[: at + 1], (new,), order[at + 1 : end], (last,), order[end:]), dtype=INT
+        )
 
     def _add(self, j: int, q: int) -> None:
         """A run starting at `j`, the newest child of run `q` (-1: a root)."""
+        last = len(self.lo)
         if q >= 0:
             at = int(self.pre[q] + self.size[q])
             self.size[self._within(q)] += 1
             self.pre[self.pre >= at] += 1
         else:
-            at = len(self.pre)
+            at = last
         self.lo = np.append(self.lo, j)
         self.hi = np.append(self.hi, j + 1)
         self.par = np.append(self.par, q)
         self.pre = np.append(self.pre, at)
         self.size = np.append(self.size, 1)
+        self.preorder = np.insert(self.preorder, at, last)
+
+
+def _put(values: Any, at: int, inserted: int, appended: int) -> Any:
+    """`values` with `inserted` placed at index `at` and `appended` at the end, in one copy."""
+    return np.concatenate((values[:at], (inserted,), values[at:], (appended,)), dtype=INT)
 
 
 CATCH_UP_MOST = 64  # new runs taken in one at a time; past this, number them all again
@@ -199,9 +237,8 @@ def path_marks(index: TreeIndex, runs: Runs, leaf: int) -> bytes:
     if leaf < 0:
         return bytes(n)
     shape = _shape(index, runs)
-    r = int(np.searchsorted(shape.lo, leaf, side="right")) - 1
-    pre, size = shape.pre, shape.size
-    on = np.flatnonzero((pre <= pre[r]) & (pre[r] < pre + size))  # the leaf's run and its ancestors
+    r = shape.run_of(leaf)
+    on = np.flatnonzero(shape.on_path(r))  # the leaf's run and its ancestors
     ends = shape.hi[on]
     ends[on == r] = leaf + 1
     steps = np.zeros(n + 1, dtype=np.int8)
@@ -227,15 +264,57 @@ def _shown_before(vis: bytearray) -> Any:
     return shown_before
 
 
+KEEP_COUNTS = 2  # masks whose counts are kept: the filter in use and the one before it
+PATCH_MOST = 16  # entries a mask may differ in from the last one and still be counted by patching
+
+
+def _kept_counts(runs: Runs, vis: bytearray) -> Any:
+    """`_shown_before(vis)`, kept with the runs for the last masks laid out: a leaf move or a
+    fold lays the same mask out again, an appended entry only lengthens it, and a leaf move
+    may change whether the old and the new leaf are shown (Pi always shows the leaf). Each
+    of those costs a comparison at memory speed instead of counting a million entries. The
+    array returned is only good until the next call."""
+    kept = runs.derived.get("counts")  # the runs' store of what is derived from the log
+    if not isinstance(kept, list):
+        kept = runs.derived["counts"] = []
+    n = len(vis)
+    found = next((k for k, (old, _) in enumerate(kept) if len(old) <= n and vis.startswith(old)), -1)
+    if found < 0 and kept and len(kept[0][0]) <= n:  # the latest mask, with a few entries changed
+        old, counts = kept[0]
+        m = len(old)
+        now = np.frombuffer(vis, dtype=np.uint8, count=m).view(np.int8)
+        changed = np.flatnonzero(now != np.frombuffer(old, dtype=np.int8))
+        if len(changed) <= PATCH_MOST:
+            for i in changed.tolist():
+                counts[i + 1 : m + 1] += int(now[i]) - old[i]
+            found = 0
+    if found < 0:
+        counts = _shown_before(vis)
+    else:
+        old, counts = kept.pop(found)
+        m = len(old)
+        if m < n:
+            if len(counts) < n + 1:  # room for the entries to come, so appends do not copy it
+                counts = np.concatenate((counts[: m + 1], np.empty(n - m + (n >> 4), dtype=np.int32)))
+            tail = np.frombuffer(vis, dtype=np.uint8, count=n - m, offset=m)
+            np.cumsum(tail, dtype=np.int32, out=counts[m + 1 : n + 1])
+            counts[m + 1 : n + 1] += counts[m]
+    kept.insert(0, (bytes(vis), counts))
+    del kept[KEEP_COUNTS:]
+    return counts[: n + 1]
+
+
 def lay_out(
     index: TreeIndex,
     runs: Runs,
     vis: bytearray,
-    marks: bytes | bytearray,
     folded: Collection[int],
+    leaf: int,
 ) -> Pieces | None:
-    """The pieces of the outline, or None when the loop should do it (adoptions, or a path
-    through many older children)."""
+    """The pieces of the outline with the path from `leaf` as the active path, or None when
+    the loop should do it (adoptions, or a path through many older children). The path is
+    taken per run, never marked entry by entry: a leaf move on a deep tree would otherwise
+    write a byte for each of its hundreds of thousands of entries."""
     if index.relinks or not len(runs) or runs.hi[-1] != len(vis):
         return None
     shape = _shape(index, runs)
@@ -243,8 +322,8 @@ def lay_out(
     count = len(lo)
     n = len(vis)
     mask = np.frombuffer(vis, dtype=np.uint8)
-    shown_before = _shown_before(vis)
-    full = shown_before[hi] - shown_before[lo]
+    shown_before = _kept_counts(runs, vis)
+    full = shown_before[hi].astype(INT) - shown_before[lo]  # as wide as the rows it sums to
     shown = full > 0
 
     # Folds: the first folded visible entry of a run cuts it; nothing below is drawn.
@@ -264,22 +343,20 @@ def lay_out(
     group = above[order] + 1  # 0: the roots' group
     kids = np.bincount(group, minlength=count + 1)
     in_fork = kids[group] >= 2
-    # Which child of a fork the active path takes: the one whose first shown entry is marked.
-    # A path runs through every run it enters up to its last entry (runs end where entries
-    # fork), except the leaf's run, where it stops at the leaf. So that child is the one whose
-    # first entry is marked, unless the path stops in it before its first shown entry.
-    lo_o = lo[order]
-    mark_bytes = np.frombuffer(marks, dtype=np.uint8)
-    if len(mark_bytes) < n:
-        mark_bytes = np.concatenate((mark_bytes, np.zeros(n - len(mark_bytes), dtype=np.uint8)))
-    marked = in_fork & (mark_bytes[lo_o] == 1)
-    late = np.flatnonzero(marked & (mask[lo_o] == 0))
-    late = late[mark_bytes[hi[order[late]] - 1] == 0]  # the path stops inside: the leaf's run
-    if len(late):
-        first = _first_shown(vis, shown_before, lo_o[late], hi[order[late]])
-        marked[late] = (first < n) & (mark_bytes[np.minimum(first, n - 1)] == 1)
-    last_pre = np.full(count + 1, -1, dtype=INT)
+    # Which child of a fork the active path takes: the one holding part of the path. A path
+    # runs through every run it enters up to its last entry (runs end where entries fork),
+    # except the leaf's run, where it stops at the leaf: that child takes the fork only if the
+    # leaf is at or below its first shown entry.
+    leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
+    on_path = shape.on_path(leaf_run)
+    marked = in_fork & on_path[order]
     pre_o = pre[order]
+    if leaf_run >= 0 and drawn[leaf_run] and not mask[lo[leaf_run]]:
+        j = int(np.searchsorted(pre_o, pre[leaf_run]))
+        if marked[j]:
+            first = vis.find(1, int(lo[leaf_run]), int(hi[leaf_run]))
+            marked[j] = 0 <= first <= leaf
+    last_pre = np.full(count + 1, -1, dtype=INT)
     np.maximum.at(last_pre, group, pre_o)
     has_marked = np.zeros(count + 1, dtype=bool)
     has_marked[group[marked]] = True
@@ -342,6 +419,8 @@ def lay_out(
         piece_of=_ints(piece_of),
         fork_rows=_ints(fork_rows),
         side_roots=side_roots,
+        path_runs=on_path.tobytes(),
+        leaf_run=leaf_run,
         last_cut=bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1,
         rows=int(ends[-1]) if len(ends) else 0,
         deepest=int(depth.max()) if len(depth) else 0,

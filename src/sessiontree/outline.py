@@ -236,6 +236,9 @@ class Outline:
         "_fork_rows",
         "_last_cut",
         "_leaf",
+        "_leaf_run",
+        "_path",
+        "_path_runs",
         "_piece_of",
         "_relinks",
         "_runs_count",
@@ -244,7 +247,6 @@ class Outline:
         "_sums",
         "folded",
         "index",
-        "marks",
         "p_count",
         "p_first",
         "p_hi",
@@ -265,14 +267,16 @@ class Outline:
         flt: Filter = Filter.DEFAULT,
         labels: Mapping[str, str] | None = None,
         folded: Collection[int] = (),
-        marks: bytes | bytearray | None = None,
+        marks: bytes | bytearray | ActivePath | None = None,
         restrict: bytes | bytearray | None = None,
         *,
         runs: Runs | None = None,
         vis: bytearray | None = None,
     ) -> None:
-        """`marks`: one byte per entry, 1 on the active path (see `active_marks`); it decides
-        which child continues a fork in place. Without it, the latest child does. `restrict`:
+        """`marks`: the active path from the index's leaf, one byte per entry, 1 on the path
+        (see `active_marks`), or an `ActivePath` that keeps them; it decides which child
+        continues a fork in place. Without it, the marks are computed when needed: the array
+        layout never needs them (it takes the path per run). `restrict`:
         one byte per entry, 0 hides the entry whatever the filter says (search as a filter).
         `runs` and `vis` (the filter's mask, see `Masks`) may be passed in when kept between
         builds; they must be up to date with `index`."""
@@ -282,7 +286,9 @@ class Outline:
             n = len(self.vis)
             self.vis = bytearray(_and(self.vis, bytes(restrict[:n]).ljust(n, b"\x01")))
         self.folded = set(folded)
-        self.marks = marks if marks is not None else active_marks(index, index.leaf)
+        self._path = marks
+        self._path_runs: bytes | None = None  # from the array layout: 1 per run on the path
+        self._leaf_run = NONE
         if runs is None:
             runs = Runs(index)
         self.runs = runs
@@ -322,7 +328,7 @@ class Outline:
         if len(self.runs) >= VECTOR_MIN:
             from .layout import lay_out  # numpy: loaded only for trees of many runs
 
-            pieces = lay_out(self.index, self.runs, self.vis, self.marks, self.folded)
+            pieces = lay_out(self.index, self.runs, self.vis, self.folded, self._leaf)
             if pieces is not None:
                 self._take(pieces)
                 return
@@ -335,6 +341,7 @@ class Outline:
         self._side_roots = pieces.side_roots
         self.rows = pieces.rows
         self._last_cut = pieces.last_cut
+        self._path_runs, self._leaf_run = pieces.path_runs, pieces.leaf_run
         self.prefixes = [text for d in range(pieces.deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
 
     def _loop(self) -> None:
@@ -466,9 +473,30 @@ class Outline:
         for key in [key for key in self._blocks if key[0] == k]:
             del self._blocks[key]
         self._seen, self._leaf = n, leaf
+        if leaf != was and not isinstance(self._path, ActivePath):
+            self._path = None  # marked anew from the leaf when next asked
         return True
 
     # --- queries ------------------------------------------------------------------------------
+
+    @property
+    def marks(self) -> bytes | bytearray:
+        """One byte per entry, 1 on the active path (computed on first use if not given)."""
+        path = self._path
+        if isinstance(path, ActivePath):
+            return path.update()
+        if path is None:
+            path = self._path = active_marks(self.index, self._leaf)
+        return path
+
+    def on_path(self, i: int) -> bool:
+        """Whether entry `i` lies on the active path."""
+        on_runs = self._path_runs
+        if on_runs is None:
+            marks = self.marks
+            return i < len(marks) and bool(marks[i])
+        r = self.runs.of(i)
+        return 0 <= r < len(on_runs) and bool(on_runs[r]) and (r != self._leaf_run or i <= self._leaf)
 
     @property
     def side_roots(self) -> Sequence[int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,8 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
     assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
     assert outline.rows_of(range(len(index))) == sorted(r for r in ref.row_of if r >= 0)
     assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]
+    on_path = active_marks(index, index.leaf)  # per run in the array layout, per entry in the loop
+    assert [outline.on_path(i) for i in range(len(index))] == [bool(m) for m in on_path]
     for step in (1, -1):
         assert [outline.next_fork_row(r, step) for r in range(n)] == [
             ref.next_fork_row(r, step) for r in range(n)
@@ -118,7 +121,7 @@ def test_array_layout_equals_the_entry_by_entry_walk(
     ):
         outline = Outline(index, flt, labels, folded, marks, restrict)
         assert outline.side_roots is not None  # found when first asked: here, under this FIND_MAX
-    assert lay_out(index, outline.runs, outline.vis, marks, folded) is not None  # not the loop
+    assert lay_out(index, outline.runs, outline.vis, folded, index.leaf) is not None  # not the loop
     _same(index, outline, ref)
 
 
@@ -214,11 +217,10 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves, flt):
         partial.kind[k], partial.role[k], partial.flags[k] = index.kind[k], index.role[k], index.flags[k]
         if k > cut:  # one by one; the outline takes them in by `grow` when it can
             runs.update()
-            marks = path.update()
             vis = masks.mask(flt, {})
             ref = ReferenceOutline(partial, flt, {}, (), active_marks(partial, partial.leaf))
             if grown is None or not grown.grow(vis):
-                grown = Outline(partial, flt, {}, (), marks, runs=runs, vis=vis)
+                grown = Outline(partial, flt, {}, (), path, runs=runs, vis=vis)  # as the app does
             _same(partial, grown, ref)
     # adoptions are decided by ids, so the copy may link a late parent like the original did
     runs.update()
@@ -234,21 +236,23 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves, flt):
     _same(partial, Outline(partial, Filter.DEFAULT, {}, (), marks, runs=runs, vis=vis), ref)
 
 
-def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it():
+@pytest.mark.parametrize("vector_min", [outline_module.VECTOR_MIN, 0])
+def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it(vector_min):
     index = TreeIndex()
     index.add("a", None, "message", "user")
     index.add("b", "a", "message", "assistant")
-    masks, path = Masks(index), ActivePath(index)
-    outline = Outline(index, Filter.DEFAULT, {}, (), path.update(), runs=index.runs())
+    masks = Masks(index)
+    with patch.object(outline_module, "VECTOR_MIN", vector_min):
+        # marks as of the build: the turns after it are on the path all the same
+        outline = Outline(index, Filter.DEFAULT, {}, (), active_marks(index, index.leaf), runs=index.runs())
     for k in range(2, 40):  # an agent at work: each turn the child of the one before
         index.add(f"e{k}", index.ids[-1], "message", "user" if k % 2 else "assistant")
         index.runs()
-        path.update()
         assert outline.grow(masks.mask(Filter.DEFAULT, {}))
         assert list(outline.rows_pos) == list(range(k + 1))
+        assert all(outline.on_path(i) for i in range(k + 1))
     index.add("fork", "b", "message", "user")  # back to "b" and a new try: a new run
     index.runs()
-    path.update()
     assert not outline.grow(masks.mask(Filter.DEFAULT, {}))
 
 
@@ -268,3 +272,58 @@ def test_grow_leaves_entries_below_a_fold_hidden():
         runs.update()
         assert not outline.grow(visibility(index, Filter.ALL, {}))
         assert len(outline) == 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.binary(min_size=0, max_size=40),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["append", "flip", "other"]), st.binary(min_size=1, max_size=20)),
+        max_size=12,
+    ),
+)
+def test_kept_counts_equal_a_fresh_count(start, steps):
+    """The shown-before counts kept between builds (extended on appends, patched where a few
+    entries changed, kept for two masks) equal counting the mask afresh, whatever came before."""
+    runs = Runs(TreeIndex())
+    vis = bytearray(b % 2 for b in start)
+    masks = [vis]
+    for how, data in steps:
+        if how == "append":
+            vis = vis + bytearray(b % 2 for b in data)
+        elif how == "flip" and vis:
+            vis = bytearray(vis)
+            for b in data[:3]:
+                vis[b % len(vis)] ^= 1
+        else:  # another filter's mask, or one seen before
+            vis = masks[data[0] % len(masks)] if data[0] % 3 else bytearray(b % 2 for b in data)
+        masks.append(vis)
+        assert layout._kept_counts(runs, vis).tolist() == layout._shown_before(vis).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    moves=st.lists(st.tuples(st.integers(-1, 200), st.booleans()), min_size=1, max_size=8),
+)
+def test_array_layout_follows_leaf_moves(index, moves):
+    """Leaf moves as the app makes them: a `leaf` entry appended below the old leaf (which
+    splits its run), maybe a branch summary below the new one, then the next build. What the
+    array layout keeps from the last build (the old leaf's runs up to the root, the
+    shown-before counts) must give the walk's rows, and its structure must equal a fresh one."""
+    runs = Runs(index)
+    for k, (target, summary) in enumerate(moves):
+        if index.leaf >= 0:
+            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target % len(index)])
+        index.leaf = min(target, len(index) - 1)  # -1: back to the start
+        if summary and index.leaf >= 0:
+            index.add(f"summary{k}", index.ids[index.leaf], "branch_summary")
+            index.leaf = len(index) - 1
+        runs.update()
+        with patch.object(outline_module, "VECTOR_MIN", 0):
+            outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+        fresh = layout._Shape(index, Runs(index))
+        kept = layout._shape(index, runs)
+        for name in ("lo", "hi", "par", "pre", "size", "preorder"):
+            assert getattr(kept, name).tolist() == getattr(fresh, name).tolist(), name

@@ -128,7 +128,6 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.archived: set[int] = set()  # roots of archived subtrees (stubs unless "all")
         self.opened: set[int] = set()  # archived stubs the user unfolded anyway
         self.outline = Outline.empty(session.tree)  # built by the first rebuild()
-        self._marks = bytearray()
         # Kept between rebuilds and brought up to date in O(change), so a filter, fold, leaf move
         # or appended entry costs milliseconds at a million entries (see `outline`).
         self._runs = session.tree.runs()
@@ -159,14 +158,13 @@ class SessionTreeView(ScrollView, can_focus=True):
             self._masks, self._path = Masks(tree), ActivePath(tree)
         self._runs = tree.runs()
         self._labels = self.session.labels()
-        self._marks = self._path.update()
         self.archived = archived(self.session)
         folded = self.folded
         if self.filter is not Filter.ALL:  # archived branches as one stub row each
             folded = folded | (self.archived - self.opened)
         vis = self._masks.mask(self.filter, self._labels)
         self.outline = Outline(
-            tree, self.filter, self._labels, folded, self._marks, self.restrict, runs=self._runs, vis=vis
+            tree, self.filter, self._labels, folded, self._path, self.restrict, runs=self._runs, vis=vis
         )
         self._version += 1
         self._cache.clear()
@@ -186,7 +184,6 @@ class SessionTreeView(ScrollView, can_focus=True):
             self.rebuild(keep)
             return
         self._runs = tree.runs()
-        self._marks = self._path.update()
         vis = self._masks.mask(self.filter, self._labels)
         if not self.outline.grow(vis, self.restrict):
             self.rebuild(keep)
@@ -450,7 +447,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         i = outline.rows_pos[row]
         kind, glyph, entry_id, preview, when = self._row_info(i)
         base = self._style("")
-        on_path = bool(self._marks[i])
+        on_path = self.outline.on_path(i)
         is_leaf = i == tree.leaf
         row_style = base + self._style("tree--path" if on_path else "tree--off-path")
         if is_leaf:
