@@ -46,7 +46,7 @@ class Pieces:
     p_first: memoryview
     p_rest: memoryview
     piece_of: memoryview  # run -> its piece, -1 for runs not drawn
-    fork_rows: memoryview
+    fork_rows: Callable[[], memoryview]  # computed when asked for (`[` and `]`)
     side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
     path_runs: bytes  # 1 per run holding part of the active path (all of it but the leaf's run)
     leaf_run: int  # the run holding the leaf (-1: no leaf)
@@ -393,13 +393,20 @@ def lay_out(
     piece_of = np.full(count, -1, dtype=INT)
     piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
 
-    fork_rows = ends[(kids[1:] >= 2)[runs_o]] - 1
+    folded_forks = np.zeros(0, dtype=INT)
     if len(cut_runs):  # a folded row is a fork's if nothing shown follows it in its run
         kids_unfolded = np.bincount(above[shown] + 1, minlength=count + 1)
         k = piece_of[cut_runs]
         fork = (k >= 0) & (shown_before[hi[cut_runs]] == shown_before[cut_at + 1])
         fork &= kids_unfolded[cut_runs + 1] > 1
-        fork_rows = np.sort(np.concatenate((fork_rows, ends[k[fork]] - 1)), kind="stable")  # a merge
+        folded_forks = ends[k[fork]] - 1
+
+    def fork_rows() -> memoryview:
+        """Rows whose entry has two or more shown children, in order."""
+        rows = ends[(kids[1:] >= 2)[runs_o]] - 1
+        if len(folded_forks):
+            rows = np.sort(np.concatenate((rows, folded_forks)), kind="stable")  # a merge
+        return _ints(rows)
 
     def side_roots() -> memoryview:
         """Side branches' first entries, in the order the loop finds them: fork by fork as
@@ -417,7 +424,7 @@ def lay_out(
         p_first=_ints(rest - side_s),
         p_rest=_ints(rest),
         piece_of=_ints(piece_of),
-        fork_rows=_ints(fork_rows),
+        fork_rows=fork_rows,
         side_roots=side_roots,
         path_runs=on_path.tobytes(),
         leaf_run=leaf_run,

@@ -301,7 +301,8 @@ class Outline:
         self.p_first: Ints = array("q")  # prefix id of a piece's first row
         self.p_rest: Ints = array("q")  # prefix id of its other rows
         self._piece_of: Ints = array("q")  # run -> its piece, -1 for runs not drawn
-        self._fork_rows: Sequence[int] = []  # rows whose entry has two or more shown children
+        # rows whose entry has two or more shown children (the array layout finds them when asked)
+        self._fork_rows: Sequence[int] | Callable[[], Sequence[int]] = []
         self._sums: dict[int, list[int]] = {}  # piece -> shown entries before each block
         self._blocks: dict[tuple[int, int], list[int]] = {}  # (piece, block) -> shown positions
         self.rows = 0
@@ -609,6 +610,8 @@ class Outline:
 
     def next_fork_row(self, row: int, step: int) -> int:
         """The next row (in direction `step`) whose entry has 2+ visible children, or -1."""
+        if callable(self._fork_rows):
+            self._fork_rows = self._fork_rows()
         forks = self._fork_rows
         if step > 0:
             k = bisect_right(forks, row)
