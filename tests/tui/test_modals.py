@@ -102,3 +102,23 @@ async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):
             pytest.fail("the summarizer's child is still running 1 s after cancel")
         assert app.is_running
     assert len(path.read_text().splitlines()) == 5  # nothing was written
+
+
+@pytest.mark.parametrize("yes", ["Upgrade", "Fork", "Open"])
+async def test_confirm_dialog_keys_fit_on_their_line_at_80x24(tmp_path, yes):
+    """The key hint shares the row with the buttons; wrapped, its second line ran into them."""
+    from rich.cells import cell_len
+
+    from sessiontree.tui.modals import ConfirmScreen
+
+    path, _ = hostile_session(tmp_path)
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        question = "Upgrade /some/long/path/to/a/session.jsonl to v3?"
+        app.push_screen(ConfirmScreen(question, "Detail.", yes=yes))
+        await settle(app, pilot)
+        hint = app.screen.query_one(".dialog-keys")
+        assert hint.region.width >= cell_len(str(hint.render()))
+        await pilot.press("n")
+        assert app.is_running

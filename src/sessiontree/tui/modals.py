@@ -300,7 +300,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
             with Horizontal(classes="dialog-buttons"):
-                yield Static("y / Enter: yes · n / Esc: no", classes="dialog-keys")
+                # short enough to fit beside the buttons at 80 columns
+                yield Static("y/⏎ yes · n/Esc no", classes="dialog-keys")
                 yield Button(plain(self.yes), variant="primary", id="yes")
                 yield Button("Cancel", id="no")
             yield Static(plain(self.question), classes="dialog-title")
