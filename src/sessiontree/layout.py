@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 INT = np.intp
 MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the loop is cheaper
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
+KEEP_MASKS = 5  # filter masks whose derived arrays are kept between builds: one per filter
 
 
 @dataclass(slots=True)
@@ -98,7 +99,7 @@ class _Shape:
         self.size = np.array(size, dtype=INT)
         self.pre = np.array(pre, dtype=INT)
         self.preorder = np.empty(0, dtype=INT)
-        self._above: tuple[Any, Any] | None = None  # (shown runs, `above` for them)
+        self._above: list[tuple[Any, Any]] = []  # (shown runs, `above` for them), latest first
         self._path: tuple[int, Any] | None = None  # (the leaf's run, `on_path` for it)
         self._number()
 
@@ -133,17 +134,21 @@ class _Shape:
                     continue
             self._add(j, q)
         self.seen = end
-        self._above = self._path = None
+        self._above, self._path = [], None
         return True
 
     def above(self, shown: Any) -> Any:
         """For each run, its nearest proper ancestor with something shown (-1: none), kept for
-        the last mask: folding, unfolding and leaf moves within a filter do not change it."""
+        the last masks (one per filter): folding, unfolding and leaf moves within a filter do
+        not change it, and switching back to a filter finds it again."""
         kept = self._above
-        if kept is not None and np.array_equal(kept[0], shown):
-            return kept[1]
+        for k, (flags, above) in enumerate(kept):
+            if np.array_equal(flags, shown):
+                kept.insert(0, kept.pop(k))
+                return above
         above = _nearest(shown, self.par)
-        self._above = (shown, above)
+        kept.insert(0, (shown, above))
+        del kept[KEEP_MASKS:]
         return above
 
     def run_of(self, i: int) -> int:
@@ -264,12 +269,11 @@ def _shown_before(vis: bytearray) -> Any:
     return shown_before
 
 
-KEEP_COUNTS = 2  # masks whose counts are kept: the filter in use and the one before it
 PATCH_MOST = 16  # entries a mask may differ in from the last one and still be counted by patching
 
 
 def _kept_counts(runs: Runs, vis: bytearray) -> Any:
-    """`_shown_before(vis)`, kept with the runs for the last masks laid out: a leaf move or a
+    """`_shown_before(vis)`, kept with the runs for the last masks laid out (one per filter): a leaf move or a
     fold lays the same mask out again, an appended entry only lengthens it, and a leaf move
     may change whether the old and the new leaf are shown (Pi always shows the leaf). Each
     of those costs a comparison at memory speed instead of counting a million entries. The
@@ -300,7 +304,7 @@ def _kept_counts(runs: Runs, vis: bytearray) -> Any:
             np.cumsum(tail, dtype=np.int32, out=counts[m + 1 : n + 1])
             counts[m + 1 : n + 1] += counts[m]
     kept.insert(0, (bytes(vis), counts))
-    del kept[KEEP_COUNTS:]
+    del kept[KEEP_MASKS:]
     return counts[: n + 1]
 
 

@@ -284,7 +284,8 @@ def test_grow_leaves_entries_below_a_fold_hidden():
 )
 def test_kept_counts_equal_a_fresh_count(start, steps):
     """The shown-before counts kept between builds (extended on appends, patched where a few
-    entries changed, kept for two masks) equal counting the mask afresh, whatever came before."""
+    entries changed, kept for one mask per filter) equal counting the mask afresh, whatever
+    came before."""
     runs = Runs(TreeIndex())
     vis = bytearray(b % 2 for b in start)
     masks = [vis]
