@@ -27,6 +27,8 @@ from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .tree_view import SessionTreeView
 
+PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
+
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
 
@@ -119,6 +121,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         gc.freeze()
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
         self._start_following()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # The palette's label docks at the footer's right end: on a narrow terminal it would
+        # cover the last keys' labels. Help lists the palette either way.
+        self.query_one(Footer).show_command_palette = event.size.width >= PALETTE_IN_FOOTER_MIN
 
     def on_unmount(self) -> None:
         self.workers.cancel_node(self)
