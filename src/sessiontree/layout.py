@@ -269,14 +269,14 @@ def _shown_before(vis: bytearray) -> Any:
     return shown_before
 
 
-PATCH_MOST = 16  # entries a mask may differ in from the last one and still be counted by patching
+PATCH_MOST = 4  # changed entries patched one pass each; past this, counting afresh is cheaper
 
 
 def _kept_counts(runs: Runs, vis: bytearray) -> Any:
-    """`_shown_before(vis)`, kept with the runs for the last masks laid out (one per filter): a leaf move or a
-    fold lays the same mask out again, an appended entry only lengthens it, and a leaf move
-    may change whether the old and the new leaf are shown (Pi always shows the leaf). Each
-    of those costs a comparison at memory speed instead of counting a million entries. The
+    """`_shown_before(vis)`, kept with the runs for the last masks laid out (one per filter).
+    A leaf move or a fold lays the same mask out again, an appended entry only lengthens it,
+    and a leaf move may change whether the old and the new leaf are shown (Pi always shows the
+    leaf): each costs a comparison at memory speed instead of counting a million entries. The
     array returned is only good until the next call."""
     kept = runs.derived.get("counts")  # the runs' store of what is derived from the log
     if not isinstance(kept, list):
