@@ -418,7 +418,7 @@ def lay_out(
         side_j = np.flatnonzero(side)
         parent_piece = np.where(group[side_j] > 0, piece_of[np.maximum(group[side_j] - 1, 0)], -1)
         ranked = order[side_j[np.argsort(parent_piece, kind="stable")]]
-        return _ints(_first_shown(vis, _shown_before(vis), lo[ranked], hi[ranked]))
+        return _ints(_first_shown(vis, _kept_counts(runs, vis), lo[ranked], hi[ranked]))
 
     return Pieces(
         p_lo=_ints(lo[runs_o]),
