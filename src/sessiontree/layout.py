@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .folds import Folds
+
 if TYPE_CHECKING:
     from collections.abc import Collection
 
@@ -413,11 +415,11 @@ def lay_out(
         return _ints(rows)
 
     def side_roots() -> memoryview:
-        """Side branches' first entries, in the order the loop finds them: fork by fork as
-        drawn, oldest first within a fork (`side_j` is in preorder; the sort is stable)."""
-        side_j = np.flatnonzero(side)
-        parent_piece = np.where(group[side_j] > 0, piece_of[np.maximum(group[side_j] - 1, 0)], -1)
-        ranked = order[side_j[np.argsort(parent_piece, kind="stable")]]
+        """Side branches' first shown entries, in file order: a side run is drawn, so it shows
+        something, and runs are numbered in file order."""
+        flags = np.zeros(count, dtype=bool)
+        flags[order[side]] = True
+        ranked = np.flatnonzero(flags)
         return _ints(_first_shown(vis, _kept_counts(runs, vis), lo[ranked], hi[ranked]))
 
     return Pieces(
@@ -449,9 +451,10 @@ def _spans(starts: Any, stops: Any, count: int) -> Any:
 
 
 def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
-    """The first shown position in each range `lo[k]:hi[k]` (`len(vis)` if none): `lo[k]` for
-    most, else found by `bytearray.find`, or when many, by bisection over `shown_before` (the
-    first position past which one more entry is shown)."""
+    """The first shown position in each range `lo[k]:hi[k]` (`len(vis)` if none), ranges in
+    file order: `lo[k]` for most, else found by `bytearray.find`, or when many, by bisection
+    over `shown_before` (the first position past which one more entry is shown; sorted keys
+    let numpy's search narrow)."""
     n = len(vis)
     first = lo.copy()
     later = np.flatnonzero(shown_before[lo + 1] == shown_before[lo])
@@ -460,7 +463,6 @@ def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
             f = vis.find(1, int(lo[k]), int(hi[k]))
             first[k] = f if f >= 0 else n
         return first
-    later = later[np.argsort(lo[later], kind="stable")]  # sorted keys: numpy's search narrows
     found = np.searchsorted(shown_before, shown_before[lo[later]] + 1) - 1
     first[later] = np.where(found < hi[later], found, n)
     return first
@@ -468,17 +470,18 @@ def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
 
 def _cuts(folded: Collection[int], mask: Any, lo: Any) -> tuple[Any, Any]:
     """(runs, positions): for each run holding a folded entry that is shown, the first such;
-    runs in order. No sort: `z` folds every side branch, ~90,000 entries on a deep tree."""
+    runs in order. `Folds` are read in place, sorted already: `z` folds every side branch,
+    ~90,000 entries on a deep tree, and sorted keys make the search for their runs a merge."""
     if not folded:
         empty = np.zeros(0, dtype=INT)
         return empty, empty
-    at = np.fromiter(folded, dtype=INT, count=len(folded))
+    at = np.frombuffer(Folds.of(folded).positions, dtype=np.int64).astype(INT, copy=False)
     at = at[(at >= 0) & (at < len(mask))]
     at = at[mask[at] == 1]
-    first = np.full(len(lo), len(mask), dtype=INT)
-    np.minimum.at(first, np.searchsorted(lo, at, side="right") - 1, at)
-    runs = np.flatnonzero(first < len(mask))
-    return runs, first[runs]
+    run = np.searchsorted(lo, at, side="right") - 1
+    first = np.ones(len(run), dtype=bool)  # a run's first folded entry: its smallest
+    np.not_equal(run[1:], run[:-1], out=first[1:])
+    return run[first], at[first]
 
 
 def _nearest(flags: Any, par: Any) -> Any:

@@ -27,6 +27,7 @@ from enum import Enum
 from itertools import compress
 from typing import TYPE_CHECKING, TypeAlias
 
+from .folds import Folds
 from .storage.index import (
     ACTIVE_TOOLS_CHANGE,
     CUSTOM,
@@ -285,7 +286,7 @@ class Outline:
         if restrict is not None:
             n = len(self.vis)
             self.vis = bytearray(_and(self.vis, bytes(restrict[:n]).ljust(n, b"\x01")))
-        self.folded = set(folded)
+        self.folded = Folds.of(folded)  # a value: kept without a copy when it is one
         self._path = marks
         self._path_runs: bytes | None = None  # from the array layout: 1 per run on the path
         self._leaf_run = NONE
@@ -435,6 +436,7 @@ class Outline:
         for r, k in piece_of.items():
             self._piece_of[r] = k
         fork_rows.sort()
+        side_roots.sort()
         self.prefixes = [text for d in range(deepest + 1) for text in ("│  " * d, "│  " * d + "├─ ")]
 
     def grow(self, vis: bytearray, restrict: bytes | bytearray | None = None) -> bool:
@@ -501,11 +503,16 @@ class Outline:
 
     @property
     def side_roots(self) -> Sequence[int]:
-        """The first entries of the side-branch blocks drawn, fork by fork as drawn, oldest first
-        within a fork (what `z` folds). The array layout finds them only when asked."""
+        """The first entries of the side-branch blocks drawn, in file order (what `z` folds).
+        The array layout finds them only when asked."""
         if callable(self._side_roots):
             self._side_roots = self._side_roots()
         return self._side_roots
+
+    @property
+    def side_folds(self) -> Folds:
+        """`side_roots` as folds (sorted already: no sort, no copy)."""
+        return Folds.of(self.side_roots)
 
     def _piece(self, row: int) -> int:
         return bisect_right(self.p_row, row) - 1

@@ -60,7 +60,8 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
     assert list(outline.rows_pos) == list(ref.rows_pos)
     assert [outline.position(r) for r in range(n)] == list(ref.rows_pos)
     assert [outline.prefix(r) for r in range(n)] == [ref.prefix(r) for r in range(n)]
-    assert list(outline.side_roots) == ref.side_roots
+    assert list(outline.side_roots) == sorted(ref.side_roots)
+    assert outline.side_folds == set(ref.side_roots)
     assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
     assert outline.rows_of(range(len(index))) == sorted(r for r in ref.row_of if r >= 0)
     assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from ..archive import archived
 from ..display import call_label, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
+from ..folds import Folds
 from ..model.errors import SessionError
 from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
@@ -122,7 +123,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.session = session
         self.filter = Filter.DEFAULT
-        self.folded: set[int] = set()
+        self.folded = Folds()  # a value, replaced on each fold: outlines keep it without a copy
         self.matches: set[int] = set()
         self.restrict: bytearray | None = None  # a search used as a filter: 0 = hidden
         self.archived: set[int] = set()  # roots of archived subtrees (stubs unless "all")
@@ -282,10 +283,8 @@ class SessionTreeView(ScrollView, can_focus=True):
             return
         if i in self.archived and self.filter is not Filter.ALL:
             self.opened.symmetric_difference_update({i})  # open / close an archived stub
-        elif i in self.folded:
-            self.folded.discard(i)
-        elif self.outline.is_foldable(i):
-            self.folded.add(i)
+        elif i in self.folded or self.outline.is_foldable(i):
+            self.folded = self.folded.toggled(i)
         else:
             self.app.bell()
             return
@@ -295,10 +294,10 @@ class SessionTreeView(ScrollView, can_focus=True):
         """Fold every side branch to its stub row, or unfold everything if anything is folded."""
         i = self.current_position()
         if self.folded:
-            self.folded.clear()
+            self.folded = Folds()
             message = "Unfolded every branch (z folds the side branches again)"
         else:
-            self.folded.update(self.outline.side_roots)
+            self.folded = self.outline.side_folds
             count = len(self.folded)
             if not count:
                 self.notify("No side branches to fold here.", markup=False, timeout=3)
