@@ -63,7 +63,16 @@ def ours(src: Path | None) -> App:
         command,
         "Help",  # the browser's footer names the help key once the tree is up
         "q",
-        {"cursor up": "Up", "page up": "PPage", "fold": "Space", "filter cycle": "f"},
+        # `z` toggles (fold every side branch, unfold all); each `b` is a leaf move further back
+        # (an entry appended to the bench's private copy).
+        {
+            "cursor up": "Up",
+            "page up": "PPage",
+            "fold": "Space",
+            "filter cycle": "f",
+            "z": "z",
+            "back (b)": "b",
+        },
     )
 
 

@@ -255,6 +255,39 @@ def path_marks(index: TreeIndex, runs: Runs, leaf: int) -> bytes:
     return np.cumsum(steps[:-1], dtype=np.int32).astype(np.uint8).tobytes()
 
 
+def subtree_span(index: TreeIndex, runs: Runs, i: int) -> tuple[int, int] | None:
+    """(entries in the subtree of entry `i`, the latest position in it) from the runs in its
+    subtree, a contiguous stretch of the preorder: a fold near the root of a deep tree covers
+    180,000 runs, which a walk in Python takes ~0.35 s to count. None with adoptions (the
+    preorder is not kept then)."""
+    if index.relinks or not len(runs) or runs.hi[-1] != len(index) or not 0 <= i < len(index):
+        return None
+    shape = _shape(index, runs)
+    r = shape.run_of(i)
+    at = int(shape.pre[r])
+    below = shape.preorder[at + 1 : at + int(shape.size[r])]  # every run under r's last entry
+    ends = shape.hi[below]
+    end = int(shape.hi[r])
+    count = end - i + int(ends.sum() - shape.lo[below].sum())
+    return count, max(end, int(ends.max()) if len(below) else end) - 1
+
+
+def drawn_above(index: TreeIndex, runs: Runs, piece_of: Any, p_count: Any, r: int) -> int | None:
+    """The piece of the nearest run at or above run `r` drawn with rows (-1: none), all in one
+    pass over the runs; None with adoptions (the preorder is not kept then) or when runs were
+    added since `piece_of` was made."""
+    if index.relinks or not len(runs) or runs.hi[-1] != len(index):
+        return None
+    shape = _shape(index, runs)
+    pre = shape.pre
+    pieces = np.frombuffer(piece_of, dtype=np.int64)
+    if len(pieces) != len(pre):
+        return None
+    above = np.flatnonzero((pre <= pre[r]) & (pre[r] < pre + shape.size) & (pieces >= 0))
+    above = above[np.frombuffer(p_count, dtype=np.int64)[pieces[above]] > 0]
+    return int(pieces[above[np.argmax(pre[above])]]) if len(above) else -1
+
+
 def _ints(values: Any) -> memoryview:
     """A view of an index array that Python indexes as plain ints (bisect, `a[k] += 1`), without
     copying it into a list."""

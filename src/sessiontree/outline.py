@@ -587,6 +587,9 @@ class Outline:
         if not self.rows:  # nothing to find: do not walk a path of a million entries to its root
             return -1
         parent, vis = self.index.parent, self.vis
+        # A fold near the root of a deep tree hides a path of 90,000 runs: past a few hundred,
+        # the runs above are searched at once (only whole runs are left to look at by then).
+        budget = WALK_MOST if len(self.runs) >= VECTOR_MIN else -1
         while 0 <= i < len(vis):
             r = self.runs.of(i)
             k = self._piece_of[r]
@@ -596,6 +599,13 @@ class Outline:
                 if shown:
                     return self.p_row[k] + shown - 1
             i = parent[self.runs.lo[r]]
+            budget -= 1
+            if budget == 0 and i >= 0:
+                from .layout import drawn_above  # numpy: loaded only for trees of many runs
+
+                found = drawn_above(self.index, self.runs, self._piece_of, self.p_count, self.runs.of(i))
+                if found is not None:
+                    return self.p_row[found] + self.p_count[found] - 1 if found >= 0 else -1
         return -1
 
     def visiblechildren(self, i: int) -> list[int]:
@@ -673,6 +683,12 @@ def subtree_size(index: TreeIndex, i: int, runs: Runs | None = None) -> tuple[in
     With `runs`, whole runs are counted at once (a fold near the root of a long session)."""
     first_child, next_sibling = index.first_child, index.next_sibling
     if runs is not None and len(runs.lo) and runs.hi[-1] == len(index):
+        if len(runs) >= VECTOR_MIN:
+            from .layout import subtree_span  # numpy: loaded only for trees of many runs
+
+            span = subtree_span(index, runs, i)
+            if span is not None:
+                return span
         r = runs.of(i)
         count, latest = runs.hi[r] - i, runs.hi[r] - 1
         todo = children(first_child, next_sibling, runs.hi[r] - 1)

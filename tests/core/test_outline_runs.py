@@ -15,7 +15,16 @@ from harness.reference_outline import ReferenceOutline
 from sessiontree import layout
 from sessiontree import outline as outline_module
 from sessiontree.layout import lay_out
-from sessiontree.outline import ActivePath, Filter, Masks, Outline, Runs, active_marks, visibility
+from sessiontree.outline import (
+    ActivePath,
+    Filter,
+    Masks,
+    Outline,
+    Runs,
+    active_marks,
+    subtree_size,
+    visibility,
+)
 from sessiontree.storage.index import NONE, TreeIndex
 
 KINDS = [
@@ -101,12 +110,14 @@ def test_rows_equal_the_entry_by_entry_walk(index, flt, fold_seeds, restrict_see
     restrict_seed=st.one_of(st.none(), st.integers(0, 2**60)),
     leaf_seed=st.integers(0, 59),
     bisect=st.booleans(),
+    walk=st.sampled_from([1, 2, 512]),
 )
 def test_array_layout_equals_the_entry_by_entry_walk(
-    index, flt, fold_seeds, restrict_seed, leaf_seed, bisect
+    index, flt, fold_seeds, restrict_seed, leaf_seed, bisect, walk
 ):
     """The numpy layout (used from `VECTOR_MIN` runs) draws exactly what the walk draws,
-    including leaves on older children (rotated stretches) and folds inside the path."""
+    including leaves on older children (rotated stretches) and folds inside the path. `walk`:
+    runs `row_for` walks up before it searches the rest of the path at once."""
     n = len(index)
     index.leaf = leaf_seed % n
     labels = {f"e{k}": "x" for k in range(0, n, 3)}
@@ -122,8 +133,9 @@ def test_array_layout_equals_the_entry_by_entry_walk(
     ):
         outline = Outline(index, flt, labels, folded, marks, restrict)
         assert outline.side_roots is not None  # found when first asked: here, under this FIND_MAX
-    assert lay_out(index, outline.runs, outline.vis, folded, index.leaf) is not None  # not the loop
-    _same(index, outline, ref)
+        assert lay_out(index, outline.runs, outline.vis, folded, index.leaf) is not None  # not the loop
+        with patch.object(outline_module, "WALK_MOST", walk):
+            _same(index, outline, ref)
 
 
 @settings(max_examples=200, deadline=None)
@@ -327,5 +339,22 @@ def test_array_layout_follows_leaf_moves(index, moves):
         _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
         fresh = layout._Shape(index, Runs(index))
         kept = layout._shape(index, runs)
+        _same_subtrees(index, runs)
         for name in ("lo", "hi", "par", "pre", "size", "preorder"):
             assert getattr(kept, name).tolist() == getattr(fresh, name).tolist(), name
+
+
+def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
+    """What a folded stub counts, from the runs' preorder (trees of many runs), run by run, and
+    entry by entry."""
+    walk = [subtree_size(index, i) for i in range(len(index))]
+    assert [subtree_size(index, i, runs) for i in range(len(index))] == walk
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        assert [subtree_size(index, i, runs) for i in range(len(index))] == walk
+
+
+@settings(max_examples=300, deadline=None)
+@given(index=trees())
+def test_subtree_sizes_agree(index):
+    """Adoptions included: the preorder is not kept for them, so the run walk answers."""
+    _same_subtrees(index, Runs(index))
