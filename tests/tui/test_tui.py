@@ -114,6 +114,53 @@ async def test_z_folds_every_side_branch_and_says_so(demo):
         assert len(tree.outline) == before and not tree.folded
 
 
+def _strips(tree: SessionTreeView) -> list[list]:
+    return [list(tree.render_line(y)) for y in range(tree.scrollable_content_region.height)]
+
+
+async def test_rows_kept_between_builds_are_the_rows_drawn_afresh(demo):
+    """Row strips are cached by everything they are drawn from, not by row number, and kept
+    across rebuilds: after every kind of change, what the cache gives is what drawing every
+    row again gives, and a fold redraws only the rows that changed."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+
+        async def check() -> None:
+            await settle(app, pilot)
+            cached = _strips(tree)
+            tree._cache.clear()
+            assert _strips(tree) == cached
+
+        drawn: list = []
+        draw = tree._draw
+        tree._draw = lambda look: drawn.append(look) or draw(look)  # type: ignore[method-assign]
+        await check()
+        await put_cursor(app, pilot, "3a7c26fc")  # a side branch's row, low on the screen
+        drawn.clear()
+        await pilot.press("space")
+        await settle(app, pilot)
+        assert 0 < len(drawn) <= 2 < len(tree.outline) - 5  # the folded row (the cursor's), the leaf's
+        await check()
+        for keys in (
+            ["space"],  # unfold
+            ["z"],  # every side branch folded: stub rows
+            ["z"],
+            ["f"],  # filters
+            ["f", "f", "f", "f"],
+            ["enter"],  # the leaf moves: the path bar, the leaf's marker, `← was active`
+            ["b"],
+            ["t"],  # the tokens column
+            ["t"],
+            ["m", *"kept", "enter"],  # a label
+            ["slash", *"pytest", "enter"],  # matches
+            ["tab"],  # focus on the preview: the cursor's colours
+            ["tab"],
+        ):
+            await pilot.press(*keys)
+            await check()
+
+
 async def test_filters_cycle_and_show_in_footer(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -136,7 +137,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._path = ActivePath(session.tree)
         self._labels: dict[str, str] = {}
         self._version = 0
-        self._cache: LRUCache[tuple, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
+        self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._styles: dict[tuple[str, bool], Style] = {}
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
@@ -157,6 +158,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         tree = self.session.tree
         if self._runs.index is not tree:  # the session was reopened (e.g. after an upgrade)
             self._masks, self._path = Masks(tree), ActivePath(tree)
+            self._cache.clear()
         self._runs = tree.runs()
         self._labels = self.session.labels()
         self.archived = archived(self.session)
@@ -167,8 +169,7 @@ class SessionTreeView(ScrollView, can_focus=True):
         self.outline = Outline(
             tree, self.filter, self._labels, folded, self._path, self.restrict, runs=self._runs, vis=vis
         )
-        self._version += 1
-        self._cache.clear()
+        self._version += 1  # rows keep their strips (cached by how they look), not their stubs
         self._stubs.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
         row = self.outline.row_for(current) if current is not None else -1
@@ -190,7 +191,6 @@ class SessionTreeView(ScrollView, can_focus=True):
             self.rebuild(keep)
             return
         self._version += 1
-        self._cache.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
         if keep is not None:
             row = self.outline.row_for(keep)
@@ -200,7 +200,6 @@ class SessionTreeView(ScrollView, can_focus=True):
     def set_matches(self, positions: set[int]) -> None:
         self.matches = positions
         self._version += 1
-        self._cache.clear()
         self.refresh()
 
     @property
@@ -313,7 +312,6 @@ class SessionTreeView(ScrollView, can_focus=True):
 
     def watch_show_sizes(self) -> None:
         self._version += 1
-        self._cache.clear()
         self.refresh()
 
     def _want_sizes(self) -> None:
@@ -339,7 +337,6 @@ class SessionTreeView(ScrollView, can_focus=True):
     def _sizes_ready(self) -> None:
         self._sizes_missing = False
         self._version += 1
-        self._cache.clear()
         self.refresh()
 
     def _size_text(self, i: int) -> str:
@@ -382,11 +379,11 @@ class SessionTreeView(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         if row >= len(self.outline) or width <= 0:
             return Strip.blank(width, self._style(""))
-        key = (row, width, row == self.cursor_row, self._version, self.has_focus)
-        strip = self._cache.get(key)
+        look = self._look(row, width)
+        strip = self._cache.get(look)
         if strip is None:
-            strip = self._render_row(row, width)
-            self._cache[key] = strip
+            strip = self._draw(look)
+            self._cache[look] = strip
         return strip
 
     def _style(self, name: str) -> Style:
@@ -440,19 +437,53 @@ class SessionTreeView(ScrollView, can_focus=True):
             self._stubs[i] = stub
         return stub
 
-    def _render_row(self, row: int, width: int) -> Strip:
+    def _look(self, row: int, width: int) -> RowLook:
+        """Everything a row's strip is drawn from. Strips are cached by it, not by row number,
+        so after a fold, filter or leaf move the rows that look the same are not drawn again
+        (drawing a row is most of a frame's own work: ~0.3 ms, against ~0.02 ms for this)."""
         tree = self.session.tree
         outline = self.outline
         i = outline.rows_pos[row]
         kind, glyph, entry_id, preview, when = self._row_info(i)
-        base = self._style("")
-        on_path = self.outline.on_path(i)
-        is_leaf = i == tree.leaf
-        row_style = base + self._style("tree--path" if on_path else "tree--off-path")
-        if is_leaf:
+        stub = None
+        if i in outline.folded:
+            stub = self._stub(i)
+            if i in self.archived:
+                stub = "archived · " + stub
+        version, leaf, leaf_row = self._leaf_row
+        if version != self._version or leaf != tree.leaf:
+            leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
+            self._leaf_row = (self._version, tree.leaf, leaf_row)
+        marker = ""
+        if row == leaf_row:
+            marker = " ← active" if i == tree.leaf else " ← active (hidden below)"
+        elif i == self.previous_leaf:
+            marker = " ← was active"
+        return RowLook(
+            width,
+            row == self.cursor_row,
+            self.has_focus,
+            outline.on_path(i),
+            i == tree.leaf,
+            outline.prefix(row),
+            kind,
+            glyph,
+            preview,
+            when if width >= 100 else None,
+            stub,
+            self._labels.get(entry_id),
+            marker,
+            self._size_text(i) if self.show_sizes else None,
+            i in self.matches,
+        )
+
+    def _draw(self, look: RowLook) -> Strip:
+        width, on_path, kind = look.width, look.on_path, look.kind
+        row_style = self._style("") + self._style("tree--path" if on_path else "tree--off-path")
+        if look.is_leaf:
             row_style += self._style("tree--leaf-row")
 
-        prefix = outline.prefix(row)
+        prefix = look.prefix
         budget = max(width - 1 - 2 - MIN_TEXT, 6)  # guides never take the last MIN_TEXT columns
         depth_marker = ""
         if len(prefix) > budget:  # deep nesting: `⤷12` plus the innermost guides
@@ -466,43 +497,54 @@ class SessionTreeView(ScrollView, can_focus=True):
             left.append(Segment(depth_marker, row_style + self._style("tree--depth")))
         left.append(Segment(prefix, row_style + self._style("tree--guide")))
         kind_style = row_style + self._style(KIND_CLASS[kind]) if kind in KIND_CLASS else row_style
-        left.append(Segment(glyph + " ", kind_style))
-        if i in self.outline.folded:
-            stub = self._stub(i)
-            if i in self.archived:
-                stub = "archived · " + stub
-            left.append(Segment(stub, row_style + self._style("tree--fold")))
-        label = self._labels.get(entry_id)
-        if label:
-            left.append(Segment(f"[{inert(label)}] ", row_style + self._style("tree--label")))
+        left.append(Segment(look.glyph + " ", kind_style))
+        if look.stub is not None:
+            left.append(Segment(look.stub, row_style + self._style("tree--fold")))
+        if look.label:
+            left.append(Segment(f"[{inert(look.label)}] ", row_style + self._style("tree--label")))
 
         right: list[Segment] = []
-        version, leaf, leaf_row = self._leaf_row
-        if version != self._version or leaf != tree.leaf:
-            leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
-            self._leaf_row = (self._version, tree.leaf, leaf_row)
-        if row == leaf_row:
-            marker = " ← active" if is_leaf else " ← active (hidden below)"
-            right.append(Segment(marker, row_style + self._style("tree--leaf")))
-        elif i == self.previous_leaf:
-            right.append(Segment(" ← was active", row_style + self._style("tree--was-leaf")))
-        if self.show_sizes:
-            right.append(Segment(f" {self._size_text(i)}", row_style + self._style("tree--tokens")))
-        if width >= 100:
-            right.append(Segment(f" {when}", row_style + self._style("tree--time")))
+        if look.marker:
+            name = "tree--was-leaf" if look.marker == " ← was active" else "tree--leaf"
+            right.append(Segment(look.marker, row_style + self._style(name)))
+        if look.size is not None:
+            right.append(Segment(f" {look.size}", row_style + self._style("tree--tokens")))
+        if look.when is not None:
+            right.append(Segment(f" {look.when}", row_style + self._style("tree--time")))
 
         used = sum(cell_len(s.text) for s in left) + sum(cell_len(s.text) for s in right)
         room = max(width - used, 0)
+        preview = look.preview
         text = preview if cell_len(preview) <= room else set_cell_size(preview, max(room - 1, 0)) + "…"
         text_style = kind_style if kind in ("compaction", "branch_summary") else row_style
-        if i in self.matches:
+        if look.match:
             text_style = text_style + self._style("tree--match")
         segments = [*left, Segment(set_cell_size(text, room), text_style), *right]
-        if row == self.cursor_row:
+        if look.cursor:
             # After the row's own styles, so the bar's background wins over theirs.
             segments = list(Segment.apply_style(segments, post_style=self._style("tree--cursor")))
             return Strip(segments).crop_extend(0, width, row_style + self._style("tree--cursor"))
         return Strip(segments).crop_extend(0, width, row_style)
+
+
+class RowLook(NamedTuple):
+    """What a tree row is drawn from (see `SessionTreeView._look`); the key of its strip."""
+
+    width: int
+    cursor: bool
+    focus: bool  # the cursor's colours depend on it, and `_style` resolves per focus
+    on_path: bool
+    is_leaf: bool
+    prefix: str
+    kind: str
+    glyph: str
+    preview: str
+    when: str | None  # only from 100 columns
+    stub: str | None  # a folded entry's `▸ 12 entries · 3h ago`
+    label: str | None
+    marker: str  # ` ← active`, ` ← active (hidden below)`, ` ← was active` or nothing
+    size: str | None  # the tokens column, when shown
+    match: bool
 
 
 def _age(iso: str) -> str:
