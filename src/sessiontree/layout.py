@@ -255,14 +255,21 @@ def path_marks(index: TreeIndex, runs: Runs, leaf: int) -> bytes:
     return np.cumsum(steps[:-1], dtype=np.int32).astype(np.uint8).tobytes()
 
 
+def _whole_shape(index: TreeIndex, runs: Runs) -> _Shape | None:
+    """The runs' shape when it is kept (no adoptions) and the runs cover the whole log."""
+    if index.relinks or not len(runs) or runs.hi[-1] != len(index):
+        return None
+    return _shape(index, runs)
+
+
 def subtree_span(index: TreeIndex, runs: Runs, i: int) -> tuple[int, int] | None:
     """(entries in the subtree of entry `i`, the latest position in it) from the runs in its
     subtree, a contiguous stretch of the preorder: a fold near the root of a deep tree covers
     180,000 runs, which a walk in Python takes ~0.35 s to count. None with adoptions (the
     preorder is not kept then)."""
-    if index.relinks or not len(runs) or runs.hi[-1] != len(index) or not 0 <= i < len(index):
+    shape = _whole_shape(index, runs)
+    if shape is None or not 0 <= i < len(index):
         return None
-    shape = _shape(index, runs)
     r = shape.run_of(i)
     at = int(shape.pre[r])
     below = shape.preorder[at + 1 : at + int(shape.size[r])]  # every run under r's last entry
@@ -276,9 +283,9 @@ def drawn_above(index: TreeIndex, runs: Runs, piece_of: Any, p_count: Any, r: in
     """The piece of the nearest run at or above run `r` drawn with rows (-1: none), all in one
     pass over the runs; None with adoptions (the preorder is not kept then) or when runs were
     added since `piece_of` was made."""
-    if index.relinks or not len(runs) or runs.hi[-1] != len(index):
+    shape = _whole_shape(index, runs)
+    if shape is None:
         return None
-    shape = _shape(index, runs)
     pre = shape.pre
     pieces = np.frombuffer(piece_of, dtype=np.int64)
     if len(pieces) != len(pre):
