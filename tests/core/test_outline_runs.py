@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.reference_outline import ReferenceOutline
+from sessiontree import folds as folds_module
 from sessiontree import layout
 from sessiontree import outline as outline_module
 from sessiontree.layout import lay_out
@@ -111,13 +112,15 @@ def test_rows_equal_the_entry_by_entry_walk(index, flt, fold_seeds, restrict_see
     leaf_seed=st.integers(0, 59),
     bisect=st.booleans(),
     walk=st.sampled_from([1, 2, 512]),
+    buffers=st.booleans(),
 )
 def test_array_layout_equals_the_entry_by_entry_walk(
-    index, flt, fold_seeds, restrict_seed, leaf_seed, bisect, walk
+    index, flt, fold_seeds, restrict_seed, leaf_seed, bisect, walk, buffers
 ):
     """The numpy layout (used from `VECTOR_MIN` runs) draws exactly what the walk draws,
     including leaves on older children (rotated stretches) and folds inside the path. `walk`:
-    runs `row_for` walks up before it searches the rest of the path at once."""
+    runs `row_for` walks up before it searches the rest of the path at once. `buffers`: folds
+    sorted by numpy into a memoryview, as `z` makes them on a big tree."""
     n = len(index)
     index.leaf = leaf_seed % n
     labels = {f"e{k}": "x" for k in range(0, n, 3)}
@@ -130,8 +133,10 @@ def test_array_layout_equals_the_entry_by_entry_walk(
     with (
         patch.object(outline_module, "VECTOR_MIN", 0),
         patch.object(layout, "FIND_MAX", 0 if bisect else 4096),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0 if buffers else 4096),
     ):
-        outline = Outline(index, flt, labels, folded, marks, restrict)
+        outline = Outline(index, flt, labels, list(folded), marks, restrict)
+        assert isinstance(outline.folded.positions, memoryview) == (buffers and bool(folded))
         assert outline.side_roots is not None  # found when first asked: here, under this FIND_MAX
         assert lay_out(index, outline.runs, outline.vis, folded, index.leaf) is not None  # not the loop
         with patch.object(outline_module, "WALK_MOST", walk):
