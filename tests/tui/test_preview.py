@@ -294,6 +294,25 @@ async def test_an_entry_that_adds_no_message_is_marked_at_the_end(conversation):
         assert v.anchor_rows[1] == len(v.rows)
 
 
+async def test_lines_take_the_new_colours_after_a_theme_change(conversation):
+    """Line styles are resolved once per widget and kept (see `CachedStyles`); a theme change
+    must still reach every line of the preview and of the tree."""
+    path, ids = conversation
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await put_cursor(app, pilot, ids["last"])
+        widgets = (view(app), tree(app))
+        before = [list(w.render_line(0)) for w in widgets]
+        app.theme = "textual-light" if app.current_theme.dark else "textual-dark"
+        await settle(app, pilot)
+        after = [list(w.render_line(0)) for w in widgets]
+        for w in widgets:
+            w._styles.clear()
+        tree(app)._cache.clear()
+        assert [list(w.render_line(0)) for w in widgets] == after
+        assert after[0] != before[0] and after[1] != before[1]
+
+
 async def test_the_reader_keeps_the_place_they_scrolled_to(conversation):
     """A rebuild of the same entry (a write, a resize, more rows arriving) does not yank the
     view back; another entry is placed afresh."""

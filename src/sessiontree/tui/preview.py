@@ -60,6 +60,7 @@ from ..model.messages import (
     tool_calls,
 )
 from ..outline import Cycle
+from .styles import CachedStyles
 
 BODY_LINES = 14  # a message body in the context, until expanded
 BODY_CHARS = 4000
@@ -1175,7 +1176,7 @@ def wrap(text: str, width: int) -> list[str]:
 # --- the widget -------------------------------------------------------------------------------
 
 
-class PreviewView(ScrollView, can_focus=True):
+class PreviewView(ScrollView, CachedStyles, can_focus=True):
     """Scrollable rendered rows; the rows of the selected entry carry a bar in the gutter and
     its heading a background. Where new rows leave the view depends on whether the reader has
     scrolled: untouched, the selected entry is placed in view each time rows arrive; scrolled,
@@ -1295,18 +1296,18 @@ class PreviewView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         index = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._style("")
         if index >= len(self._rows):
             return Strip.blank(width, base)
         row = self._rows[index]
         cls = row[1]
-        style = base + self.get_component_rich_style(cls, partial=True) if cls else base
+        style = base + self._style(cls) if cls else base
         anchor = self._anchor
         marked = anchor is not None and anchor[0] <= index < anchor[1]
         if marked:
-            bar = Segment("▌ ", base + self.get_component_rich_style("preview--anchor-bar", partial=True))
+            bar = Segment("▌ ", base + self._style("preview--anchor-bar"))
             if anchor is not None and self._in_heading(index, anchor[0]):
-                style += self.get_component_rich_style("preview--anchor", partial=True)
+                style += self._style("preview--anchor")
         else:
             bar = Segment(" " * GUTTER, base)
         segments = [bar, *Segment.apply_style(row_segments(row), style)]

@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
-from rich.style import Style
 from textual import events, work
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -35,6 +34,7 @@ from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
 from ..sizes import ContextSizes, short_tokens
 from . import deliver
+from .styles import CachedStyles
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
@@ -57,7 +57,7 @@ class RowTarget:
     entry_id: str
 
 
-class SessionTreeView(ScrollView, can_focus=True):
+class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
     """Rows of the session tree; the cursor row is the "highlighted" entry."""
 
     HELP_TITLE = "Tree"
@@ -138,7 +138,6 @@ class SessionTreeView(ScrollView, can_focus=True):
         self._labels: dict[str, str] = {}
         self._version = 0
         self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
-        self._styles: dict[tuple[str, bool], Style] = {}
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
         self.previous_leaf: int | None = None  # marked after a move, until the next one
@@ -386,20 +385,8 @@ class SessionTreeView(ScrollView, can_focus=True):
             self._cache[look] = strip
         return strip
 
-    def _style(self, name: str) -> Style:
-        """Component styles, cached: Textual resolves them through the CSS cascade each time,
-        which would otherwise dominate drawing a row."""
-        key = (name, self.has_focus)
-        style = self._styles.get(key)
-        if style is None:
-            style = self._styles[key] = (
-                self.rich_style if name == "" else self.get_component_rich_style(name, partial=True)
-            )
-        return style
-
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._styles.clear()
         self._cache.clear()
 
     def _row_info(self, i: int) -> tuple[str, str, str, str, str]:
