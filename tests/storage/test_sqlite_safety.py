@@ -353,3 +353,44 @@ def test_a_database_whose_creator_died_before_the_schema_version_holds_no_sessio
     with pytest.raises(SessionError) as err:
         SqliteStorage.open(path, "x", read_only=True)
     assert err.value.code == "not_found"
+
+
+@pytest.mark.parametrize("left", ["an empty file", "an empty WAL database", "half a schema"])
+def test_a_database_whose_creator_died_before_its_schema_holds_no_sessions(tmp_path, left):
+    """A creator killed after the file exists but before its schema committed (the crash test's
+    random kills found this window): opening says `not_found`, the next creator completes it,
+    and a foreign database (tables of its own) is still refused."""
+    path = tmp_path / "s.sqlite"
+    path.touch()
+    if left != "an empty file":
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            if left == "half a schema":  # what a creator before the one-transaction schema left
+                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for read_only in (True, False):
+        with pytest.raises(SessionError) as err:
+            SqliteStorage.open(path, "x", read_only=read_only)
+        assert err.value.code == "not_found"
+    session = Session(SqliteStorage.create(path, cwd="/p", session_id="x"))
+    session.append_message(U("hello"))
+    session.close()
+    assert len(Session(SqliteStorage.open(path, "x", read_only=True)).get_entries()) == 1
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(SessionError) as err:
+        SqliteStorage.open(foreign, "x", read_only=True)
+    assert err.value.code == "storage"
+
+
+def test_the_schema_is_created_in_one_transaction(tmp_path, monkeypatch):
+    """A creation that fails after some tables (here a statement that cannot run; for a user, a
+    kill or a full disk) leaves no tables behind, never half a schema."""
+    from sessiontree.storage import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_SCHEMA", sqlite_module._SCHEMA + "\nCREATE TABLE entries (x);")
+    path = tmp_path / "s.sqlite"
+    with pytest.raises(SessionError):
+        SqliteStorage.create(path, cwd="/p", session_id="x")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0

@@ -387,15 +387,19 @@ class SqliteStorage(SessionStorage):
             if not read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            if create:
-                conn.executescript(_SCHEMA)
-                if conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 0:
-                    conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-            row = conn.execute("SELECT version FROM schema_version").fetchone()
+            if create:  # one transaction: a creator killed midway leaves no tables, not some
+                conn.executescript(
+                    f"BEGIN IMMEDIATE;\n{_SCHEMA}\nINSERT INTO schema_version SELECT {SCHEMA_VERSION}"
+                    " WHERE NOT EXISTS (SELECT 1 FROM schema_version);\nCOMMIT;"
+                )
+            # No tables at all: a creator killed before its schema (the file exists from the
+            # moment it starts). Not a foreign database, which has tables of its own.
+            empty = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+            row = None if empty else conn.execute("SELECT version FROM schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
-        if row is None:  # a creator killed between the schema and its version: no session yet
+        if row is None:  # a creator killed before its schema or its version: no session yet
             conn.close()
             raise SessionError("not_found", "the database holds no sessions yet", path=db_path)
         if row[0] != SCHEMA_VERSION:
