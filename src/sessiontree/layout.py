@@ -173,6 +173,10 @@ class _Shape:
         kept, self._path = self._path, None  # the caller renumbers the runs next
         if kept is not None and kept[0] == r:
             return kept[1]
+        return self.holding(r)
+
+    def holding(self, r: int) -> Any:
+        """Per run, whether its subtree holds run `r` (itself included): one pass, nothing kept."""
         return (self.pre <= self.pre[r]) & (self.pre[r] < self.pre + self.size)
 
     def _split_and_add(self, r: int, p: int, j: int) -> None:
@@ -290,7 +294,7 @@ def drawn_above(index: TreeIndex, runs: Runs, piece_of: Any, p_count: Any, r: in
     pieces = np.frombuffer(piece_of, dtype=np.int64)
     if len(pieces) != len(pre):
         return None
-    above = np.flatnonzero((pre <= pre[r]) & (pre[r] < pre + shape.size) & (pieces >= 0))
+    above = np.flatnonzero(shape.holding(r) & (pieces >= 0))  # not `on_path`: it keeps the leaf's
     above = above[np.frombuffer(p_count, dtype=np.int64)[pieces[above]] > 0]
     return int(pieces[above[np.argmax(pre[above])]]) if len(above) else -1
 
