@@ -140,15 +140,16 @@ class _Shape:
         return True
 
     def above(self, shown: Any) -> Any:
-        """For each run, its nearest proper ancestor with something shown (-1: none), kept for
-        the last masks (one per filter): folding, unfolding and leaf moves within a filter do
-        not change it, and switching back to a filter finds it again."""
+        """For each run, one more than its nearest proper ancestor with something shown (0:
+        none; the numbering `lay_out` groups siblings by), kept for the last masks (one per
+        filter): folding and unfolding do not change it, and switching back to a filter finds
+        it again."""
         kept = self._above
         for k, (flags, above) in enumerate(kept):
             if np.array_equal(flags, shown):
                 kept.insert(0, kept.pop(k))
                 return above
-        above = _nearest(shown, self.par)
+        above = _nearest(shown, self.par) + 1
         kept.insert(0, (shown, above))
         del kept[KEEP_MASKS:]
         return above
@@ -176,8 +177,10 @@ class _Shape:
         return self.holding(r)
 
     def holding(self, r: int) -> Any:
-        """Per run, whether its subtree holds run `r` (itself included): one pass, nothing kept."""
-        return (self.pre <= self.pre[r]) & (self.pre[r] < self.pre + self.size)
+        """Per run, whether its subtree holds run `r` (itself included): one pass, nothing kept.
+        `pre <= pre[r] < pre + size` as one unsigned comparison: a run after r in preorder makes
+        `pre[r] - pre` negative, which wraps to a number larger than any size."""
+        return np.less((self.pre[r] - self.pre).view(np.uintp), self.size.view(np.uintp))
 
     def _split_and_add(self, r: int, p: int, j: int) -> None:
         """Run `r` ends at `p` now; the rest of it becomes run `r + 1`, holding its children,
@@ -187,10 +190,9 @@ class _Shape:
         at = int(self.pre[r])
         end = at + int(self.size[r])  # where r's subtree ended in preorder
         rest = int(self.size[r])  # the rest of r and all below it: as many runs as r had
-        self.size[self._within(r)] += 2  # r and its ancestors: two runs more below
+        np.add(self.size, 2, out=self.size, where=self._within(r))  # r and its ancestors gain two
         pre = self.pre + (self.pre > at) + (self.pre >= end)
-        par = self.par + (self.par > r)
-        par[self.par == r] = new
+        par = self.par + (self.par >= r)  # r's children now hang from the rest of r, run r + 1
         self.lo = _put(self.lo, new, p + 1, j)
         self.hi = _put(self.hi, new, self.hi[r], j + 1)
         self.hi[r] = p + 1
@@ -209,8 +211,8 @@ class _Shape:
         last = len(self.lo)
         if q >= 0:
             at = int(self.pre[q] + self.size[q])
-            self.size[self._within(q)] += 1
-            self.pre[self.pre >= at] += 1
+            np.add(self.size, 1, out=self.size, where=self._within(q))
+            np.add(self.pre, 1, out=self.pre, where=self.pre >= at)
         else:
             at = last
         self.lo = np.append(self.lo, j)
@@ -373,7 +375,12 @@ def lay_out(
     n = len(vis)
     mask = np.frombuffer(vis, dtype=np.uint8)
     shown_before = _kept_counts(runs, vis)
-    full = shown_before[hi].astype(INT) - shown_before[lo]  # as wide as the rows it sums to
+    # Shown entries per run. Runs tile the log in file order (each ends where the next begins),
+    # so one gather of the counts at their starts gives every run's.
+    starts = shown_before[lo]
+    full = np.empty(count, dtype=starts.dtype)
+    np.subtract(starts[1:], starts[:-1], out=full[:-1])
+    full[-1] = shown_before[n] - starts[-1]
     shown = full > 0
 
     # Folds: the first folded visible entry of a run cuts it; nothing below is drawn.
@@ -387,10 +394,11 @@ def lay_out(
         drawn = shown & (below[pre] == 0)
     # Runs nobody draws hand on their children. A fold hides its run's whole subtree, so no
     # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
-    above = shape.above(shown)
+    above = shape.above(shown)  # one more than the nearest drawn ancestor
 
-    order = shape.preorder[drawn[shape.preorder]]  # drawn runs in preorder
-    group = above[order] + 1  # 0: the roots' group
+    pre_o = np.flatnonzero(drawn[shape.preorder])  # the drawn runs' preorder numbers, in order
+    order = shape.preorder[pre_o]  # drawn runs in preorder
+    group = above[order]  # 0: the roots' group
     kids = np.bincount(group, minlength=count + 1)
     in_fork = kids[group] >= 2
     # Which child of a fork the active path takes: the one holding part of the path. A path
@@ -400,7 +408,6 @@ def lay_out(
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
     on_path = shape.on_path(leaf_run)
     marked = in_fork & on_path[order]
-    pre_o = pre[order]
     if leaf_run >= 0 and drawn[leaf_run] and not mask[lo[leaf_run]]:
         j = int(np.searchsorted(pre_o, pre[leaf_run]))
         if marked[j]:
@@ -409,14 +416,15 @@ def lay_out(
     last_pre = np.full(count + 1, -1, dtype=INT)
     np.maximum.at(last_pre, group, pre_o)
     has_marked = np.zeros(count + 1, dtype=bool)
-    has_marked[group[marked]] = True
+    has_marked[group[np.flatnonzero(marked)]] = True  # few: forks on the path
     is_last = pre_o == last_pre[group]
     main = marked | (~has_marked[group] & is_last)
     side = in_fork & ~main
 
     # Columns: a side branch adds one to every run in its subtree.
     sides = order[side]
-    depth = np.cumsum(_spans(pre[sides], pre[sides] + size[sides], count), dtype=INT)[pre_o]
+    firsts = pre[sides]
+    depth = np.cumsum(_spans(firsts, firsts + size[sides], count), dtype=INT)[pre_o]
 
     # The path's child drawn after its siblings: rotate its stretch past theirs, top down.
     rotate = np.flatnonzero(marked & ~is_last)
@@ -430,7 +438,7 @@ def lay_out(
         shift = 0
         for j in rotate.tolist():
             c = int(order[j])
-            s = int(above[c])
+            s = int(above[c]) - 1
             a = int(before[pre[c]]) + shift
             b = int(before[pre[c] + size[c]]) + shift
             e = (int(before[pre[s] + size[s]]) if s >= 0 else len(order)) + shift
@@ -445,7 +453,7 @@ def lay_out(
 
     folded_forks = np.zeros(0, dtype=INT)
     if len(cut_runs):  # a folded row is a fork's if nothing shown follows it in its run
-        kids_unfolded = np.bincount(above[shown] + 1, minlength=count + 1)
+        kids_unfolded = np.bincount(above[shown], minlength=count + 1)
         k = piece_of[cut_runs]
         fork = (k >= 0) & (shown_before[hi[cut_runs]] == shown_before[cut_at + 1])
         fork &= kids_unfolded[cut_runs + 1] > 1
