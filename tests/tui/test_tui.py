@@ -161,6 +161,31 @@ async def test_rows_kept_between_builds_are_the_rows_drawn_afresh(demo):
             await check()
 
 
+async def test_a_cursor_move_repaints_its_two_rows_and_the_screen_agrees(demo):
+    """Moving the cursor within the screen asks Textual for the two rows that change, not the
+    whole view; what the terminal then holds is what a full repaint would draw (no row keeps
+    a stale cursor bar)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await settle(app, pilot)
+        tree.set_cursor(3)
+        await settle(app, pilot)
+        asked: list[int] = []
+        render_line = tree.render_line
+        tree.render_line = lambda y: asked.append(y) or render_line(y)  # type: ignore[method-assign]
+        for key in ("j", "j", "k", "down"):
+            asked.clear()
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert 0 < len(set(asked)) <= 2, (key, sorted(set(asked)))
+        assert tree.cursor_row == 5
+        seen = app.export_screenshot()
+        tree.refresh()  # every row drawn again
+        await settle(app, pilot)
+        assert app.export_screenshot() == seen
+
+
 async def test_filters_cycle_and_show_in_footer(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -107,7 +107,6 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         "tree--tokens",
     }
 
-    cursor_row: reactive[int] = reactive(0, always_update=True)
     show_sizes: reactive[bool] = reactive(False)
 
     class Damaged(Message):
@@ -123,6 +122,9 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
     def __init__(self, session: Session, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.session = session
+        # A plain attribute, not a reactive: a reactive repaints the whole view on every move,
+        # while `set_cursor` repaints only the two rows that change (and scrolling repaints all).
+        self.cursor_row = 0
         self.filter = Filter.DEFAULT
         self.folded = Folds()  # a value, replaced on each fold: outlines keep it without a copy
         self.matches: set[int] = set()
