@@ -9,7 +9,9 @@ is idle again with the screen repainted (`pilot.press` + `pilot.pause`, which al
 the preview and Textual's compositor; on a machine shared with other work this is the noisy
 one). Then a writer thread appends entries to the copy at ~20/s while the
 app follows, and each is timed from the end of its write to the moment its row exists in the
-tree. Prints p50/p95/max per key in milliseconds.
+tree. Last, keys at a person's pace (pauses of 0.2-2 s), in blocks with the app's idle garbage
+collector on and off, counting Python's full collection passes that land inside a key. Prints
+p50/p95/max per key in milliseconds.
 """
 
 from __future__ import annotations
@@ -173,6 +175,50 @@ async def run(path: Path, presses: int) -> None:
         stop.set()
         thread.join()
         line("follow: append → row in the tree", [seen[e] - written[e] for e in seen])
+        await human_pace(app, pilot, presses)
+
+
+async def human_pace(app, pilot, presses: int) -> None:
+    """Keys with pauses between them (0.2-2 s), as a person reads: press → idle, and how many
+    of Python's full garbage-collection passes ran inside those windows, in alternating blocks
+    with the app's idle collector (`sessiontree.tui.collector`) on and off."""
+    import gc
+
+    windows: list[tuple[float, float]] = []
+    passes: list[float] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            passes.append(time.perf_counter())
+
+    gc.callbacks.append(seen)
+    rng = random.Random(7)
+    due = app.collector.due
+    times: dict[bool, list[float]] = {True: [], False: []}
+    hit: dict[bool, int] = {True: 0, False: 0}
+    try:
+        for block in range(4):
+            on = block % 2 == 0
+            app.collector.due = due if on else (lambda: False)
+            for _ in range(max(presses // 4, 4)):
+                await asyncio.sleep(rng.uniform(0.2, 2.0))
+                key = rng.choice("jjjkkk5e1")
+                key = {"e": "enter"}.get(key, key)
+                before = len(passes)
+                t0 = time.perf_counter()
+                await pilot.press(key)
+                await pilot.pause()
+                windows.append((t0, time.perf_counter()))
+                times[on].append(time.perf_counter() - t0)
+                hit[on] += len(passes) > before
+    finally:
+        gc.callbacks.remove(seen)
+        app.collector.due = due
+    print("at a human pace (0.2-2 s between keys: j, k, Enter, filters):")
+    for on in (True, False):
+        what = "idle collector on" if on else "idle collector off"
+        line(f"  press → idle, {what}", times[on])
+        print(f"    presses with a full GC pass inside: {hit[on]} of {len(times[on])}", flush=True)
 
 
 def main() -> None:

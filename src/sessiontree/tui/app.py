@@ -26,6 +26,7 @@ from ..opening import open_or_read_only, upgrade_session
 from ..outline import Filter
 from ..session import Session
 from .browser import BrowserScreen
+from .collector import CHECK_EVERY, IdleCollector
 from .keymap import load_keymap
 from .loading import LoadingScreen
 from .tree_view import SessionTreeView
@@ -84,6 +85,7 @@ class SessionTreeApp(App[None]):
         self.opener: Callable[[Path], Session] = opener or (lambda path: open_or_read_only(path))
         self.keymap_path = keymap_path
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
+        self.collector = IdleCollector()  # full garbage-collection passes between keys
 
     @property
     def browser(self) -> BrowserScreen | None:
@@ -99,6 +101,7 @@ class SessionTreeApp(App[None]):
         return browser.session if browser is not None else self._first_session
 
     def on_mount(self) -> None:
+        self.set_interval(CHECK_EVERY, self.collector.tick, name="idle collector")
         keymap, problems = load_keymap(self.keymap_path)
         if keymap:
             self.set_keymap(keymap)
@@ -272,6 +275,8 @@ class SessionTreeApp(App[None]):
         # closes; a screen they open would mount into a closing app and crash it.
         if self._exit and isinstance(event, events.Key):
             return
+        if isinstance(event, (events.Key, events.MouseEvent)):
+            self.collector.touched()
         await super().on_event(event)
 
     def action_open_other(self) -> None:
