@@ -46,7 +46,7 @@ async def test_opens_at_the_leaf_with_header_and_preview(demo):
         text = "\n".join(rows(app))
         assert "← active" in text and "├─ " in text
         assert "[diagnosis]" in text
-        assert "if the leaf were at 3a7c55c4: 8 messages" in preview_text(app)
+        assert "the leaf is at 3a7c55c4: 8 messages" in preview_text(app)
         assert "compactionSummary" in preview_text(app)
 
 
@@ -233,8 +233,13 @@ async def test_enter_moves_leaf_to_other_entry(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
+        await settle(app, pilot)
+        assert "if the leaf were at 3a7c137e: 6 messages" in preview_text(app)
         await pilot.press("enter")
         await settle(app, pilot)
+        # The same entry's context, now what the model sees, and said so.
+        assert "the leaf is at 3a7c137e: 6 messages" in preview_text(app)
+        assert "if the leaf were" not in preview_text(app)
         last = lines(demo)[-1]
         assert last["type"] == "leaf" and last["targetId"] == "3a7c137e" and last["parentId"] == "3a7c55c4"
         assert app.session.leaf_id == "3a7c137e"

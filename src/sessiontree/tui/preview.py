@@ -987,14 +987,15 @@ def tool_call_index(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _context_header(context: SessionContext, at: str) -> list[Part]:
+def _context_header(context: SessionContext, at: str, is_leaf: bool) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
     approx = "≥" if context.omitted else "~"
     count = len(context.messages)
     parts = [
         _line(
-            f"if the leaf were at {inert(at)}: {count:,} message{'' if count == 1 else 's'}"
+            f"{'the leaf is' if is_leaf else 'if the leaf were'} at {inert(at)}:"
+            f" {count:,} message{'' if count == 1 else 's'}"
             f" · {approx}{context.tokens:,} tokens",
             "preview--meta",
         ),
@@ -1009,9 +1010,12 @@ def _context_header(context: SessionContext, at: str) -> list[Part]:
     return parts
 
 
-def plan_context(context: SessionContext, at: Entry, detail: Detail, *, as_sent: bool = False) -> Plan:
-    """The context the model would see with the leaf at `at`, the messages of `at` marked."""
-    parts = _context_header(context, at.id)
+def plan_context(
+    context: SessionContext, at: Entry, detail: Detail, *, as_sent: bool = False, is_leaf: bool = False
+) -> Plan:
+    """The context the model would see with the leaf at `at`, the messages of `at` marked;
+    `is_leaf`: `at` is the leaf, so this is what the model sees now, said as such."""
+    parts = _context_header(context, at.id, is_leaf)
     owners = _owners(context)
     calls = tool_call_index(context.messages)
     seen: dict[str | None, int] = {}

@@ -62,6 +62,7 @@ class Request:
     height: int
     dark: bool
     generation: int
+    leaf: str | None = None  # the session's leaf when asked: read on the UI thread, not the worker's
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -146,6 +147,7 @@ class PreviewPane(Vertical):
             max(view.scrollable_content_region.height, 10),
             self.app.current_theme.dark,
             self._generation,
+            self.session.leaf_id,
         )
         self.timings = {"start": request.started}
         self._build(request)
@@ -227,7 +229,9 @@ class PreviewPane(Vertical):
             detail = ENTRY_ALL if request.expanded else ENTRY
             return plan_entry(entry, session.line_number(entry.id), detail, as_sent=as_sent, calls=calls)
         context = session.build_context(at=target.entry_id, limit=None if request.expanded else PREVIEW_LIMIT)
-        return plan_context(context, entry, EXPANDED if request.expanded else COLLAPSED, as_sent=as_sent)
+        detail = EXPANDED if request.expanded else COLLAPSED
+        is_leaf = target.entry_id == request.leaf
+        return plan_context(context, entry, detail, as_sent=as_sent, is_leaf=is_leaf)
 
     def _deliver(self, request: Request, rendered: Rendered) -> None:
         if request.generation != self._generation:
