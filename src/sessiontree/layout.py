@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from .storage.runs import Runs
 
 # Run and entry numbers are kept as numpy's index type: a gather by any other integer type
-# converts the whole index array first (32-bit arrays measured ~40% slower per key).
+# converts the whole index array first (32-bit arrays measured ~40% slower per key). Gathers on
+# the per-key path are `take` and selections `np.compress`: over 180,000 runs, `a[idx]` measured
+# 0.15 ms against `take`'s 0.10, and `a[flags]` with half the flags set 0.46 ms against 0.14.
 INT = np.intp
 MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the loop is cheaper
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
@@ -377,7 +379,7 @@ def lay_out(
     shown_before = _kept_counts(runs, vis)
     # Shown entries per run. Runs tile the log in file order (each ends where the next begins),
     # so one gather of the counts at their starts gives every run's.
-    starts = shown_before[lo]
+    starts = shown_before.take(lo)
     full = np.empty(count, dtype=starts.dtype)
     np.subtract(starts[1:], starts[:-1], out=full[:-1])
     full[-1] = shown_before[n] - starts[-1]
@@ -396,18 +398,18 @@ def lay_out(
     # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
     above = shape.above(shown)  # one more than the nearest drawn ancestor
 
-    pre_o = np.flatnonzero(drawn[shape.preorder])  # the drawn runs' preorder numbers, in order
-    order = shape.preorder[pre_o]  # drawn runs in preorder
-    group = above[order]  # 0: the roots' group
+    pre_o = np.flatnonzero(drawn.take(shape.preorder))  # the drawn runs' preorder numbers, in order
+    order = shape.preorder.take(pre_o)  # drawn runs in preorder
+    group = above.take(order)  # 0: the roots' group
     kids = np.bincount(group, minlength=count + 1)
-    in_fork = kids[group] >= 2
+    in_fork = kids.take(group) >= 2
     # Which child of a fork the active path takes: the one holding part of the path. A path
     # runs through every run it enters up to its last entry (runs end where entries fork),
     # except the leaf's run, where it stops at the leaf: that child takes the fork only if the
     # leaf is at or below its first shown entry.
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
     on_path = shape.on_path(leaf_run)
-    marked = in_fork & on_path[order]
+    marked = in_fork & on_path.take(order)
     if leaf_run >= 0 and drawn[leaf_run] and not mask[lo[leaf_run]]:
         j = int(np.searchsorted(pre_o, pre[leaf_run]))
         if marked[j]:
@@ -417,14 +419,14 @@ def lay_out(
     np.maximum.at(last_pre, group, pre_o)
     has_marked = np.zeros(count + 1, dtype=bool)
     has_marked[group[np.flatnonzero(marked)]] = True  # few: forks on the path
-    is_last = pre_o == last_pre[group]
-    main = marked | (~has_marked[group] & is_last)
+    is_last = pre_o == last_pre.take(group)
+    main = marked | (~has_marked.take(group) & is_last)
     side = in_fork & ~main
 
     # Columns: a side branch adds one to every run in its subtree.
-    sides = order[side]
-    firsts = pre[sides]
-    depth = np.cumsum(_spans(firsts, firsts + size[sides], count), dtype=INT)[pre_o]
+    sides = np.compress(side, order)
+    firsts = pre.take(sides)
+    depth = np.cumsum(_spans(firsts, firsts + size.take(sides), count), dtype=INT).take(pre_o)
 
     # The path's child drawn after its siblings: rotate its stretch past theirs, top down.
     rotate = np.flatnonzero(marked & ~is_last)
@@ -444,8 +446,8 @@ def lay_out(
             e = (int(before[pre[s] + size[s]]) if s >= 0 else len(order)) + shift
             seq[a:e] = np.concatenate((seq[b:e], seq[a:b]))
             shift += e - b
-        runs_o, depth_s, side_s = order[seq], depth[seq], side[seq]
-    count_o = rows_in[runs_o]
+        runs_o, depth_s, side_s = order.take(seq), depth.take(seq), side.take(seq)
+    count_o = rows_in.take(runs_o)
     ends = np.cumsum(count_o, dtype=INT)  # the row after each piece
     rest = 2 * depth_s
     piece_of = np.full(count, -1, dtype=INT)
@@ -453,7 +455,7 @@ def lay_out(
 
     folded_forks = np.zeros(0, dtype=INT)
     if len(cut_runs):  # a folded row is a fork's if nothing shown follows it in its run
-        kids_unfolded = np.bincount(above[shown], minlength=count + 1)
+        kids_unfolded = np.bincount(np.compress(shown, above), minlength=count + 1)
         k = piece_of[cut_runs]
         fork = (k >= 0) & (shown_before[hi[cut_runs]] == shown_before[cut_at + 1])
         fork &= kids_unfolded[cut_runs + 1] > 1
@@ -470,13 +472,13 @@ def lay_out(
         """Side branches' first shown entries, in file order: a side run is drawn, so it shows
         something, and runs are numbered in file order."""
         flags = np.zeros(count, dtype=bool)
-        flags[order[side]] = True
+        flags[np.compress(side, order)] = True
         ranked = np.flatnonzero(flags)
         return _ints(_first_shown(vis, _kept_counts(runs, vis), lo[ranked], hi[ranked]))
 
     return Pieces(
-        p_lo=_ints(lo[runs_o]),
-        p_hi=_ints(end[runs_o]),
+        p_lo=_ints(lo.take(runs_o)),
+        p_hi=_ints(end.take(runs_o)),
         p_row=_ints(ends - count_o),
         p_count=_ints(count_o),
         p_first=_ints(rest - side_s),
