@@ -4,7 +4,8 @@
 
 Runs `SessionTreeApp` headless at 160×50 on a private copy of the file (Enter and `b` write),
 and times each key twice: its handler alone (the action method: for a filter, fold, Enter or
-`b` that includes writing the entry and rebuilding the rows), and from the press until the app
+`b` that includes writing the entry and rebuilding the rows; with the page faults it took,
+each a 4 KB page of memory new to the process or handed back since), and from the press until the app
 is idle again with the screen repainted (`pilot.press` + `pilot.pause`, which also waits for
 the preview and Textual's compositor; on a machine shared with other work this is the noisy
 one). Then a writer thread appends entries to the copy at ~20/s while the
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import shutil
 import statistics
 import sys
@@ -52,16 +54,19 @@ class Handlers:
 
     def __init__(self) -> None:
         self.last = 0.0
+        self.faults = 0  # minor page faults during the last call
 
     def wrap(self, obj: object, name: str) -> None:
         original = getattr(obj, name)
 
         def timed(*args, **kwargs):
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.last = time.perf_counter() - t0
+                self.faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
 
         setattr(obj, name, timed)
 
@@ -94,6 +99,7 @@ async def run(path: Path, presses: int) -> None:
         for name in ("action_choose_filter", "action_move", "action_leaf_back"):
             handlers.wrap(app.browser, name)
         results: dict[str, tuple[list[float], list[float]]] = {}
+        faults: dict[str, list[int]] = {}
 
         async def timed(name: str, key: str) -> None:
             t0 = time.perf_counter()
@@ -102,6 +108,7 @@ async def run(path: Path, presses: int) -> None:
             handler, frame = results.setdefault(name, ([], []))
             frame.append(time.perf_counter() - t0)
             handler.append(handlers.last)
+            faults.setdefault(name, []).append(handlers.faults)
 
         for _ in range(presses):
             await timed("down (j)", "j")
@@ -135,6 +142,12 @@ async def run(path: Path, presses: int) -> None:
         print("handler alone:")
         for name, (handler, _) in results.items():
             line("  " + name, handler)
+            counts = faults[name]
+            print(
+                f"    page faults: p50 {statistics.median(counts):,.0f}, max {max(counts):,},"
+                f" {sum(c > 0 for c in counts)} of {len(counts)} presses with any",
+                flush=True,
+            )
         print("press → idle, screen repainted:")
         for name, (_, frame) in results.items():
             line("  " + name, frame)
