@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import SessionContext, estimate_tokens
-from .display import one_line
+from .display import counted, one_line
 from .export.common import resolve_target
 from .model.messages import content_text, format_tool_call, json_compact, message_text, tool_calls
 from .session import Session
@@ -138,7 +138,7 @@ def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> li
     def head(sign: str, side: Side, tail: list[Message]) -> str:
         ctx = side.context
         return one_line(
-            f"{sign} {side.entry_id}: {len(ctx.messages)} messages, ~{ctx.tokens:,} tokens"
+            f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens"
             f" ({len(tail)} after the shared part, ~{sum(estimate_tokens(m) for m in tail):,} tokens)"
             f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}",
             400,

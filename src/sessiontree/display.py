@@ -72,6 +72,12 @@ def inert(text: str) -> str:
     return _HIDDEN.sub(_visible, text) if _HIDDEN.search(text) else text
 
 
+def counted(count: int, one: str, many: str | None = None) -> str:
+    """`count` and its noun, singular for one: `counted(1, "entry", "entries")` is "1 entry";
+    `many` defaults to `one` + "s"."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """Inert, whitespace-collapsed, at most `limit` characters (…)."""
     head = text[: limit * 4] if len(text) > limit * 4 else text

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from sessiontree.display import call_label, inert, one_line
+from sessiontree.display import call_label, counted, inert, one_line
 from sessiontree.outline import Filter, Outline
 from sessiontree.storage.index import TreeIndex
 from sessiontree.tui.preview import wrap
@@ -89,3 +89,11 @@ def test_tool_rows_keep_what_tells_them_apart():
     assert label.startswith("[edit: …/") and label.endswith("/src/core/agent-session.ts]")
     assert len(label) <= len("[edit: ]") + 60
     assert call_label({"name": "read", "arguments": {"path": "src/x.py"}}) == "[read: src/x.py]"
+
+
+def test_counted_says_one_thing_and_many_things():
+    assert counted(1, "entry", "entries") == "1 entry"
+    assert counted(0, "entry", "entries") == "0 entries"
+    assert counted(1, "match", "matches") == "1 match"
+    assert counted(2, "message") == "2 messages"
+    assert counted(12345, "message") == "12,345 messages"

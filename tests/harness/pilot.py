@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from rich.console import Console
 
 from sessiontree.outline import Filter
 from sessiontree.tui.app import SessionTreeApp
@@ -11,6 +14,14 @@ from sessiontree.tui.loading import LoadingScreen
 from sessiontree.tui.preview import PreviewView
 from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
+
+
+def screen_lines(app) -> list[str]:
+    """What the terminal shows, line by line."""
+    with open(os.devnull, "w") as sink:
+        console = Console(width=app.size.width, height=app.size.height, record=True, file=sink)
+        console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text().splitlines()
 
 
 def rows(app) -> list[str]:

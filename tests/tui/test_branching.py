@@ -32,6 +32,22 @@ async def test_copy_each_kind_to_the_clipboard(demo):
         assert copied["call"].startswith("read(") and "→" in copied["call"]
 
 
+async def test_copying_a_tool_call_where_there_is_none_copies_nothing_and_says_so(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        app.copy_to_clipboard("before")
+        await put_cursor(app, pilot, "3a7c09bf")  # a user message
+        await pilot.press("c", "2")
+        await pilot.pause()
+        assert app.clipboard == "before"
+        assert [n.message for n in app._notifications][-1] == "No tool call here."
+        await put_cursor(app, pilot, "3a7c0bb2")  # an assistant message calling `read`
+        await pilot.press("c", "2")
+        await pilot.pause()
+        assert "read" in app.clipboard and app.clipboard != "before"
+
+
 async def test_fork_writes_a_new_session_and_opens_it(demo):
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from textual.widgets._header import HeaderTitle
 
-from harness.pilot import cursor_id, make_app, settle
+from harness.pilot import cursor_id, make_app, screen_lines, settle
 from helpers import PI_FIXTURES, U
 from sessiontree import open_session
 from sessiontree.tui.help import HelpScreen
@@ -40,6 +40,21 @@ async def test_help_and_quit_lead_the_footer_and_no_label_covers_another(demo, w
         assert all(a_right <= b_x for (_, a_right), (b_x, _) in itertools.pairwise(spans))
 
 
+async def test_the_header_shows_the_leaf_and_the_size_at_80_columns(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        top = screen_lines(app)[0]
+        assert "Fix flaky date parsing in weather-cli — leaf 3a7c55c4 · 46 entries" in top
+        # The preview's title drops its hint for `v` rather than cut it.
+        title = str(app.browser.query_one("#preview-title").render())
+        assert title == "context · up to 3a7c55c4"
+        await pilot.resize_terminal(160, 50)
+        await settle(app, pilot)
+        title = str(app.browser.query_one("#preview-title").render())
+        assert title == "context · up to 3a7c55c4 · v: entry"
+
+
 async def test_help_scrolls_and_shows_the_keys_in_effect_at_80x24(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -48,9 +63,11 @@ async def test_help_scrolls_and_shows_the_keys_in_effect_at_80x24(demo):
         assert isinstance(app.screen, HelpScreen)
         body = app.screen.query_one("#help-body")
         assert body.virtual_size.height > body.size.height  # more than fits: it scrolls
+        # The body ends inside the dialog: rows clipped below its edge were skipped by PgDn.
+        assert body.region.bottom <= app.screen.query_one("#help-dialog").content_region.bottom
         await pilot.press("pagedown")
         await pilot.pause()
-        assert body.scroll_y > 0
+        assert body.scroll_y == body.scrollable_content_region.height  # one visible page
         text = "\n".join(str(s.render()) for s in app.screen.query(".help-section"))
         assert "Session" in text and "Tree" in text and "Everywhere" in text
         await pilot.press("escape")

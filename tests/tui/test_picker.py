@@ -12,6 +12,7 @@ import pytest
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
+from harness.pilot import screen_lines
 from helpers import A, U
 from sessiontree import JsonlStorage, Session
 from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
@@ -130,16 +131,6 @@ def text_of(app, selector: str) -> str:
 
 def preview(app) -> str:
     return text_of(app, "#picker-preview-text")
-
-
-def screen_lines(app) -> list[str]:
-    """What the terminal shows, line by line."""
-    from rich.console import Console
-
-    with open(os.devnull, "w") as sink:
-        console = Console(width=app.size.width, height=app.size.height, record=True, file=sink)
-        console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text().splitlines()
 
 
 # --- listing, columns, sorting ----------------------------------------------------------------

@@ -16,6 +16,7 @@ from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of,
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
+from sessiontree.tui import launch
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
 from sessiontree.tui.picker import PickerScreen
@@ -42,7 +43,7 @@ async def test_opens_at_the_leaf_with_header_and_preview(demo):
         await settle(app, pilot)
         assert cursor_id(app) == app.session.leaf_id == "3a7c55c4"
         assert app.browser.title == "Fix flaky date parsing in weather-cli"
-        assert "demo.jsonl · 46 entries · leaf 3a7c55c4" in app.browser.sub_title
+        assert app.browser.sub_title == "leaf 3a7c55c4 · 46 entries · demo.jsonl"
         text = "\n".join(rows(app))
         assert "← active" in text and "├─ " in text
         assert "[diagnosis]" in text
@@ -302,6 +303,48 @@ async def test_move_with_summary_draft(demo):
         await settle(app, pilot)
         summary = lines(demo)[-1]
         assert summary["type"] == "branch_summary" and summary["summary"].endswith("Edited by hand.")
+
+
+async def test_the_summary_prompt_works_from_the_keyboard(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        # The kinds of summary have the focus: ↓ Enter picks "Write a summary", whose text box
+        # takes the keys next.
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.screen.focused is app.screen.query_one("#summary-text")
+        await pilot.press(*"tz later", "ctrl+s")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["summary"] == "tz later"
+        # Ctrl+D drafts at once, picking "Draft" itself.
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("ctrl+d")
+        await settle(app, pilot)
+        assert app.screen.query_one("#kind-draft").value
+        draft = app.screen.query_one("#summary-text").text
+        assert draft.startswith("The user explored a different conversation branch")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["summary"] == draft
+
+
+async def test_a_dialog_opens_clear_of_toasts(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        app.notify("a toast at the bottom right, where the dialog's buttons are")
+        await pilot.pause()
+        assert app._notifications
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt) and not app._notifications
+        assert not app.screen.query("Toast")
+        assert not app.browser.query("Toast")  # nor on the screen it is drawn over
 
 
 async def test_move_with_summary_none_and_cancel(demo):
@@ -787,4 +830,21 @@ async def test_demo_launch_uses_a_private_copy():
         await settle(app, pilot)
         assert app.session.leaf_id == "3a7c137e"
     assert resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes() == bundled
+    shutil.rmtree(app.demo_dir)
+
+
+@pytest.mark.parametrize("has_pi_sessions", [True, False])
+async def test_open_from_the_demo_lists_the_users_sessions(tmp_path, monkeypatch, has_pi_sessions):
+    sessions = tmp_path / "home" / ".pi" / "agent" / "sessions"
+    if has_pi_sessions:
+        sessions.mkdir(parents=True)
+    monkeypatch.setattr(launch, "DEFAULT_SESSIONS_DIR", sessions)
+    monkeypatch.chdir(tmp_path)
+    app = build_app(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, PickerScreen)
+        assert app.screen.directory == (sessions if has_pi_sessions else tmp_path)
     shutil.rmtree(app.demo_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..display import one_line
+from ..display import counted, one_line
 from ..model.entries import Entry, LabelEntry, LeafEntry
 from ..model.errors import Diagnostic, SessionError
 from ..session import Session
@@ -148,8 +148,8 @@ def damage_line(session: Session, path: PathExport | None = None, *, limit: int 
         )
     if path is not None and path.unreadable:
         parts.append(
-            f"{len(path.unreadable)} unreadable entr{'y' if len(path.unreadable) == 1 else 'ies'}"
-            f" on the path left out ({', '.join(path.unreadable[:limit])})"
+            counted(len(path.unreadable), "unreadable entry", "unreadable entries")
+            + f" on the path left out ({', '.join(path.unreadable[:limit])})"
         )
     shown = [_problem(d) for d in problems[:limit]]
     if len(problems) > limit:

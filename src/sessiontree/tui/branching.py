@@ -12,7 +12,7 @@ from ..compare import compare_contexts, comparison_lines
 from ..display import entry_summary, one_line
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
-from ..model.messages import content_text
+from ..model.messages import content_text, tool_calls
 from .core import BrowserBase
 from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
 
@@ -43,7 +43,8 @@ class BranchingMixin(BrowserBase):
                 self.notify(f"Nothing copied: {exc}", severity="error", markup=False)
                 return
             if not text:
-                self.notify("Nothing to copy there.", severity="warning", markup=False)
+                nothing = "No tool call here." if what == "call" else "Nothing to copy there."
+                self.notify(nothing, severity="warning", markup=False)
                 return
             self.app.copy_to_clipboard(text)
             size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
@@ -61,8 +62,9 @@ class BranchingMixin(BrowserBase):
         if what == "text":
             return entry_summary(entry)
         call = session.tool_call_of(position)
-        if call is None:  # on the assistant message: its calls, without results
-            return entry_summary(entry)
+        if call is None:  # on the assistant message: its calls, without results; elsewhere none
+            message = entry.get("message")
+            return entry_summary(entry) if isinstance(message, dict) and tool_calls(message) else ""
         result = content_text(entry.get("message", {}).get("content"))
         arguments = json.dumps(call.get("arguments"), ensure_ascii=False, indent=2)
         return f"{call.get('name')}({arguments})\n\n→ {result}"

@@ -246,7 +246,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
                 self.refresh_bindings()
             tree.go_to_position(hits[0])
 
-        self.app.push_screen(TextPrompt("Go to entry id (or a unique prefix)"), done)
+        self.app.push_screen(TextPrompt("Go to entry id (or a unique prefix)", enter="goes there"), done)
 
     def action_upgrade(self) -> None:
         """Rewrite an old-format (v1/v2) file as v3 — after a yes — and reopen it."""

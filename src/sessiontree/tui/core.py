@@ -51,7 +51,9 @@ class BrowserBase(Screen[None]):
         location = Path(session.storage.location or "?").name
         self.title = inert(session.session_name or "(unnamed session)")
         leaf = session.leaf_id or "(none)"
-        parts = [location, f"{session.entry_count():,} entries", f"leaf {leaf}"]
+        # What changes first, what is known from the command line last: a narrow terminal cuts
+        # the header's end (at 80 columns, after the title, about thirty characters are left).
+        parts = [f"leaf {leaf}"]
         if self._matches:
             rows = self._match_rows()
             cursor = self._tree().cursor_row
@@ -62,6 +64,7 @@ class BrowserBase(Screen[None]):
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:
             parts.append("follow paused")
+        parts += [f"{session.entry_count():,} entries", location]
         self.sub_title = inert(" · ".join(parts))
         try:
             banner = self.query_one("#banner", Static)

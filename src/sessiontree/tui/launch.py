@@ -64,8 +64,17 @@ def build_app(
     target = path
     if _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
         session, locked_note = open_for_browsing(target, read_only=read_only)
+        # From the demo, `o` lists the user's own sessions (Pi's folder), not the demo's copy.
+        others = None
+        if demo_dir is not None:
+            others = DEFAULT_SESSIONS_DIR if DEFAULT_SESSIONS_DIR.is_dir() else Path.cwd()
         app = SessionTreeApp(
-            session, summarizer=summarizer, follow=follow, note=locked_note or note, opener=opener
+            session,
+            summarizer=summarizer,
+            follow=follow,
+            note=locked_note or note,
+            opener=opener,
+            picker_dir=others,
         )
         app.demo_dir = demo_dir
         return app

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.notifications import Notifications
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
+from textual.widgets._toast import ToastRack  # Textual's toast layer, which has no public name
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ..display import inert, one_line
+from ..display import counted, inert, one_line
 from . import deliver
 
 
@@ -27,6 +32,23 @@ def plain(text: str) -> Text:
     return Text(inert(text))
 
 
+ResultT = TypeVar("ResultT")
+
+
+class Dialog(ModalScreen[ResultT]):
+    """A dialog that asks for something. The toasts on screen when it opens are cleared:
+    Textual stacks them at the bottom right, where at 80×24 they covered a dialog's buttons and
+    its keys line. (Help is not one: a warning about the key bindings stays readable there.)"""
+
+    @on(events.ScreenResume)
+    def _clear_toasts(self) -> None:
+        app = self.app
+        app.clear_notifications()  # the toasts of this dialog's own layer
+        for screen in app.screen_stack[:-1]:  # and those drawn on the screens it is over
+            with contextlib.suppress(NoMatches):
+                screen.get_child_by_type(ToastRack).show(Notifications())
+
+
 @dataclass(frozen=True, slots=True)
 class SummaryChoice:
     """What the summary prompt decided: no summary (text None) or this text."""
@@ -35,7 +57,7 @@ class SummaryChoice:
     drafted_by: str | None = None
 
 
-class SummaryPrompt(ModalScreen[SummaryChoice | None]):
+class SummaryPrompt(Dialog[SummaryChoice | None]):
     """Before a move: no summary, write one, or draft one (then edit it). Cancel writes nothing."""
 
     BINDINGS = [
@@ -71,7 +93,7 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
             with VerticalScroll(id="summary-body"):
                 yield Static(plain(f"Move the leaf to {self.target_text}"), classes="dialog-title")
                 leaving = (
-                    f"The branch being left has {self.branch_size} entries."
+                    f"The branch being left has {counted(self.branch_size, 'entry', 'entries')}."
                     if self.branch_size
                     else "Nothing is left behind by this move (no abandoned entries)."
                 )
@@ -90,6 +112,7 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
 
     def on_mount(self) -> None:
         self._sync_kind("kind-none")
+        self.query_one(RadioSet).focus()  # ↑ ↓ pick the kind of summary at once; Ctrl+S moves
 
     def _kind(self) -> str:
         pressed = self.query_one(RadioSet).pressed_button
@@ -119,8 +142,11 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         self.action_draft()
 
     def action_draft(self) -> None:
+        """Draft a summary now (Ctrl+D, or Enter in the instructions box), picking "Draft"
+        first when another kind is picked."""
         if self._kind() != "kind-draft":
-            return
+            self.query_one("#kind-draft", RadioButton).value = True
+            self._sync_kind("kind-draft")
         self.query_one("#summary-status", Static).update(
             plain(f"Drafting with {self.drafter_name}… (Esc cancels)")
         )
@@ -184,17 +210,18 @@ class SummaryPrompt(ModalScreen[SummaryChoice | None]):
         self.action_draft()
 
 
-class TextPrompt(ModalScreen[str | None]):
+class TextPrompt(Dialog[str | None]):
     """One line of text (labels, the session name). Escape cancels; an empty value is allowed
     and means "clear"."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, value: str = "", help_text: str = "") -> None:
+    def __init__(self, title: str, value: str = "", help_text: str = "", *, enter: str = "saves") -> None:
         super().__init__()
         self.title_text = title
         self.value = value
         self.help_text = help_text
+        self.enter = enter  # what Enter does, for the keys line ("saves", "goes there")
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
@@ -202,7 +229,7 @@ class TextPrompt(ModalScreen[str | None]):
             yield Input(value=self.value, id="prompt-input")
             if self.help_text:
                 yield Static(plain(self.help_text), classes="dialog-help")
-            yield Static("Enter saves · Esc cancels", classes="dialog-keys")
+            yield Static(plain(f"Enter {self.enter} · Esc cancels"), classes="dialog-keys")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -224,7 +251,7 @@ class HistoryItem:
     to_text: str
 
 
-class HistoryScreen(ModalScreen[str | None]):
+class HistoryScreen(Dialog[str | None]):
     """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target.
     Moves are decoded a page at a time (`page(skip, count)`): the newest page at once, older
     ones when the last row, "older moves…", is chosen."""
@@ -283,7 +310,7 @@ class HistoryScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(Dialog[bool]):
     """A yes/no question with both answers on buttons and keys (y / Enter, n / Esc)."""
 
     BINDINGS = [
@@ -319,7 +346,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(value)
 
 
-class ChoiceScreen(ModalScreen[str | None]):
+class ChoiceScreen(Dialog[str | None]):
     """Pick one of a few choices: by number, or with the cursor and Enter; Esc cancels."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
@@ -356,7 +383,7 @@ class ChoiceScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class LinesScreen(ModalScreen[None]):
+class LinesScreen(Dialog[None]):
     """Read-only lines (a comparison of two contexts) in a scrollable dialog."""
 
     BINDINGS = [Binding("escape,q", "close", "Close")]

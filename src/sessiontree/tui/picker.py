@@ -30,7 +30,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from ..catalog import Catalog, Hit, SessionListing, listing_match, text_match
-from ..display import inert, one_line
+from ..display import counted, inert, one_line
 from ..query import Query, QueryError, compile_query
 from . import deliver
 from .help import HelpScreen
@@ -794,8 +794,8 @@ def preview_text(
     line("first ›", listing.first_message or "(no user message)")
     if listing.last_message and listing.last_message != listing.first_message:
         line("last  ›", listing.last_message)
-    branches = f"{listing.leaf_count} lea{'f' if listing.leaf_count == 1 else 'ves'}"
-    forks = f"{listing.fork_count} fork{'' if listing.fork_count == 1 else 's'}"
+    branches = counted(listing.leaf_count, "leaf", "leaves")
+    forks = counted(listing.fork_count, "fork")
     # Entries of v1/v2 files have no ids in the file: the ones read now differ at every read.
     leaf = (listing.leaf_id or "(none)") if listing.version >= 3 else f"(v{listing.version} file, no ids)"
     counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {leaf}"

@@ -49,7 +49,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens, project
-from ..display import entry_summary, inert, one_line, pretty_json
+from ..display import counted, entry_summary, inert, one_line, pretty_json
 from ..model.entries import Entry, MessageEntry
 from ..model.messages import (
     assistant_text,
@@ -995,7 +995,7 @@ def _context_header(context: SessionContext, at: str, is_leaf: bool) -> list[Par
     parts = [
         _line(
             f"{'the leaf is' if is_leaf else 'if the leaf were'} at {inert(at)}:"
-            f" {count:,} message{'' if count == 1 else 's'}"
+            f" {counted(count, 'message')}"
             f" · {approx}{context.tokens:,} tokens",
             "preview--meta",
         ),

@@ -136,7 +136,7 @@ class PreviewPane(Vertical):
         if view.scrollable_content_region.width <= 0:  # not laid out yet: render for its width
             self.call_after_refresh(self.rebuild)
             return
-        title.update(Text(self._title(target)))
+        title.update(Text(self._title(target, title.size.width or view.size.width)))
         self._generation += 1
         request = Request(
             target,
@@ -152,7 +152,8 @@ class PreviewPane(Vertical):
         self.timings = {"start": request.started}
         self._build(request)
 
-    def _title(self, target: RowTarget) -> str:
+    def _title(self, target: RowTarget, width: int) -> str:
+        """The mode and what is shown; then, where it fits in `width`, what `v` switches to."""
         if self.mode is PreviewMode.RAW:
             where = f"at {target.entry_id}"
         elif self.scope is Scope.ENTRY:
@@ -165,7 +166,8 @@ class PreviewPane(Vertical):
             if self.mode is PreviewMode.RAW
             else f" · v: {'context' if self.scope is Scope.ENTRY else 'entry'}"
         )
-        return f"{self.mode.value} · {where}{extra}{hint}"
+        title = f"{self.mode.value} · {where}{extra}"
+        return title + hint if len(title + hint) <= width else title
 
     def watch_mode(self) -> None:
         self.rebuild()

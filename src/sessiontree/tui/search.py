@@ -18,6 +18,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
+from ..display import counted
 from ..finding import find
 from ..outline import Outline
 from ..query import Query, QueryError, compile_query
@@ -151,13 +152,15 @@ class SearchMixin(BrowserBase):
             tree.restrict = mask
             tree.rebuild(keep=found[-1])
             self._set_matches(found)
-            self.notify(f"{len(found):,} matches{note} · Esc restores the tree", markup=False, timeout=4)
+            matches = counted(len(found), "match", "matches")
+            self.notify(f"{matches}{note} · Esc restores the tree", markup=False, timeout=4)
             return
         self._set_matches(found)
         if not found:
             self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
             return
-        self.notify(f"{len(found):,} matches for {query.source!r}{note} (n / N)", markup=False, timeout=3)
+        matches = counted(len(found), "match", "matches")
+        self.notify(f"{matches} for {query.source!r}{note} (n / N)", markup=False, timeout=3)
         if tree.outline is outline:
             self.action_next_match(1, include_current=True)
 

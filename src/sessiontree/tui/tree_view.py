@@ -26,7 +26,7 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from ..archive import archived
-from ..display import call_label, entry_glyph, entry_preview, inert, one_line
+from ..display import call_label, counted, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
 from ..folds import Folds
 from ..model.errors import SessionError
@@ -303,7 +303,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
                 self.notify("No side branches to fold here.", markup=False, timeout=3)
                 return
             # Most may be far from the screen: say what happened even when no row here changes.
-            message = f"Folded {count:,} side branch{'' if count == 1 else 'es'} (z unfolds them)"
+            message = f"Folded {counted(count, 'side branch', 'side branches')} (z unfolds them)"
         if i is not None:
             self.rebuild(keep=i)
         self.notify(message, markup=False, timeout=3)
@@ -422,7 +422,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
             if latest != i:
                 with contextlib.suppress(SessionError):
                     when = " · " + _age(self.session.entry_at(latest).timestamp)
-            stub = f"▸ {hidden:,} entr{'y' if hidden == 1 else 'ies'}{when} "
+            stub = f"▸ {counted(hidden, 'entry', 'entries')}{when} "
             self._stubs[i] = stub
         return stub
 
