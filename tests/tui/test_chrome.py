@@ -160,6 +160,7 @@ async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
         banner = app.browser.query_one("#banner")
         assert app.session.read_only and "press U to upgrade it here" in str(banner.render())
         assert len(banner.render().wrap(banner.content_region.width)) <= banner.content_region.height
+        assert not app._notifications  # the banner says why; no toast repeats it over the tree
         await pilot.press("U")
         await pilot.pause()
         await pilot.press("y")

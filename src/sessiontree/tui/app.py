@@ -118,8 +118,7 @@ class SessionTreeApp(App[None]):
             self.push_screen(PickerScreen(self.picker_dir or Path.cwd()), self._picked)
             return
         self._show(session)
-        if self.note:
-            self.notify(self.note, title="sessiontree", markup=False, timeout=8)
+        self._tell(self.note, session)
 
     @work(thread=True, exclusive=True, group="open")
     def _open_in_background(self, opening: Opening) -> None:
@@ -156,8 +155,12 @@ class SessionTreeApp(App[None]):
             session.close()
             return
         self.switch_screen(BrowserScreen(session, summarizer=self.summarizer, follow=self.follow))
-        note = note or self.note
-        if note:
+        self._tell(note or self.note, session)
+
+    def _tell(self, note: str | None, session: Session) -> None:
+        """The note from opening as a toast, unless it is why the session is read-only: the
+        banner above the tree says that already, and at 80×24 the toast covered the tree."""
+        if note and note != session.read_only_reason:
             self.notify(note, title="sessiontree", markup=False, timeout=8)
 
     def _show(self, session: Session) -> None:
