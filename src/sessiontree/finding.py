@@ -7,17 +7,17 @@ tens of seconds per million entries; scanning the file's bytes for a word costs 
 scan must never lose a match, so it looks only for pieces of the query that any matching
 entry's line is sure to contain byte for byte once ASCII letters are lowercased:
 
-- runs of ASCII letters from literal words and phrases (never from `re:` terms). The letters i,
-  k and s end a run: with Python's case-insensitive matching they also match `İ`, `ı`, `ſ` and
-  the Kelvin sign `K`, which a line holds as other bytes. Digits end a run too (numbers may be
-  re-serialised for display);
+- runs of ASCII letters from literal words and phrases (never from `re:` terms). Digits end a
+  run (numbers may be re-serialised for display);
 - never a piece of a word the display adds itself (`_ADDED_WORDS`: "thinking", "summary", …),
   which may be in the haystack and nowhere in the line;
 - the longest piece is scanned for (at least three letters, or the scan would pick nearly every
   line); the other pieces are checked in each candidate's raw line before it is decoded.
 
 Lines where JSON spells an ASCII character as an escape (`\\u0066`, `\\u000a`: the display may
-write it another way) are decoded whatever they say, and so are custom entries, labels and
+write it another way) are decoded whatever they say, and so are lines holding a letter that
+Python's case-insensitive matching takes for an ASCII one (`İ` and `ı` match i, `ſ` matches s,
+the Kelvin sign `K` matches k: other bytes than the letter's), custom entries, labels and
 entries of unknown types (their display text re-serialises values) and every labelled entry
 (the label lives on another line). Without a usable piece, or on a storage without a file to
 scan (SQLite, PostgreSQL, memory), every entry is decoded.
@@ -63,7 +63,7 @@ _ADDED_WORDS = (
 # Entries whose display text re-serialises values (JSON, repr) rather than quoting them: they
 # are decoded whatever their bytes say.
 _ALWAYS_DECODED = bytes(1 if code in (CUSTOM, LABEL, UNKNOWN) else 0 for code in range(256))
-_RUN = re.compile(r"[a-hjl-rt-z]+")  # ASCII letters but i, k, s (compared lowercased)
+_RUN = re.compile(r"[a-z]+")  # ASCII letters (compared lowercased)
 MIN_NEEDLE = 3
 
 Progress = Callable[[int, int, int], None]  # (entries done, entries to do, matches so far)
@@ -97,7 +97,7 @@ def required_pieces(query: Query) -> list[bytes]:
         for run in _RUN.findall(term.text.lower())
         if not any(run in word for word in _ADDED_WORDS)
     }
-    return sorted((p.encode() for p in pieces), key=len, reverse=True)
+    return sorted((p.encode() for p in pieces), key=lambda p: (-len(p), p))  # ties: the same each run
 
 
 def scan_needle(query: Query) -> bytes | None:

@@ -56,6 +56,11 @@ TOKENS = [
     "\u017foft",  # LONG S: matches "soft"
     "soft",
     "\u0130nline",  # DOTTED CAPITAL I: matches "inline"
+    "\u0131nline",  # DOTLESS I: matches "inline" too
+    "\\u212Aelvin",  # the same letters as JSON escapes, upper- and lowercase hex
+    "\\u017foft",
+    "\\u0131NLINE",
+    "pars\u0130ng",  # a lookalike inside a word
     'say "quoted"',
     "back\\\\slash",
     "two\\nlines",
@@ -88,6 +93,7 @@ def _line(eid: str, parent: str | None, body: str) -> bytes:
                     "kelvin",
                     "soft",
                     "inline",
+                    "parsing",
                     "quoted",
                     "slash",
                     "lines",
@@ -148,12 +154,16 @@ def test_tricky_sessions_find_what_decoding_finds(tmp_path_factory, texts, queri
             assert found.positions == decode_all(session, query), words
 
 
-def test_pieces_skip_letters_unicode_folds_into_and_words_the_display_adds():
-    assert required_pieces(compile_query("MarkdownTheme")) == [b"downtheme"]  # "mar": in "summary"
-    assert scan_needle(compile_query("flaky")) == b"fla"
+def test_pieces_are_whole_words_but_those_the_display_adds_and_short_ones():
+    assert required_pieces(compile_query("MarkdownTheme")) == [b"markdowntheme"]
+    # i, k and s are scanned for: lines with the letters that also match them are decoded anyway
+    assert scan_needle(compile_query("flaky test")) == b"flaky"
+    assert required_pieces(compile_query("tests flaky")) == [b"flaky", b"tests"]
+    assert scan_needle(compile_query("husky")) == b"husky"
+    assert required_pieces(compile_query("mark summary")) == [b"mark"]  # "summary": a display word
     assert scan_needle(compile_query("branch summary")) is None  # both are display words
     assert scan_needle(compile_query("re:markdown")) is None
-    assert scan_needle(compile_query("ask")) is None  # "a": too short to scan for
+    assert scan_needle(compile_query("ox")) is None  # too short to scan for
 
 
 def test_a_storage_without_bytes_decodes_every_entry(tmp_path):

@@ -84,8 +84,9 @@ class SessionStorage(ABC):
         """One byte per entry: CONTAINS where the entry's stored bytes contain `needle`
         (lowercase ASCII) once their ASCII letters are lowercased, ESCAPED (or-ed in) where they
         spell an ASCII character as a JSON `\\u00XX` escape, which such a search cannot see
-        through. None where the storage has no bytes to scan, or when `cancelled()` said stop;
-        callers decode every entry then."""
+        through, or hold a letter that case-insensitive matching takes for an ASCII one (İ, ı,
+        ſ, the Kelvin sign; raw or escaped). None where the storage has no bytes to scan, or
+        when `cancelled()` said stop; callers decode every entry then."""
         return None
 
     def raw_line(self, i: int) -> bytes:
