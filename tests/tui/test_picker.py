@@ -18,6 +18,7 @@ from sessiontree import JsonlStorage, Session
 from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app, open_for_browsing
 from sessiontree.tui.picker import PickerScreen, SessionTable
 
@@ -620,6 +621,11 @@ async def test_help_lists_the_keys(root):
         await pilot.pause()
         assert not isinstance(app.screen, PickerScreen)
         assert "Reverse the sort" in "\n".join(screen_lines(app))
+        # Esc is listed once, for what it does now (nothing to clear, nowhere to go back: quit)
+        picker = app.screen_stack[-2]
+        sections = HelpScreen.for_screen(picker).sections
+        esc = [what for _, rows in sections for keys, what in rows if "esc" in keys]
+        assert esc == ["Quit"]
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, PickerScreen)

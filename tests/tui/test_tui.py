@@ -17,6 +17,7 @@ from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
 from sessiontree.tui import launch
+from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
 from sessiontree.tui.picker import PickerScreen
@@ -569,6 +570,9 @@ async def test_read_only_mode_refuses_moves(demo):
         await settle(app, pilot)
         assert app.browser.query_one("#banner").display
         assert any("read-only" in str(n.message).lower() for n in app._notifications)
+        # help lists the keys in effect: no write key
+        listed = {what for _, rows in HelpScreen.for_screen(app.browser).sections for _, what in rows}
+        assert "Help" in listed and not any(what.startswith("Move") for what in listed)
     assert demo.read_bytes() == before
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual.actions import parse
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -17,8 +18,18 @@ Section = tuple[str, list[tuple[str, str]]]
 SIDEWAYS = {"scroll_left", "scroll_right", "page_left", "page_right"}  # horizontal scrolling
 
 
+def _disabled(node: DOMNode, action: str) -> bool:
+    """The node (or the app or screen the action names) says the action is off now: the
+    picker's Esc clears a search, goes back or quits, one at a time; writes are off while a
+    session is read-only. The footer leaves such bindings out; so does help."""
+    namespace, name, parameters = parse(action)
+    target = {"app": node.app, "screen": node.screen}.get(namespace, node)
+    return target.check_action(name, parameters) is False
+
+
 def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
-    """(keys, what they do) for the bindings of one node, keys of the same action merged."""
+    """(keys, what they do) for the bindings of one node in effect now, keys of the same action
+    merged."""
     rows: dict[str, list[str]] = {}
     app = node.app
     bindings_map = node._bindings.copy()
@@ -31,6 +42,8 @@ def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
             if not what:  # Textual's own undescribed keys (ctrl+c's "help_quit" notice)
                 continue
             if sideways and binding.action in SIDEWAYS:  # inherited, and nothing to scroll
+                continue
+            if _disabled(node, binding.action):
                 continue
             what = what[:1].upper() + what[1:]
             key = app.get_key_display(binding)
