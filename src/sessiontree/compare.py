@@ -148,8 +148,7 @@ def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> li
     if c.shared:
         last = message_line(c.shared_messages[-1], max(20, width - 40))
         lines.append(
-            f"= {c.shared} shared message{'s' if c.shared != 1 else ''} (~{c.shared_tokens:,} tokens),"
-            f" ending with {last}"
+            f"= {counted(c.shared, 'shared message')} (~{c.shared_tokens:,} tokens), ending with {last}"
         )
     else:
         lines.append("= nothing shared: the contexts differ from the first message")

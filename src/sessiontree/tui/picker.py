@@ -526,7 +526,7 @@ class PickerScreen(Screen[Path | None]):
             text = Text(f"searching message text… {search.done}/{search.total} files", style="italic")
         elif search is not None:
             found = len(search.matched)
-            text = Text(f"{found} session{'s' if found != 1 else ''} match · Esc clears")
+            text = Text(f"{counted(found, 'session')} match · Esc clears")
         elif focused:
             text = Text('words (all must appear) · "a phrase" · re:regex · cwd:dir · Enter: to the list')
         message.update(text or "")
@@ -626,13 +626,13 @@ class PickerScreen(Screen[Path | None]):
                 status.update(Text(f"No session files found in {inert(str(self.directory))}"))
                 return
             shown, matching = len(self._order), self._matching
-            noun = "session" if total == 1 else "sessions"
-            parts = [f"{matching} of {total} {noun}" if matching != total else f"{total} {noun}"]
+            sessions = counted(total, "session")
+            parts = [f"{matching:,} of {sessions}" if matching != total else sessions]
             if shown < matching:
                 parts.append(f"the first {shown} listed (search or p to narrow)")
             projects = len(self._projects())
             if projects:
-                parts.append(f"{projects} project{'s' if projects != 1 else ''}")
+                parts.append(counted(projects, "project"))
             if self._describing is not None:
                 parts.append(f"reading {self._describing[0]}/{self._describing[1]}…")
             status.update(Text(" · ".join(parts)))
