@@ -255,9 +255,7 @@ class Outline:
         "p_rest",
         "p_row",
         "prefixes",
-        "row_of",
         "rows",
-        "rows_pos",
         "runs",
         "vis",
     )
@@ -307,8 +305,6 @@ class Outline:
         self._sums: dict[int, list[int]] = {}  # piece -> shown entries before each block
         self._blocks: dict[tuple[int, int], list[int]] = {}  # (piece, block) -> shown positions
         self.rows = 0
-        self.rows_pos = _Positions(self)
-        self.row_of = _RowOf(self)
         self._seen = len(self.vis)  # what `grow` needs to know about the log as built
         self._runs_count = len(runs)
         self._leaf = index.leaf
@@ -323,6 +319,19 @@ class Outline:
 
     def __len__(self) -> int:
         return self.rows
+
+    # Made on each use, not kept: kept, they would point back at the outline, and the cycle
+    # would keep a replaced outline's arrays (tens of MB on a deep 1M-entry tree) alive until
+    # Python's next full garbage-collection pass, so every rebuild took fresh memory.
+    @property
+    def rows_pos(self) -> _Positions:
+        """The entry on each row, as if the rows were a list."""
+        return _Positions(self)
+
+    @property
+    def row_of(self) -> _RowOf:
+        """The row of each entry (-1: not drawn), as if it were an array per entry."""
+        return _RowOf(self)
 
     # --- building -----------------------------------------------------------------------------
 

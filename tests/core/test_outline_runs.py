@@ -5,6 +5,7 @@ entries are appended and the leaf moves."""
 
 from __future__ import annotations
 
+import gc
 from unittest.mock import patch
 
 import pytest
@@ -252,6 +253,29 @@ def test_kept_structures_follow_appends_and_moves(index, cut, leaves, flt):
     ref = ReferenceOutline(partial, Filter.DEFAULT, {}, (), marks)
     vis = masks.mask(Filter.DEFAULT, {})
     _same(partial, Outline(partial, Filter.DEFAULT, {}, (), marks, runs=runs, vis=vis), ref)
+
+
+@settings(max_examples=60, deadline=None)
+@given(index=trees(adoptions=False), flt=st.sampled_from(list(Filter)), fold_seed=st.integers(0, 9))
+def test_a_replaced_outline_is_freed_at_once(index, flt, fold_seed):
+    """An outline dropped leaves no reference cycle: its arrays (tens of MB on a deep 1M-entry
+    tree) are freed as the next one replaces it, not at Python's next full garbage-collection
+    pass, which in the app may be minutes away."""
+    runs = Runs(index)
+    folded = set(range(fold_seed, len(index), 7))
+    for vector_min in (outline_module.VECTOR_MIN, 0):
+        gc.collect()
+        gc.disable()
+        try:
+            with patch.object(outline_module, "VECTOR_MIN", vector_min):
+                outline = Outline(index, flt, {}, folded, ActivePath(index), runs=runs)
+            list(outline.rows_pos)
+            [outline.row_of[i] for i in range(len(index))]
+            outline.side_roots, outline.next_fork_row(0, 1)
+            del outline
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
 
 
 @pytest.mark.parametrize("vector_min", [outline_module.VECTOR_MIN, 0])
