@@ -101,7 +101,7 @@ class SessionTreeApp(App[None]):
         return browser.session if browser is not None else self._first_session
 
     def on_mount(self) -> None:
-        self.set_interval(CHECK_EVERY, self.collector.tick, name="idle collector")
+        self.set_interval(CHECK_EVERY, self._between_keys, name="between keys")
         keymap, problems = load_keymap(self.keymap_path)
         if keymap:
             self.set_keymap(keymap)
@@ -272,6 +272,16 @@ class SessionTreeApp(App[None]):
         if event.name == "screenshot":
             reason = getattr(event, "exception", "unknown reason")
             self.notify(f"Screenshot not saved: {reason}", severity="error", markup=False)
+
+    def _between_keys(self) -> None:
+        """Work kept out of the keys' way, one piece per tick while input is quiet: a full
+        garbage-collection pass when one is due, else one step of what the browser prepares
+        ahead of its keys."""
+        if self.collector.tick() or not self.collector.quiet():
+            return
+        browser = self.browser
+        if browser is not None and browser.is_mounted:
+            browser.prepare()
 
     async def on_event(self, event: events.Event) -> None:
         # Keys typed after `q` in the same burst (a paste, a fast typist) arrive while the app

@@ -122,6 +122,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
         self._start_following()
 
+    def prepare(self) -> bool:
+        """One step of what is built ahead of the keys that need it (see `SessionTreeView.prepare`);
+        False when there is nothing left."""
+        return self._tree().prepare()
+
     def on_resize(self, event: events.Resize) -> None:
         # The palette's label docks at the footer's right end: on a narrow terminal it would
         # cover the last keys' labels. Help lists the palette either way.

@@ -38,6 +38,10 @@ class IdleCollector:
     def touched(self) -> None:
         self.last_input = time.monotonic()
 
+    def quiet(self) -> bool:
+        """No key or mouse event for `QUIET` seconds."""
+        return time.monotonic() - self.last_input >= QUIET
+
     def due(self) -> bool:
         """Input has been quiet for `QUIET` seconds, the last pass here was `MIN_GAP` ago, young
         passes since the last full one (`gc.get_count()[2]`) reached Python's threshold, and
@@ -45,7 +49,7 @@ class IdleCollector:
         now = time.monotonic()
         return (
             gc.isenabled()
-            and now - self.last_input >= QUIET
+            and self.quiet()
             and now - self.last_pass >= MIN_GAP
             and gc.get_count()[2] >= DUE_AFTER
         )

@@ -136,6 +136,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         # or appended entry costs milliseconds at a million entries (see `outline`).
         self._runs = session.tree.runs()
         self._masks = Masks(session.tree)
+        self._unprepared = list(Filter)  # filters `prepare` has still to lay out once
         self._path = ActivePath(session.tree)
         self._labels: dict[str, str] = {}
         self._version = 0
@@ -160,22 +161,48 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         if self._runs.index is not tree:  # the session was reopened (e.g. after an upgrade)
             self._masks, self._path = Masks(tree), ActivePath(tree)
             self._cache.clear()
+            self._unprepared = list(Filter)
         self._runs = tree.runs()
         self._labels = self.session.labels()
         self.archived = archived(self.session)
-        folded = self.folded
-        if self.filter is not Filter.ALL:  # archived branches as one stub row each
-            folded = folded | (self.archived - self.opened)
-        vis = self._masks.mask(self.filter, self._labels)
-        self.outline = Outline(
-            tree, self.filter, self._labels, folded, self._path, self.restrict, runs=self._runs, vis=vis
-        )
+        self.outline = self._lay_out(self.filter)
         self._version += 1  # rows keep their strips (cached by how they look), not their stubs
         self._stubs.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
         row = self.outline.row_for(current) if current is not None else -1
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
         self.refresh()
+
+    def _lay_out(self, flt: Filter) -> Outline:
+        """The outline under `flt` with everything else as it is now (folds, archived stubs,
+        a search used as a filter); the runs and labels as of the last `rebuild`."""
+        folded = self.folded
+        if flt is not Filter.ALL:  # archived branches as one stub row each
+            folded = folded | (self.archived - self.opened)
+        vis = self._masks.mask(flt, self._labels)
+        return Outline(
+            self.session.tree, flt, self._labels, folded, self._path, self.restrict, runs=self._runs, vis=vis
+        )
+
+    def prepare(self) -> bool:
+        """Lay the tree out once under one filter not used yet, and drop the result: what a
+        filter keeps between builds (its mask, the shown entries before each position, each
+        run's nearest shown ancestor) is then built before its key is pressed. The app calls
+        this while nobody types: on a deep 1M-entry tree a filter's first use took up to 20 ms,
+        most of it page faults for those arrays, against 5 ms once they exist
+        (`bench/keys.py`). One filter per call, so a key pressed meanwhile waits for one at
+        most. False when every filter is prepared."""
+        if self.prepared or self._runs.index is not self.session.tree or not len(self.outline):
+            return False
+        self._runs = self.session.tree.runs()  # entries may have arrived since the last build
+        self._lay_out(self._unprepared.pop(0))
+        return True
+
+    @property
+    def prepared(self) -> bool:
+        """Every filter but the one in use has been laid out once (see `prepare`)."""
+        self._unprepared = [flt for flt in self._unprepared if flt is not self.filter]
+        return not self._unprepared
 
     def appended(self, keep: int | None = None) -> None:
         """Entries arrived from another writer (live follow). When they only lengthen the chain

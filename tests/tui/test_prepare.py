@@ -1,0 +1,56 @@
+"""What a filter keeps between builds is built while nobody types, not on its first key."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from harness.pilot import make_app, settle
+from harness.retries import write_retries
+from sessiontree import layout
+from sessiontree import outline as outline_module
+from sessiontree.outline import Filter
+from sessiontree.tui import collector
+from sessiontree.tui.tree_view import SessionTreeView
+
+
+def spy(monkeypatch, module, name: str, calls: Counter) -> None:
+    """Count the calls to `module.name`, which still does its work."""
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[name] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+async def test_filters_are_prepared_between_keys_and_their_first_use_builds_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=300, nested=40).close()  # 687 runs: the array layout with this
+    monkeypatch.setattr(outline_module, "VECTOR_MIN", 0)
+    built: Counter = Counter()
+    spy(monkeypatch, outline_module, "_type_mask", built)  # a filter's mask
+    spy(monkeypatch, layout, "_shown_before", built)  # shown entries before each position
+    spy(monkeypatch, layout, "_nearest", built)  # each run's nearest shown ancestor
+    monkeypatch.setattr(collector, "QUIET", 0.6)  # keys below come every ~0.05 s
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("j")  # input from here on: nothing prepared until it stops
+        built.clear()
+        typing_until = time.monotonic() + 1.5
+        while time.monotonic() < typing_until:
+            await pilot.press("j")
+            await pilot.pause(0.05)
+        assert not built
+        await pilot.pause(0.6 + 5 * collector.CHECK_EVERY + 1.0)  # quiet: one filter per tick
+        assert built["_type_mask"] == 3  # every filter but the default and "labeled-only"
+        assert not tree.prepare()  # nothing left
+        built.clear()
+        for key in "23451":
+            await pilot.press(key)
+            await pilot.pause()
+        assert tree.filter is Filter.DEFAULT
+        assert not built
