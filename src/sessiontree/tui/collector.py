@@ -21,7 +21,7 @@ import gc
 import time
 
 QUIET = 0.5  # seconds without a key or a mouse event before a full pass may run
-CHECK_EVERY = 0.25  # how often the app asks (a timer tick; nothing else is done when not due)
+CHECK_EVERY = 0.25  # how often the app asks (a timer tick, which also paces `SessionTreeView.prepare`)
 MIN_GAP = 2.0  # seconds between passes here: an app following a live agent allocates while idle
 # Young-generation passes since the last full one before a pass is due: Python's own cadence
 # (the third of `gc.get_threshold()`), so an idle app that allocates little never pays for one.
