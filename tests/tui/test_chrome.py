@@ -8,11 +8,14 @@ import subprocess
 import sys
 
 import pytest
+from textual._compositor import Compositor
+from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
 from harness.pilot import cursor_id, make_app, screen_lines, settle
-from helpers import PI_FIXTURES, U
-from sessiontree import open_session
+from helpers import PI_FIXTURES, A, U
+from sessiontree import create_session, open_session
+from sessiontree.outline import Filter
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.tree_view import SessionTreeView
 
@@ -53,6 +56,81 @@ async def test_the_header_shows_the_leaf_and_the_size_at_80_columns(demo):
         await settle(app, pilot)
         title = str(app.browser.query_one("#preview-title").render())
         assert title == "context · up to 3a7c55c4 · v: entry"
+
+
+async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(tmp_path, monkeypatch):
+    """Each `f` changes the header's line only: a footer label that named the filter made
+    Textual's Footer rebuild all its keys on every press."""
+    session = create_session("/w", path=tmp_path / "s.jsonl")
+    for k in range(3):
+        session.append_message(U(f"question {k}"))
+        session.append_message(A(f"answer {k}"))
+    leaf = session.leaf_id
+    session.close()
+    rebuilt = []
+    recompose = Footer.recompose
+
+    async def counted_recompose(self) -> None:
+        rebuilt.append(self)
+        await recompose(self)
+
+    monkeypatch.setattr(Footer, "recompose", counted_recompose)
+    app = make_app(tmp_path / "s.jsonl")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        rebuilt.clear()
+        for flt in [*list(Filter)[1:], Filter.DEFAULT]:  # the cycle ends back at the default
+            await pilot.press("f")
+            await settle(app, pilot)
+            title = app.browser.sub_title
+            if flt is Filter.DEFAULT:
+                assert title.startswith(f"leaf {leaf} · 6 entries")
+            else:
+                assert title.startswith(f"leaf {leaf} · filter {flt.value} · 6 entries")
+            # labeled-only shows nothing here (no labels), and a toast says what to do
+            empty = flt is Filter.LABELED
+            assert (len(app.browser.query_one(SessionTreeView).outline) == 0) == empty
+            said = [str(n.message) for n in app._notifications]
+            if flt in (Filter.NO_TOOLS, Filter.USER):
+                assert not said  # rows to show: nothing to say
+            if empty:
+                assert any("press 1 for the default" in m for m in said)
+        assert not rebuilt
+
+
+async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_path, monkeypatch):
+    """A layout redraws every widget on the screen. Cursor moves and filter changes alter the
+    tree's rows, the preview, the preview's title and the header's line, none of which changes
+    a widget's size; only a scrollbar that appears or goes needs one (not here: the tree and
+    the preview overflow throughout)."""
+    session = create_session("/w", path=tmp_path / "s.jsonl")
+    for k in range(150):
+        session.append_message(U(f"question {k}"))
+        session.append_message(A(f"answer {k}"))
+    session.close()  # the app writes: it takes the lock
+    layouts = []
+    reflow = Compositor.reflow
+
+    def counted_reflow(self, *args, **kwargs):
+        layouts.append(args)
+        return reflow(self, *args, **kwargs)
+
+    monkeypatch.setattr(Compositor, "reflow", counted_reflow)
+    app = make_app(tmp_path / "s.jsonl")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        layouts.clear()
+        for key in ("up", "up", "pageup", "down", "2", "3", "5", "up", "1"):
+            await pilot.press(key)
+            await settle(app, pilot)
+            # what changed reached the screen all the same
+            lines = screen_lines(app)
+            name = {"2": "no-tools", "3": "user-only", "5": "all"}.get(key)
+            if name:
+                assert f"filter {name}" in lines[0]
+            assert f"context · up to {cursor_id(app)}" in "".join(lines[1:3])
+        assert "filter" not in screen_lines(app)[0]
+        assert not layouts
 
 
 async def test_help_scrolls_and_shows_the_keys_in_effect_at_80x24(demo):
@@ -143,7 +221,8 @@ async def test_the_header_redraws_its_line_not_the_whole_screen(demo):
 
 WRITE_TWO = """
 import sys
-from sessiontree import open_session
+from sessiontree import create_session, open_session
+from sessiontree.outline import Filter
 with open_session(sys.argv[1]) as s:
     s.append_message({"role": "user", "content": "one", "timestamp": 1})
     s.append_message({"role": "user", "content": "two", "timestamp": 1})

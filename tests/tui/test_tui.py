@@ -188,7 +188,7 @@ async def test_a_cursor_move_repaints_its_two_rows_and_the_screen_agrees(demo):
         assert app.export_screenshot() == seen
 
 
-async def test_filters_cycle_and_show_in_footer(demo):
+async def test_filters_cycle_and_show_in_the_header(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         tree = app.browser.query_one(SessionTreeView)
@@ -197,7 +197,8 @@ async def test_filters_cycle_and_show_in_footer(demo):
             await pilot.press("f")
             assert tree.filter is expected
             counts[expected] = len(tree.outline)
-            assert app.screen.active_bindings["f"].binding.description == expected.value
+            named = f" · filter {expected.value} · " in app.browser.sub_title
+            assert named == (expected is not Filter.DEFAULT)
         assert counts[Filter.ALL] == 46
         assert counts[Filter.USER] == 7
         assert counts[Filter.LABELED] == 3

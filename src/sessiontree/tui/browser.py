@@ -13,7 +13,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from ..archive import set_archived
 from ..outline import Filter
@@ -21,6 +21,7 @@ from ..session import Session
 from . import deliver
 from .branching import BranchingMixin
 from .follow import FollowMixin
+from .header import SessionHeader
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
 from .preview_pane import PreviewPane
@@ -33,17 +34,16 @@ WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"
 
 
 def _filter_bindings() -> list[Binding]:
-    """`f` cycles the filter (the footer names the one in effect: only the binding whose action
-    sets the next filter is enabled); `1`-`5` choose one directly, as Pi's /tree does."""
-    cycle = [
-        Binding("f", f"set_filter('{flt.next().value}')", f"{flt.value}", tooltip="cycle the filter")
-        for flt in Filter
-    ]
+    """`f` cycles the filter and `1`-`5` choose one directly, as Pi's /tree does. The header
+    names a filter other than the default; the footer's label stays put, as changing it makes
+    Textual's Footer rebuild all its keys (about half the time from the key to its frame)."""
+    names = ", ".join(flt.value for flt in Filter)
+    cycle = Binding("f", "cycle_filter", "Filter", tooltip=f"cycle the filter: {names}")
     direct = [
         Binding(str(n), f"choose_filter('{flt.value}')", f"filter: {flt.value}", show=False, id=f"filter-{n}")
         for n, flt in enumerate(Filter, 1)
     ]
-    return cycle + direct
+    return [cycle, *direct]
 
 
 class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
@@ -97,7 +97,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self._reason_at_open = session.read_only_reason  # the banner says it; no toast for it
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="├")
+        yield SessionHeader(icon="├")
         yield Static("", id="banner", markup=False)
         with Horizontal(id="main"):
             yield SessionTreeView(self.session, id="tree")
@@ -182,8 +182,6 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return False  # hidden: the banner says why the session is read-only
         if action == "upgrade":
             return self.session.format_version < 3 and self.session.location is not None
-        if action == "set_filter":
-            return parameters[0] == self._tree().filter.next().value
         if action == "next_match":
             return bool(self._matches) or None
         return True
@@ -204,16 +202,17 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def action_choose_filter(self, value: str) -> None:
         self.action_set_filter(value)
 
+    def action_cycle_filter(self) -> None:
+        self.action_set_filter(self._tree().filter.next().value)
+
     def action_set_filter(self, value: str) -> None:
         tree = self._tree()
         tree.filter = Filter(value)
         tree.rebuild()
-        self.refresh_bindings()
-        rows = len(tree.outline)
-        message = f"Filter: {value} ({rows:,} rows)"
-        if not rows:
-            message += " — nothing matches; press 1 for the default filter"
-        self.notify(message, markup=False, timeout=3)
+        self._update_header()
+        if not len(tree.outline):
+            message = f"Nothing is shown under the {value} filter; press 1 for the default one"
+            self.notify(message, markup=False, timeout=4)
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from ..display import inert
 from ..model.errors import SessionError
+from ..outline import Filter
 from ..session import Session
 from .preview_pane import PreviewPane
 from .tree_view import SessionTreeView
@@ -47,6 +48,11 @@ class BrowserBase(Screen[None]):
     # --- header and banner --------------------------------------------------------------------
 
     def _update_header(self) -> None:
+        try:
+            tree = self._tree()
+            banner = self.query_one("#banner", Static)
+        except NoMatches:  # called while the screen is being torn down
+            return
         session = self.session
         location = Path(session.storage.location or "?").name
         self.title = inert(session.session_name or "(unnamed session)")
@@ -54,9 +60,11 @@ class BrowserBase(Screen[None]):
         # What changes first, what is known from the command line last: a narrow terminal cuts
         # the header's end (at 80 columns, after the title, about thirty characters are left).
         parts = [f"leaf {leaf}"]
+        if tree.filter is not Filter.DEFAULT:
+            parts.append(f"filter {tree.filter.value}")
         if self._matches:
             rows = self._match_rows()
-            cursor = self._tree().cursor_row
+            cursor = tree.cursor_row
             k = bisect_left(rows, cursor)
             here = k + 1 if k < len(rows) and rows[k] == cursor else "-"
             parts.append(f"match {here}/{len(rows)}")
@@ -66,10 +74,6 @@ class BrowserBase(Screen[None]):
             parts.append("follow paused")
         parts += [f"{session.entry_count():,} entries", location]
         self.sub_title = inert(" · ".join(parts))
-        try:
-            banner = self.query_one("#banner", Static)
-        except NoMatches:  # called while the screen is being torn down
-            return
         if session.read_only:
             reason = inert(session.read_only_reason or "opened with --read-only")
             if session.format_version < 3 and session.location is not None:

@@ -60,6 +60,7 @@ from ..model.messages import (
     tool_calls,
 )
 from ..outline import Cycle
+from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
 BODY_LINES = 14  # a message body in the context, until expanded
@@ -1265,7 +1266,12 @@ class PreviewView(ScrollView, CachedStyles, can_focus=True):
         if rendered.width != self.render_width():  # rendered before a resize (or the first layout)
             self.post_message(self.WidthChanged())
         total = len(self._rows)
-        self.virtual_size = Size(rendered.width + GUTTER, total)  # never wider than the view
+        scrolled = total
+        if not rendered.complete and self.show_vertical_scrollbar:
+            # More rows are coming: the scrollbar stays rather than go for a frame, as each time
+            # it comes or goes the whole screen is laid out again.
+            scrolled = max(total, height + 1)
+        set_virtual_size(self, Size(rendered.width + GUTTER, scrolled))  # never wider than the view
         if rendered.anchor is None:
             new_y = 0 if fresh else y  # rows only ever arrive below
         elif self._reader_offset is not None:

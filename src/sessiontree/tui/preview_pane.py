@@ -136,7 +136,8 @@ class PreviewPane(Vertical):
         if view.scrollable_content_region.width <= 0:  # not laid out yet: render for its width
             self.call_after_refresh(self.rebuild)
             return
-        title.update(Text(self._title(target, title.size.width or view.size.width)))
+        # One row cut to its width: no layout (a whole-screen redraw on every cursor move).
+        title.update(Text(self._title(target, title.size.width or view.size.width)), layout=False)
         self._generation += 1
         request = Request(
             target,

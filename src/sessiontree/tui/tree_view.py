@@ -34,6 +34,7 @@ from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
 from ..sizes import ContextSizes, short_tokens
 from . import deliver
+from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
@@ -168,7 +169,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         self.outline = self._lay_out(self.filter)
         self._version += 1  # rows keep their strips (cached by how they look), not their stubs
         self._stubs.clear()
-        self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
+        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)))
         row = self.outline.row_for(current) if current is not None else -1
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
         self.refresh()
@@ -219,7 +220,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
             self.rebuild(keep)
             return
         self._version += 1
-        self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
+        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)))
         if keep is not None:
             row = self.outline.row_for(keep)
             self.set_cursor(max(row, 0), scroll=True)
