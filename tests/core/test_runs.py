@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessiontree.storage import index as index_module
 from sessiontree.storage.index import COMPACTION, NONE, TreeIndex, state_slot
 
 TYPES = [
@@ -70,14 +71,34 @@ def nearest_state(index: TreeIndex, i: int) -> tuple[int, int, int]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(index=logs(), marker=st.one_of(st.none(), st.integers(0, 80)))
-def test_walks_over_runs_equal_walks_entry_by_entry(index, marker):
+@given(
+    index=logs(),
+    marker=st.one_of(st.none(), st.integers(0, 80)),
+    how=st.sampled_from(["entry by entry", "over the runs", "entry by entry, then over the runs"]),
+)
+def test_walks_over_runs_equal_walks_entry_by_entry(index, marker, how):
+    """Before the runs exist a walk goes entry by entry (`TreeIndex.ranges`), and a long one
+    makes the runs halfway and goes on over them: all three give the same answers."""
     mark = None if marker is None else f"e{marker}"
-    for i in range(len(index)):
-        assert index.path_to_root(i) == root_path(index, i)
-        assert index.bounded_path(i) == bounded(index, i, None)
-        assert index.bounded_path(i, mark) == bounded(index, i, mark)
-        assert index.state_entries(i) == nearest_state(index, i)
+    walk_first = index_module.WALK_FIRST
+    if how == "entry by entry, then over the runs":
+        index_module.WALK_FIRST = 2  # the runs are made after two entries of a walk
+    try:
+        for i in range(len(index)):
+            asked = (
+                (index.path_to_root, (i,), root_path(index, i)),
+                (index.bounded_path, (i,), bounded(index, i, None)),
+                (index.bounded_path, (i, mark), bounded(index, i, mark)),
+                (index.state_entries, (i,), nearest_state(index, i)),
+            )
+            for ask, args, expected in asked:
+                if how == "over the runs":
+                    index.runs()
+                else:
+                    index._runs = None  # each walk starts before the runs exist
+                assert ask(*args) == expected
+    finally:
+        index_module.WALK_FIRST = walk_first
 
 
 def test_walks_see_entries_appended_after_the_runs_were_made():

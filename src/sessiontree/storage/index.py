@@ -71,6 +71,7 @@ change, model source and active-tools change (positions, NONE where absent)."""
 
 NONE = -1  # no parent / no leaf / no child
 MISSING = -2  # parent id not present in the log
+WALK_FIRST = 1_000  # path entries walked one by one before the runs are made (`TreeIndex.ranges`)
 
 
 class TreeIndex:
@@ -330,9 +331,35 @@ class TreeIndex:
         return runs
 
     def ranges(self, i: int) -> Iterator[tuple[int, int]]:
-        """The path from `i` up to its root as `(lo, i)` position ranges, nearest first: each
-        range is consecutive positions of one run, walked from `i` down to `lo`."""
-        return self.runs().path(i)
+        """The path from `i` up to its root as `(lo, hi)` position ranges, nearest first: each
+        range is consecutive positions, each the parent of the one after it, walked from `hi`
+        down to `lo` (`i` is the first `hi`).
+
+        Over the runs once they exist. Before, the path is walked one entry at a time, for at most
+        a sixteenth of the log: making the runs is a pass over the whole log (110 ms at a million
+        entries), which a short path does not need — a compacted or many-branched session's
+        context, asked for once by a library call or `sessiontree context`."""
+        runs = self._runs
+        if runs is not None:
+            runs.update()
+            return runs.path(i)
+        return self._walk(i)
+
+    def _walk(self, i: int) -> Iterator[tuple[int, int]]:
+        parent = self.parent
+        budget = max(WALK_FIRST, len(parent) // 16)  # at worst a sixteenth more than the runs
+        if not 0 <= i < len(parent):
+            return
+        while i >= 0:
+            hi = i
+            while i > 0 and parent[i] == i - 1 and hi - i < budget:
+                i -= 1
+            yield i, hi
+            budget -= hi - i + 1
+            i = parent[i]
+            if i >= 0 and budget <= 0:  # a long path: the runs pay for themselves
+                yield from self.runs().path(i)
+                return
 
     def path_to_root(self, i: int) -> list[int]:
         """Positions from the root down to `i` (inclusive). Stops at a missing parent."""
