@@ -333,7 +333,8 @@ def validate_entry(data: object) -> str | None:
     The fast scanner (`storage.scan`) encodes exactly these rules as msgspec types; a property
     test keeps the two in agreement.
     """
-    if not isinstance(data, Mapping):
+    # `type(...) is dict` first: what a decoder returns; the ABC check cost 2-4% of a context.
+    if type(data) is not dict and not isinstance(data, Mapping):
         return "is not a valid session entry (expected a JSON object)"
     etype = data.get("type")
     if not isinstance(etype, str):
