@@ -103,7 +103,7 @@ async def run(path: Path, presses: int) -> None:
             "action_jump_active",
         ):
             handlers.wrap(tree, name)
-        for name in ("action_choose_filter", "action_move", "action_leaf_back"):
+        for name in ("action_set_filter", "action_move", "action_leaf_back"):
             handlers.wrap(app.browser, name)
         results: dict[str, tuple[list[float], list[float]]] = {}
         faults: dict[str, list[int]] = {}

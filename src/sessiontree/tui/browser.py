@@ -40,7 +40,7 @@ def _filter_bindings() -> list[Binding]:
     names = ", ".join(flt.value for flt in Filter)
     cycle = Binding("f", "cycle_filter", "Filter", tooltip=f"cycle the filter: {names}")
     direct = [
-        Binding(str(n), f"choose_filter('{flt.value}')", f"filter: {flt.value}", show=False, id=f"filter-{n}")
+        Binding(str(n), f"set_filter('{flt.value}')", f"filter: {flt.value}", show=False, id=f"filter-{n}")
         for n, flt in enumerate(Filter, 1)
     ]
     return [cycle, *direct]
@@ -198,9 +198,6 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             event.stop()
             reason = self.session.read_only_reason or "opened with --read-only"
             self.notify(reason, title="Read-only: nothing is written", severity="warning", markup=False)
-
-    def action_choose_filter(self, value: str) -> None:
-        self.action_set_filter(value)
 
     def action_cycle_filter(self) -> None:
         self.action_set_filter(self._tree().filter.next().value)
