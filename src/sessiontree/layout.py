@@ -190,20 +190,27 @@ class _Shape:
         move on a tree of many runs appends exactly this."""
         new, last = r + 1, len(self.lo) + 1
         at = int(self.pre[r])
-        end = at + int(self.size[r])  # where r's subtree ended in preorder
         rest = int(self.size[r])  # the rest of r and all below it: as many runs as r had
-        np.add(self.size, 2, out=self.size, where=self._within(r))  # r and its ancestors gain two
-        pre = self.pre + (self.pre > at) + (self.pre >= end)
-        par = self.par + (self.par >= r)  # r's children now hang from the rest of r, run r + 1
+        end = at + rest  # where r's subtree ended in preorder
+        # Shifts are made in place, adding comparisons: a masked add (`where=`) over a path
+        # through half the runs measured five times slower, a branch per run.
+        within = self._within(r)  # r and its ancestors gain two
+        self.size += within
+        self.size += within
+        self.pre += self.pre > at
+        self.pre += self.pre > end  # past r's old subtree: one more (the new last run)
+        tail = self.par[new:]  # only runs after r can hang from r or a later run
+        tail += tail >= r  # r's children now hang from the rest of r, run r + 1
         self.lo = _put(self.lo, new, p + 1, j)
         self.hi = _put(self.hi, new, self.hi[r], j + 1)
         self.hi[r] = p + 1
-        self.par = _put(par, new, r, r)
-        self.pre = _put(pre, new, at + 1, end + 1)
+        self.par = _put(self.par, new, r, r)
+        self.pre = _put(self.pre, new, at + 1, end + 1)
         self.size = _put(self.size, new, rest, 1)
-        # The runs in preorder: run numbers from `new` on shift by one; the rest of r comes
-        # right after r, the new run right after r's old subtree.
-        order = self.preorder + (self.preorder >= new)
+        # The runs in preorder: the rest of r comes right after r, the new run right after
+        # r's old subtree. A new array, not shifted in place like the others: a layout's
+        # pieces may still read the old one (`side_roots`).
+        order = self.preorder + (self.preorder >= new)  # run numbers from `new` on shift by one
         self.preorder = np.concatenate(
             (order[: at + 1], (new,), order[at + 1 : end], (last,), order[end:]), dtype=INT
         )
@@ -213,8 +220,8 @@ class _Shape:
         last = len(self.lo)
         if q >= 0:
             at = int(self.pre[q] + self.size[q])
-            np.add(self.size, 1, out=self.size, where=self._within(q))
-            np.add(self.pre, 1, out=self.pre, where=self.pre >= at)
+            self.size += self._within(q)  # see `_split_and_add` for why no `where=`
+            self.pre += self.pre >= at
         else:
             at = last
         self.lo = np.append(self.lo, j)
@@ -398,8 +405,12 @@ def lay_out(
     # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
     above = shape.above(shown)  # one more than the nearest drawn ancestor
 
-    pre_o = np.flatnonzero(drawn.take(shape.preorder))  # the drawn runs' preorder numbers, in order
-    order = shape.preorder.take(pre_o)  # drawn runs in preorder
+    every = bool(drawn.all())  # the common case with no folds: nothing to select
+    if every:
+        pre_o, order = np.arange(count, dtype=INT), shape.preorder
+    else:
+        pre_o = np.flatnonzero(drawn.take(shape.preorder))  # the drawn runs' preorder numbers, in order
+        order = shape.preorder.take(pre_o)  # drawn runs in preorder
     group = above.take(order)  # 0: the roots' group
     kids = np.bincount(group, minlength=count + 1)
     in_fork = kids.take(group) >= 2
@@ -426,7 +437,9 @@ def lay_out(
     # Columns: a side branch adds one to every run in its subtree.
     sides = np.compress(side, order)
     firsts = pre.take(sides)
-    depth = np.cumsum(_spans(firsts, firsts + size.take(sides), count), dtype=INT).take(pre_o)
+    depth = np.cumsum(_spans(firsts, firsts + size.take(sides), count)[:count], dtype=INT)
+    if not every:
+        depth = depth.take(pre_o)
 
     # The path's child drawn after its siblings: rotate its stretch past theirs, top down.
     rotate = np.flatnonzero(marked & ~is_last)
@@ -450,7 +463,7 @@ def lay_out(
     count_o = rows_in.take(runs_o)
     ends = np.cumsum(count_o, dtype=INT)  # the row after each piece
     rest = 2 * depth_s
-    piece_of = np.full(count, -1, dtype=INT)
+    piece_of = np.empty(count, dtype=INT) if every else np.full(count, -1, dtype=INT)
     piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
 
     folded_forks = np.zeros(0, dtype=INT)

@@ -373,6 +373,28 @@ def test_array_layout_follows_leaf_moves(index, moves):
             assert getattr(kept, name).tolist() == getattr(fresh, name).tolist(), name
 
 
+@settings(max_examples=100, deadline=None)
+@given(index=trees(adoptions=False), targets=st.lists(st.integers(0, 200), min_size=1, max_size=4))
+def test_pieces_computed_later_ignore_the_moves_since(index, targets):
+    """Fork rows and side roots are computed when first asked (`[`, `]`, `z`), maybe after a
+    leaf move has split runs: what they read of the kept structure must not have been shifted
+    in place meanwhile. Every entry is shown and nothing folded, so the layout takes the
+    kept preorder itself rather than a selection of it."""
+    runs = Runs(index)
+    index.leaf = len(index) - 1
+    vis = bytearray(b"\x01") * len(index)
+    pieces = lay_out(index, runs, vis, (), index.leaf)
+    assert pieces is not None
+    forks, sides = pieces.fork_rows().tolist(), pieces.side_roots().tolist()
+    for k, target in enumerate(targets):
+        index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target % len(index)])
+        index.leaf = target % len(index)
+        runs.update()
+        assert lay_out(index, runs, bytearray(b"\x01") * len(index), (), index.leaf) is not None
+        assert pieces.fork_rows().tolist() == forks
+        assert pieces.side_roots().tolist() == sides
+
+
 def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
     """What a folded stub counts, from the runs' preorder (trees of many runs), run by run, and
     entry by entry."""
