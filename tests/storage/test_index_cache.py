@@ -210,3 +210,40 @@ def test_a_torn_tail_is_handled_as_without_a_cache(tmp_path):
         assert session.storage.index_cached > 0
         codes = [d.code for d in session.diagnostics]
     assert "torn_line" in codes or any("torn" in c for c in codes)
+
+
+def test_the_least_recently_used_caches_go_once_the_directory_is_full(tmp_path, monkeypatch):
+    """Every large file opened gets a cache (copies too, and files deleted since), so the
+    directory is pruned after each write: the least recently used first, where a cache read
+    counts as a use, and never the one just written."""
+    source = odd_session(tmp_path)
+    paths = [tmp_path / f"copy{k}.jsonl" for k in range(4)]
+    for path in paths:
+        shutil.copyfile(source, path)  # the same bytes, another file
+
+    def cached_names() -> list[str]:
+        return [p.name for p in paths if cache.cache_path(str(p), p.stat()).exists()]
+
+    opened(paths[0])
+    size = _cache_file(paths[0]).stat().st_size
+    monkeypatch.setattr(cache, "MAX_TOTAL", 2 * size + size // 2)  # room for two
+    clock = iter(range(1_000, 100_000, 100))
+
+    def use(path) -> None:  # opened, then dated in 1970, 100 s apart: no ties, all before now
+        opened(path)
+        t = next(clock)
+        os.utime(_cache_file(path), (t, t))
+
+    for path in paths[:2]:
+        use(path)
+    assert opened(paths[0])[1]  # read from its cache, which makes it the more recent of the two
+    use(paths[2])  # a third: the least recently used, copy1, goes
+    assert cached_names() == ["copy0.jsonl", "copy2.jsonl"]
+    again, cached = opened(paths[0])
+    assert cached and again == full_scan(paths[0])  # what is kept is still used
+    monkeypatch.setattr(cache, "MAX_TOTAL", 0)  # nothing fits: the one just written stays
+    use(paths[3])
+    assert cached_names() == ["copy3.jsonl"]
+    (cache.cache_dir() / "notes.txt").write_text("not ours")
+    use(paths[1])
+    assert (cache.cache_dir() / "notes.txt").exists()

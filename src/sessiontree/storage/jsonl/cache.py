@@ -14,6 +14,11 @@ file) means a full scan, which then rewrites it. `SESSIONTREE_NO_INDEX_CACHE=1` 
 
 What is cached is the index of complete lines (`LineIndex`) as the scan left it, before the end
 of loading adds what only the whole log can tell (parents that never appeared).
+
+The directory is kept under `MAX_TOTAL` bytes: a cache is about 53 bytes per entry, and one is
+made for every large file opened, including copies and files deleted since. After each write the
+least recently used caches go first (a cache's modification time is set whenever it is used),
+never the one just written.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ FORMAT = b"sessiontree-index 1\n"
 MIN_BYTES = 8 << 20  # smaller files scan in well under a tenth of a second: no cache
 EDGE = 64 << 10
 SAMPLES, SAMPLE = 32, 4096
+MAX_TOTAL = 1 << 30  # bytes of cache files kept: twenty sessions of a million entries
 _INT_ARRAYS = ("parent", "first_child", "last_child", "next_sibling")
 _BYTE_ARRAYS = ("kind", "role", "flags")
 
@@ -94,6 +100,27 @@ def save(path: str, fd: int, lines: LineIndex, end: int, next_line: int, header_
             raise
         finally:
             os.close(out)
+        prune(target)
+
+
+def prune(keep: Path) -> None:
+    """Remove the least recently used caches next to `keep` until they total at most
+    `MAX_TOTAL` bytes; `keep` stays whatever its size. Other files are left alone."""
+    found = []
+    with os.scandir(keep.parent) as entries:
+        for entry in entries:
+            with contextlib.suppress(OSError):  # removed meanwhile by another process
+                if entry.name.endswith(".idx") and entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((st.st_mtime_ns, st.st_size, entry.path))
+    total = sum(size for _, size, _ in found)
+    for _, size, path in sorted(found):
+        if total <= MAX_TOTAL:
+            break
+        if path != str(keep):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            total -= size
 
 
 def load(path: str, fd: int, header_end: int) -> tuple[LineIndex, int, int] | None:
@@ -101,7 +128,8 @@ def load(path: str, fd: int, header_end: int) -> tuple[LineIndex, int, int] | No
     no cache for this file or any reason to doubt it."""
     try:
         st = os.fstat(fd)
-        data = cache_path(path, st).read_bytes()
+        kept = cache_path(path, st)
+        data = kept.read_bytes()
     except OSError:
         return None
     try:
@@ -119,7 +147,10 @@ def load(path: str, fd: int, header_end: int) -> tuple[LineIndex, int, int] | No
             return None
         if meta["header_end"] != header_end or meta["fingerprint"] != fingerprint(fd, end):
             return None
-        return _decode(meta, body), end, meta["next_line"]
+        lines = _decode(meta, body)
+        with contextlib.suppress(OSError):
+            os.utime(kept)  # used now: the last to go when the directory is pruned
+        return lines, end, meta["next_line"]
     except (ValueError, KeyError, TypeError, IndexError, OSError, orjson.JSONDecodeError):
         return None
 
