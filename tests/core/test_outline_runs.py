@@ -395,6 +395,79 @@ def test_pieces_computed_later_ignore_the_moves_since(index, targets):
         assert pieces.side_roots().tolist() == sides
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    first=st.sampled_from(list(Filter)),
+    then=st.sampled_from(list(Filter)),
+    leaf_seed=st.integers(0, 59),
+    target=st.one_of(st.none(), st.integers(0, 59)),
+    late=st.booleans(),
+)
+def test_side_branches_folded_by_z_equal_the_walk(index, first, then, leaf_seed, target, late):
+    """`z` folds the side roots it was just handed, so the layout takes their runs from them
+    rather than searching for them; not after a filter change hid one of them, nor after a
+    leaf move split runs (`target`), even when an outline from before the move is asked for
+    its side roots only after another layout took the move in (`late`). Either way the rows
+    are the walk's."""
+    n = len(index)
+    index.leaf = leaf_seed % n
+    labels = {f"e{k}": "x" for k in range(0, n, 3)}
+    runs = Runs(index)
+    hinted = []
+    real = layout._hinted
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),  # as on a big tree: no copy of them
+        patch.object(layout, "_hinted", lambda *a: hinted.append(real(*a)) or hinted[-1]),
+    ):
+        before = Outline(index, first, labels, (), runs=runs)
+        late = late and target is not None
+        if not late:
+            folded = before.side_folds
+        if target is not None:
+            index.add("move", index.ids[index.leaf], "leaf", target_id=index.ids[target % n])
+            index.leaf = target % n
+            runs.update()
+        if late:
+            Outline(index, first, labels, (), runs=runs)
+            folded = before.side_folds  # asked for the first time: the outline keeps them
+        outline = Outline(index, then, labels, folded, runs=runs)
+    _same(
+        index,
+        outline,
+        ReferenceOutline(index, then, labels, set(folded), active_marks(index, index.leaf), None),
+    )
+    if target is not None:
+        assert True not in hinted  # the runs were renumbered: searched for
+
+
+def test_the_side_roots_z_folds_are_not_searched_for_again():
+    index = TreeIndex()
+    index.add("e0", None, "message", "user")
+    for k in range(1, 40):  # a chain with a retry of every third entry
+        index.add(f"e{k}", f"e{k - 1}", "message", "user" if k % 2 else "assistant")
+        if k % 3 == 0:
+            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
+    index.leaf = index.pos["e39"]
+    runs = Runs(index)
+    hinted = []
+    real = layout._hinted
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
+        patch.object(layout, "_hinted", lambda *a: hinted.append(real(*a)) or hinted[-1]),
+    ):
+        folded = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
+        outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
+    assert len(folded) == 13 and hinted == [True]
+    _same(
+        index,
+        outline,
+        ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), active_marks(index, index.leaf), None),
+    )
+
+
 def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
     """What a folded stub counts, from the runs' preorder (trees of many runs), run by run, and
     entry by entry."""
