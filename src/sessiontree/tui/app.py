@@ -27,6 +27,7 @@ from ..outline import Filter
 from ..session import Session
 from .browser import BrowserScreen
 from .collector import CHECK_EVERY, IdleCollector
+from .input_gate import InputGate
 from .keymap import load_keymap
 from .loading import LoadingScreen
 from .tree_view import SessionTreeView
@@ -86,6 +87,7 @@ class SessionTreeApp(App[None]):
         self.keymap_path = keymap_path
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
         self.collector = IdleCollector()  # full garbage-collection passes between keys
+        self.input_gate = InputGate()  # the preview's worker waits while an input is handled
 
     @property
     def browser(self) -> BrowserScreen | None:
@@ -290,6 +292,9 @@ class SessionTreeApp(App[None]):
             return
         if isinstance(event, (events.Key, events.MouseEvent)):
             self.collector.touched()
+        if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
+            self.input_gate.close()  # not on mouse moves: a mouse resting on the app sends many
+            self.call_after_refresh(self.input_gate.release)
         await super().on_event(event)
 
     def action_open_other(self) -> None:

@@ -24,6 +24,7 @@ from ..model.entries import MessageEntry
 from ..model.errors import SessionError
 from ..session import Session
 from . import deliver
+from .input_gate import InputGate
 from .preview import (
     COLLAPSED,
     ENTRY,
@@ -214,7 +215,15 @@ class PreviewPane(Vertical):
             if not worker.is_cancelled:
                 deliver(self.app, self._deliver, request, rendered)
 
-        render_plan(plan, renderer, request.height, emit, lambda: worker.is_cancelled)
+        gate: InputGate | None = getattr(self.app, "input_gate", None)
+
+        def stopped() -> bool:
+            """Asked between parts: first wait out a key being handled (`tui/input_gate.py`)."""
+            if gate is not None:
+                gate.wait()
+            return worker.is_cancelled
+
+        render_plan(plan, renderer, request.height, emit, stopped)
 
     def _plan(self, request: Request) -> Plan:
         session = self.session

@@ -1,0 +1,76 @@
+"""The preview's worker waits while a key is handled (`sessiontree.tui.input_gate`): threads
+share Python's interpreter lock, and a render running beside a key's handler halves its speed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from harness.pilot import make_app, settle
+from helpers import A, U
+from sessiontree import JsonlStorage, Session
+from sessiontree.tui import input_gate
+from sessiontree.tui.input_gate import InputGate
+from sessiontree.tui.preview_pane import PreviewPane
+from sessiontree.tui.tree_view import SessionTreeView
+
+
+def test_the_gate_opens_when_the_last_overlapping_input_is_done(monkeypatch):
+    gate = InputGate()
+    assert gate.is_open
+    gate.close()
+    gate.close()  # a second key before the first one's frame
+    gate.release()
+    assert not gate.is_open
+    gate.release()
+    assert gate.is_open
+    gate.release()  # one more release than closes (a callback after the app reset) stays open
+    gate.close()
+    assert not gate.is_open
+    monkeypatch.setattr(input_gate, "WAIT_MOST", 0.05)
+    started = time.perf_counter()
+    gate.wait()  # closed: a worker waits, but not for ever...
+    assert 0.04 < time.perf_counter() - started < 1
+    assert gate.is_open  # ...and a gate stuck closed is opened
+    gate.close()
+    opened = threading.Timer(0.02, gate.release)
+    opened.start()
+    monkeypatch.setattr(input_gate, "WAIT_MOST", 5.0)
+    started = time.perf_counter()
+    gate.wait()  # ...and goes on as soon as it opens
+    assert time.perf_counter() - started < 2
+
+
+async def test_a_key_closes_the_gate_until_its_frame_and_the_preview_waits_for_it(tmp_path):
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for k in range(60):
+            s.append_message(U(f"question {k}"))
+            s.append_message(A(f"answer {k}\n\n" + "Some **bold** words and `code`. " * 40))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        pane = app.browser.query_one(PreviewPane)
+        seen: list[bool] = []
+        real = tree.action_cursor
+
+        def cursor(step: int) -> None:
+            seen.append(app.input_gate.is_open)
+            real(step)
+
+        tree.action_cursor = cursor  # type: ignore[method-assign]
+        await pilot.press("up")
+        assert seen == [False]  # closed while the key's handler runs...
+        await pilot.pause()
+        assert app.input_gate.is_open  # ...open once its frame is drawn
+        await settle(app, pilot)
+        assert "first" in pane.timings
+
+        app.input_gate.close()  # as if a key were being handled: the worker must not render
+        tree.set_cursor(tree.cursor_row - 4)
+        await pilot.pause(0.4)  # well past the debounce and a render's first screen
+        assert "start" in pane.timings and "first" not in pane.timings
+        app.input_gate.release()
+        await settle(app, pilot)
+        assert "first" in pane.timings and "done" in pane.timings
