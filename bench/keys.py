@@ -9,7 +9,8 @@ handler alone (the action method: for a filter, fold, Enter or `b` that includes
 entry and rebuilding the rows; with the page faults it took, each a 4 KB page of memory new to
 the process or handed back since), and from the press until the app is idle again with the
 screen repainted (`pilot.press` + `pilot.pause`, which also waits for the preview and Textual's
-compositor; on a machine shared with other work this is the noisy one). Then a writer thread
+compositor; on a machine shared with other work this is the noisy one). `z` and a filter are
+timed again 0.3 s after the cursor came to rest, while the preview renders. Then a writer thread
 appends entries to the copy at ~20/s while the app follows, and each is timed from the end of
 its write to the moment its row exists in the tree. Last, keys at a person's pace (pauses of
 0.2-2 s), in blocks with the app's idle garbage collector on and off, counting Python's full
@@ -73,6 +74,7 @@ class Handlers:
 
 
 async def run(path: Path, presses: int) -> None:
+    from sessiontree.outline import Filter
     from sessiontree.tui.app import SessionTreeApp
     from sessiontree.tui.launch import open_for_browsing
     from sessiontree.tui.tree_view import SessionTreeView
@@ -142,6 +144,18 @@ async def run(path: Path, presses: int) -> None:
             await pilot.pause()
             await timed("Enter (move the leaf)", "enter")
             await timed("b (back)", "b")
+        # The same keys 0.3 s after the cursor came to rest, while the preview's worker renders
+        # the rest of the context (a reader who moves, then acts): threads share the interpreter
+        # lock, so this is where a background render shows in a handler's time.
+        for _ in range(presses // 4):
+            tree.set_cursor(rng.randrange(len(tree.outline)), center=True)
+            await pilot.pause(0.3)
+            await timed("z, the preview rendering", "z")
+            tree.set_cursor(rng.randrange(len(tree.outline)), center=True)
+            await pilot.pause(0.3)
+            await timed("filter, the preview rendering", "2" if tree.filter is Filter.DEFAULT else "1")
+        if tree.folded:
+            await pilot.press("z")
         for _ in range(presses // 4):
             await timed("a (jump to the leaf)", "a")
         for _ in range(presses // 4):  # Textual's own floor: a key nothing is bound to
