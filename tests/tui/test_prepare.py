@@ -54,3 +54,17 @@ async def test_filters_are_prepared_between_keys_and_their_first_use_builds_noth
             await pilot.pause()
         assert tree.filter is Filter.DEFAULT
         assert not built
+
+
+async def test_a_tick_while_the_tree_is_gone_prepares_nothing(tmp_path, monkeypatch):
+    """The app's timer ticks while the browser's widgets are mounted or torn down (at exit it
+    once raised NoMatches from the timer)."""
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=30, nested=4).close()
+    monkeypatch.setattr(collector, "QUIET", 0.0)
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await app.browser.query_one(SessionTreeView).remove()
+        assert app.browser.prepare() is False
+        app._between_keys()  # what the timer calls: no exception

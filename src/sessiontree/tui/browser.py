@@ -13,6 +13,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from ..archive import set_archived
@@ -124,8 +125,13 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
 
     def prepare(self) -> bool:
         """One step of what is built ahead of the keys that need it (see `SessionTreeView.prepare`);
-        False when there is nothing left."""
-        return self._tree().prepare()
+        False when there is nothing left, or no tree: the app's timer may tick while this
+        screen's widgets are still being mounted or already torn down (at exit)."""
+        try:
+            tree = self._tree()
+        except NoMatches:
+            return False
+        return tree.prepare()
 
     def on_resize(self, event: events.Resize) -> None:
         # The palette's label docks at the footer's right end: on a narrow terminal it would
