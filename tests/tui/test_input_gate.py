@@ -3,14 +3,15 @@ share Python's interpreter lock, and a render running beside a key's handler hal
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
 from harness.pilot import make_app, settle
-from helpers import A, U
+from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session
 from sessiontree.tui import input_gate
-from sessiontree.tui.input_gate import InputGate
+from sessiontree.tui.input_gate import InputGate, gated
 from sessiontree.tui.preview_pane import PreviewPane
 from sessiontree.tui.tree_view import SessionTreeView
 
@@ -74,3 +75,36 @@ async def test_a_key_closes_the_gate_until_its_frame_and_the_preview_waits_for_i
         app.input_gate.release()
         await settle(app, pilot)
         assert "first" in pane.timings and "done" in pane.timings
+
+
+def test_a_gated_check_waits_while_an_input_is_handled_then_asks_the_worker():
+    class App:
+        input_gate = InputGate()
+
+    answers = iter([False, True])
+    check = gated(App(), lambda: next(answers))
+    App.input_gate.close()
+    threading.Timer(0.1, App.input_gate.release).start()
+    started = time.perf_counter()
+    assert check() is False  # waited for the release, then asked
+    assert time.perf_counter() - started >= 0.09
+    assert check() is True
+    plain = lambda: False  # noqa: E731
+    assert gated(object(), plain) is plain  # an app without a gate: nothing to wait for
+
+
+async def test_a_search_waits_while_a_key_is_handled(tmp_path, monkeypatch):
+    monkeypatch.setattr(input_gate, "WAIT_MOST", 30.0)  # a slow machine must not open it
+    path = tmp_path / "large-session.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"thinkingMedium cyan")
+        app.input_gate.close()  # as if a key were being handled when the search starts
+        await pilot.press("enter")
+        await pilot.pause(0.4)
+        assert not app.browser._matches  # the scan waits at its first block
+        app.input_gate.release()
+        await settle(app, pilot)
+        assert app.browser._matches

@@ -24,7 +24,7 @@ from ..model.entries import MessageEntry
 from ..model.errors import SessionError
 from ..session import Session
 from . import deliver
-from .input_gate import InputGate
+from .input_gate import gated
 from .preview import (
     COLLAPSED,
     ENTRY,
@@ -215,15 +215,8 @@ class PreviewPane(Vertical):
             if not worker.is_cancelled:
                 deliver(self.app, self._deliver, request, rendered)
 
-        gate: InputGate | None = getattr(self.app, "input_gate", None)
-
-        def stopped() -> bool:
-            """Asked between parts: first wait out a key being handled (`tui/input_gate.py`)."""
-            if gate is not None:
-                gate.wait()
-            return worker.is_cancelled
-
-        render_plan(plan, renderer, request.height, emit, stopped)
+        # Between parts, a key being handled is waited out first (`tui/input_gate.py`).
+        render_plan(plan, renderer, request.height, emit, gated(self.app, lambda: worker.is_cancelled))
 
     def _plan(self, request: Request) -> Plan:
         session = self.session

@@ -24,6 +24,7 @@ from ..outline import Outline
 from ..query import Query, QueryError, compile_query
 from . import deliver
 from .core import BrowserBase
+from .input_gate import gated
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
 
@@ -124,7 +125,7 @@ class SearchMixin(BrowserBase):
             self.session,
             query,
             positions,
-            cancelled=lambda: worker.is_cancelled,
+            cancelled=gated(self.app, lambda: worker.is_cancelled),  # waits out keys being handled
             progress=progress,
             every=PROGRESS_EVERY,
         )

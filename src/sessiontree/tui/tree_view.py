@@ -34,6 +34,7 @@ from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
 from ..sizes import ContextSizes, short_tokens
 from . import deliver
+from .input_gate import gated
 from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
@@ -353,13 +354,14 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         """Sizes of the rows on screen (and of the cursor's row), off the UI thread: the first
         row of a long uncompacted chain may have to walk far to its nearest known size."""
         worker = get_current_worker()
+        stopped = gated(self.app, lambda: worker.is_cancelled)  # waits out keys being handled
         top = int(self.scroll_offset.y)
         rows = range(top, min(top + self.size.height, len(self.outline)))
         for row in [self.cursor_row, *rows]:
-            if worker.is_cancelled:
+            if stopped():
                 return
             if row < len(self.outline):
-                self.sizes.compute(self.outline.rows_pos[row], lambda: worker.is_cancelled)
+                self.sizes.compute(self.outline.rows_pos[row], stopped)
         if not worker.is_cancelled:
             deliver(self.app, self._sizes_ready)
 
