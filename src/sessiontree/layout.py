@@ -39,6 +39,7 @@ MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the l
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
 NEAR_STEPS = 2  # with more of them, entries this far past the start are looked at first
 KEEP_MASKS = 5  # filter masks whose derived arrays are kept between builds: one per filter
+KEEP_GROUPS = 2  # sets of runs drawn whose grouping is kept: a fold and its undo (~5 MB each at 1M)
 
 
 @dataclass(slots=True)
@@ -64,10 +65,11 @@ class Pieces:
 @dataclass(slots=True)
 class _Groups:
     """The drawn runs in preorder, grouped by their nearest drawn ancestor: what a layout
-    needs of the runs drawn before it looks at the leaf. Kept for the last runs drawn: `z`
-    folds side branches without hiding a run on a tree of retries left behind, so `z` and
-    its undo draw the same runs (about 2.5 ms saved each on the deep 1M tree). A leaf move
-    adds runs: grouping anew is cheaper than renumbering these (measured)."""
+    needs of the runs drawn before it looks at the leaf. Kept for the last sets of runs
+    drawn: a fold's undo draws the runs drawn before it, and `z` folds side branches without
+    hiding a run on a tree of retries left behind, so `z` and its undo draw the same runs
+    (about 2.5 ms saved each on the deep 1M tree). A leaf move adds runs: grouping anew is
+    cheaper than renumbering these (measured)."""
 
     every: bool  # every run is drawn
     pre_o: Any  # the drawn runs' preorder numbers, in order
@@ -162,7 +164,7 @@ class _Shape:
         self.pre = np.array(pre, dtype=INT)
         self.preorder = np.empty(0, dtype=INT)
         self._above: list[tuple[Any, Any]] = []  # (shown runs, `above` for them), latest first
-        self._groups: tuple[Any, _Groups] | None = None  # (the runs drawn, their groups)
+        self._groups: list[tuple[Any, _Groups]] = []  # (the runs drawn, their groups), latest first
         self._path: tuple[int, Any] | None = None  # (the leaf's run, `on_path` for it)
         # (side runs, their first shown entries) from the last `side_roots`: `z` folds exactly
         # those entries, whose runs `_cuts` then need not search for (2 ms on a deep 1M tree)
@@ -220,12 +222,15 @@ class _Shape:
         return above
 
     def groups(self, drawn: Any, above: Any) -> _Groups:
-        """`_Groups` of the runs `drawn` (`above` for them), kept for the last runs asked."""
+        """`_Groups` of the runs `drawn` (`above` for them), kept for the last sets asked."""
         kept = self._groups
-        if kept is not None and np.array_equal(kept[0], drawn):
-            return kept[1]
+        for k, (flags, groups) in enumerate(kept):
+            if np.array_equal(flags, drawn):
+                kept.insert(0, kept.pop(k))
+                return groups
         groups = _Groups.of(self, drawn, above)
-        self._groups = (drawn, groups)
+        kept.insert(0, (drawn, groups))
+        del kept[KEEP_GROUPS:]
         return groups
 
     def run_of(self, i: int) -> int:
@@ -261,7 +266,7 @@ class _Shape:
         and entry `j`, a new child of `p`, starts the last run. One pass for both: a leaf
         move on a tree of many runs appends exactly this."""
         new, last = r + 1, len(self.lo) + 1
-        self._groups = None
+        self._groups = []
         at = int(self.pre[r])
         rest = int(self.size[r])  # the rest of r and all below it: as many runs as r had
         end = at + rest  # where r's subtree ended in preorder
@@ -291,7 +296,7 @@ class _Shape:
     def _add(self, j: int, q: int) -> None:
         """A run starting at `j`, the newest child of run `q` (-1: a root)."""
         last = len(self.lo)
-        self._groups = None
+        self._groups = []
         if q >= 0:
             at = int(self.pre[q] + self.size[q])
             self.size += self._within(q)  # see `_split_and_add` for why no `where=`

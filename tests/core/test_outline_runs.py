@@ -377,14 +377,14 @@ def test_array_layout_follows_leaf_moves(index, moves):
 
 def _same_groups(kept: layout._Shape, fresh: layout._Shape) -> None:
     """The groups kept (maybe renumbered through leaf moves) equal ones made anew."""
-    if kept._groups is None:
-        return
-    drawn, groups = kept._groups
-    again = layout._Groups.of(fresh, drawn, fresh.above(drawn))
-    for name in ("every", "pre_o", "order", "group", "kids", "in_fork", "is_last"):
-        assert np.array_equal(getattr(groups, name), getattr(again, name)), name
-    seen = [np.ones(len(drawn), dtype=bool) if g.drawn_pre is None else g.drawn_pre for g in (groups, again)]
-    assert np.array_equal(*seen)
+    for drawn, groups in kept._groups:
+        again = layout._Groups.of(fresh, drawn, fresh.above(drawn))
+        for name in ("every", "pre_o", "order", "group", "kids", "in_fork", "is_last"):
+            assert np.array_equal(getattr(groups, name), getattr(again, name)), name
+        seen = [
+            np.ones(len(drawn), dtype=bool) if g.drawn_pre is None else g.drawn_pre for g in (groups, again)
+        ]
+        assert np.array_equal(*seen)
 
 
 @settings(max_examples=100, deadline=None)
