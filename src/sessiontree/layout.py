@@ -617,7 +617,8 @@ def _first_shown(vis: bytearray, mask: Any, shown_before: Any, lo: Any, hi: Any)
     step = 0
     while len(later) > FIND_MAX and step < NEAR_STEPS:
         # Side branches often start with an entry or two the filter hides: `z` on the deep
-        # 1M tree met 90,908 such, 0.9 ms by bisection alone, 0.3 ms with these steps first.
+        # 1M tree met 90,908 such, and this function took 1.7 ms with bisection alone, 0.7
+        # with these steps first.
         step += 1
         at = lo.take(later) + step
         found = at < hi.take(later)
