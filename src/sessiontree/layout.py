@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from .storage.index import TreeIndex
     from .storage.runs import Runs
+
+T = TypeVar("T")  # a value `_recall` keeps
 
 # Run and entry numbers are kept as numpy's index type: a gather by any other integer type
 # converts the whole index array first (32-bit arrays measured ~40% slower per key). Gathers on
@@ -211,27 +213,11 @@ class _Shape:
         none; the numbering `lay_out` groups siblings by), kept for the last masks (one per
         filter): folding and unfolding do not change it, and switching back to a filter finds
         it again."""
-        kept = self._above
-        for k, (flags, above) in enumerate(kept):
-            if np.array_equal(flags, shown):
-                kept.insert(0, kept.pop(k))
-                return above
-        above = _nearest(shown, self.par) + 1
-        kept.insert(0, (shown, above))
-        del kept[KEEP_MASKS:]
-        return above
+        return _recall(self._above, shown, lambda: _nearest(shown, self.par) + 1, KEEP_MASKS)
 
     def groups(self, drawn: Any, above: Any) -> _Groups:
         """`_Groups` of the runs `drawn` (`above` for them), kept for the last sets asked."""
-        kept = self._groups
-        for k, (flags, groups) in enumerate(kept):
-            if np.array_equal(flags, drawn):
-                kept.insert(0, kept.pop(k))
-                return groups
-        groups = _Groups.of(self, drawn, above)
-        kept.insert(0, (drawn, groups))
-        del kept[KEEP_GROUPS:]
-        return groups
+        return _recall(self._groups, drawn, lambda: _Groups.of(self, drawn, above), KEEP_GROUPS)
 
     def run_of(self, i: int) -> int:
         """The run holding position `i`."""
@@ -309,6 +295,19 @@ class _Shape:
         self.pre = np.append(self.pre, at)
         self.size = np.append(self.size, 1)
         self.preorder = np.insert(self.preorder, at, last)
+
+
+def _recall(kept: list[tuple[Any, T]], flags: Any, make: Callable[[], T], most: int) -> T:
+    """The value kept for `flags` (per-run flags) in `kept`, latest first, or `make()`'s, kept
+    with the `most - 1` latest others."""
+    for k, (seen, value) in enumerate(kept):
+        if np.array_equal(seen, flags):
+            kept.insert(0, kept.pop(k))
+            return value
+    value = make()
+    kept.insert(0, (flags, value))
+    del kept[most:]
+    return value
 
 
 def _put(values: Any, at: int, inserted: int, appended: int) -> Any:
