@@ -568,10 +568,7 @@ def lay_out(
         flags = np.zeros(count, dtype=bool)
         flags[np.compress(side, order)] = True
         ranked = np.flatnonzero(flags)
-        # a view made here, not `mask`: kept by this closure, it would pin `vis`, which
-        # `Outline.grow` lengthens in place
-        shown_now = np.frombuffer(vis, dtype=np.uint8)
-        first = _first_shown(vis, shown_now, _kept_counts(runs, vis), lo.take(ranked), hi.take(ranked))
+        first = _first_shown(vis, _kept_counts(runs, vis), lo.take(ranked), hi.take(ranked))
         if shape.lo is lo and shape.seen == n:  # no run split or added since this layout
             shape.cut_hint = (ranked, first)
         return _ints(first)
@@ -604,13 +601,15 @@ def _spans(starts: Any, stops: Any, count: int) -> Any:
     return steps
 
 
-def _first_shown(vis: bytearray, mask: Any, shown_before: Any, lo: Any, hi: Any) -> Any:
+def _first_shown(vis: bytearray, shown_before: Any, lo: Any, hi: Any) -> Any:
     """The first shown position in each range `lo[k]:hi[k]` (`len(vis)` if none), ranges in
     file order: `lo[k]` for most, else found by `bytearray.find`, or when many, a few steps
     ahead at once and then by bisection over `shown_before` (the first position past which
-    one more entry is shown; sorted keys let numpy's search narrow). `mask` is `vis` as a
-    numpy array."""
+    one more entry is shown; sorted keys let numpy's search narrow)."""
     n = len(vis)
+    # A view for this call only: kept (by the caller's closure), it would pin `vis`, which
+    # `Outline.grow` lengthens in place.
+    mask = np.frombuffer(vis, dtype=np.uint8)
     first = lo.copy()
     later = np.flatnonzero(mask.take(lo) == 0)
     step = 0
