@@ -375,6 +375,60 @@ def test_array_layout_follows_leaf_moves(index, moves):
         _same_groups(kept, fresh)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    flt=st.sampled_from([Filter.DEFAULT, Filter.NO_TOOLS, Filter.USER]),
+    targets=st.lists(st.integers(0, 200), min_size=1, max_size=8),
+)
+def test_leaf_moves_are_laid_out_from_the_last_layout(index, flt, targets):
+    """A leaf move between shown entries, nothing folded, as Enter makes it: the `leaf` entry
+    appended below the old leaf is hidden, so the layout comes from the last one
+    (`layout._relay`: a split run, the forks where the path takes an older child) without
+    grouping the runs (the full layout's first step), and equals the walk's."""
+    leaf = index.leaf
+    index.leaf = NONE  # shown for what they are, not for being the leaf
+    shown = [i for i, v in enumerate(visibility(index, flt, {})) if v]
+    index.leaf = leaf
+    if not shown:
+        return
+    index.leaf = shown[targets[0] % len(shown)]
+    runs = Runs(index)
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        Outline(index, flt, {}, (), runs=runs)  # the first layout groups the runs
+        with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+            for k, t in enumerate(targets[1:]):
+                target = shown[t % len(shown)]
+                index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target])
+                index.leaf = target
+                runs.update()
+                outline = Outline(index, flt, {}, (), runs=runs)
+                _same(index, outline, ReferenceOutline(index, flt, {}, (), None, None))
+
+
+def test_a_leaf_move_from_a_leaf_shown_only_for_being_it():
+    """The old leaf, hidden by the filter but shown for being the leaf, starts the older of
+    two branches, so the path took that branch (drawn after its sibling). The move splits
+    its run into the old leaf, hidden now, and the rest, which takes the branch's place:
+    the layout from the last one must follow the branch under its new run number."""
+    index = TreeIndex()
+    for i, (parent, role) in enumerate([(None, "user"), (0, "assistant"), (1, "assistant")]):
+        index.add(f"e{i}", None if parent is None else f"e{parent}", "message", role, tool_only=i == 2)
+    for i, (parent, role) in enumerate([(2, "user"), (3, "assistant"), (1, "user")], start=3):
+        index.add(f"e{i}", f"e{parent}", "message", role)
+    index.leaf = 2  # an assistant turn of only tool calls: hidden by default but for being the leaf
+    runs = Runs(index)
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+            for k, target in enumerate([5, 4, 0, 3]):
+                index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target])
+                index.leaf = target
+                runs.update()
+                outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+                _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+
+
 def _same_groups(kept: layout._Shape, fresh: layout._Shape) -> None:
     """The groups kept (maybe renumbered through leaf moves) equal ones made anew."""
     for drawn, groups in kept._groups:
