@@ -621,15 +621,16 @@ def _relay(
     count = len(shown)
     if len(edits) > 1:
         return None
+    own = False  # whether the arrays a rotation changes in place are new ones (else copied first)
     rot_ok, forky, lastkid = laid.flags()
     runs_o, depth_s, side_s, rotated = laid.runs_o, laid.depth_s, laid.side_s, laid.rotated
     if not edits or edits[0] < 0:
         added = len(edits)  # a run added at the end, drawn by nobody, or nothing
         if count != len(old) + added or (added and shown[-1]) or not np.array_equal(shown[: len(old)], old):
             return None
-        runs_o, depth_s, side_s = runs_o.copy(), depth_s.copy(), side_s.copy()
-        piece_of = np.append(laid.piece_of, (-1,) * added)
+        piece_of = laid.piece_of
         if added:
+            piece_of = np.append(piece_of, -1)
             rot_ok, forky = np.append(rot_ok, False), np.append(forky, False)
             lastkid = np.append(lastkid, -1)
     else:  # run r split: r ends at the old leaf, run r + 1 is the rest of it
@@ -655,13 +656,13 @@ def _relay(
             runs_o = np.concatenate((runs_o[: k + 1], (r + 1,), runs_o[k + 1 :]), dtype=INT)
             depth_s = np.concatenate((depth_s[: k + 1], depth_s[k : k + 1], depth_s[k + 1 :]))
             side_s = np.concatenate((side_s[: k + 1], (False,), side_s[k + 1 :]))
+            own = True
             parts: tuple[tuple[Any, Any], ...] = (
                 (rot_ok[r], False),
                 (False, forky[r]),
                 (r + 1, lastkid[r + 1]),
             )
         else:
-            depth_s, side_s = depth_s.copy(), side_s.copy()  # runs_o is a new array already
             parts = ((rot_ok[r], False), (forky[r], False), (lastkid[r + 1], -1))
             if tail:
                 parts = tuple((b, a) for a, b in parts)
@@ -687,6 +688,8 @@ def _relay(
     # undoing goes first: where the old and new paths part, both children are in one group.
     undo, redo = sorted(was - now), sorted(now - was)
     if undo or redo:
+        if not own:
+            runs_o, depth_s, side_s, piece_of = (a.copy() for a in (runs_o, depth_s, side_s, piece_of))
         shown_pre = shown.take(shape.preorder)
 
         def drawn_in(a: int, b: int) -> int:
