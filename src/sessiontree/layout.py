@@ -171,9 +171,10 @@ class _Shape:
         self._groups: list[tuple[Any, _Groups]] = []  # (the runs drawn, their groups), latest first
         self._path: tuple[int, Any] | None = None  # (the leaf's run, `on_path` for it)
         # (side runs, their first shown entries) from the last `side_roots`: `z` folds exactly
-        # those entries, whose runs `_cuts` then need not search for (2 ms on a deep 1M tree)
+        # those entries, whose runs `_cuts` then need not search for (2 ms on a deep 1M tree);
+        # renumbered as runs split, so a leaf move after `z` need not search either
         self.cut_hint: tuple[Any, Any] | None = None
-        self.laid: _Laid | None = None  # the last layout without folds (see `_relay`)
+        self.laid: _Laid | None = None  # the last layout (see `_relay`)
         self.edits: list[int] = []  # runs split since (-1: a run added), for `_relay`
         self._number()
 
@@ -209,7 +210,7 @@ class _Shape:
             self._add(j, q)
         self.seen = end
         # `_groups` stays when only the last run grew: the runs are the same (one added drops it)
-        self._above, self._path, self.cut_hint = [], None, None
+        self._above, self._path = [], None
         return True
 
     def above(self, shown: Any) -> Any:
@@ -258,6 +259,9 @@ class _Shape:
         new, last = r + 1, len(self.lo) + 1
         self._groups = []
         self.edits.append(r)
+        if self.cut_hint is not None:  # a fold after p is in the rest of r now
+            runs, first = self.cut_hint
+            self.cut_hint = (runs + (runs > r) + ((runs == r) & (first > p)), first)
         at = int(self.pre[r])
         rest = int(self.size[r])  # the rest of r and all below it: as many runs as r had
         end = at + rest  # where r's subtree ended in preorder
@@ -492,20 +496,25 @@ def lay_out(
             tops = pre.take(above_some)
             below = np.cumsum(_spans(tops + 1, tops + size.take(above_some), count))
             drawn = shown & (below.take(pre) == 0)
+            if np.array_equal(drawn, shown):  # the runs below are hidden (a leaf move's entry)
+                drawn = shown
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
     on_path = shape.on_path(leaf_run)
-    if not len(cut_runs) and shape.laid is not None:
-        laid = _relay(shape, shape.laid, shown, vis, leaf, leaf_run, on_path)
+    if shape.laid is not None:
+        laid = _relay(shape, shape.laid, drawn, vis, leaf, leaf_run, on_path)
         if laid is not None:
             shape.laid, shape.edits = laid, []
-            return _pieces(shape, runs, vis, laid, full, hi, on_path, leaf_run, folded_forks=None)
+            forks = _folded_forks(shape, shown, drawn, laid.piece_of, cut_runs, full, cut_rows)
+            pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks)
+            pieces.last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
+            return pieces
     # Runs nobody draws hand on their children. A fold hides its run's whole subtree, so no
     # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
     above = shape.above(shown)  # one more than the nearest drawn ancestor
 
     groups = shape.groups(drawn, above)  # kept while the same runs are drawn
     every, pre_o, order, drawn_pre = groups.every, groups.pre_o, groups.order, groups.drawn_pre
-    group, kids, in_fork, is_last = groups.group, groups.kids, groups.in_fork, groups.is_last
+    group, in_fork, is_last = groups.group, groups.in_fork, groups.is_last
     # Which child of a fork the active path takes: the one holding part of the path. A path
     # runs through every run it enters up to its last entry (runs end where entries fork),
     # except the leaf's run, where it stops at the leaf: that child takes the fork only if the
@@ -553,20 +562,25 @@ def lay_out(
     piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
     laid = _Laid(drawn, runs_o, depth_s, side_s, piece_of, order.take(rotate).tolist(), groups)
 
-    folded_forks = None
-    if len(cut_runs):  # a folded row is a fork's if nothing shown follows it in its run
-        kids_unfolded = kids  # the same count when the folds hide no run
-        if drawn is not shown:
-            kids_unfolded = np.bincount(np.compress(shown, above), minlength=count + 1)
-        k = piece_of.take(cut_runs)
-        fork = (k >= 0) & (full.take(cut_runs) == cut_rows)
-        fork &= kids_unfolded.take(cut_runs + 1) > 1
-        folded_forks = np.compress(fork, k)
-    else:  # what a leaf move changes from (`_relay`); the folds' layouts are not kept
-        shape.laid, shape.edits = laid, []
-    pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, folded_forks)
+    shape.laid, shape.edits = laid, []  # what a leaf move changes from (`_relay`)
+    forks = _folded_forks(shape, shown, drawn, piece_of, cut_runs, full, cut_rows)
+    pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks)
     pieces.last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
     return pieces
+
+
+def _folded_forks(
+    shape: _Shape, shown: Any, drawn: Any, piece_of: Any, cut_runs: Any, full: Any, cut_rows: Any
+) -> Any:
+    """The pieces whose folded row is a fork's: nothing shown follows the fold in its run, and
+    the run has two or more shown children. None when the folds hide no run (`drawn is
+    shown`): a fork's shown children would be below its fold."""
+    if drawn is shown:
+        return None
+    kids = np.bincount(np.compress(shown, shape.above(shown)), minlength=len(shown) + 1)
+    k = piece_of.take(cut_runs)
+    fork = (k >= 0) & (full.take(cut_runs) == cut_rows) & (kids.take(cut_runs + 1) > 1)
+    return np.compress(fork, k)
 
 
 def _takes_fork(vis: bytearray, lo: Any, hi: Any, r: int, leaf: int) -> bool:
@@ -578,9 +592,9 @@ def _takes_fork(vis: bytearray, lo: Any, hi: Any, r: int, leaf: int) -> bool:
 
 @dataclass(slots=True)
 class _Laid:
-    """What a layout without folds drew, kept on the shape for the next (`_relay`). The
-    flags per run are derived from `groups` when first needed: a filter's layout is then
-    not charged for them."""
+    """What a layout drew, kept on the shape for the next (`_relay`). The flags per run are
+    derived from `groups` when first needed: a filter's layout is then not charged for
+    them."""
 
     drawn: Any  # per run, whether it is drawn
     runs_o: Any  # the runs drawn, in drawing order (one piece each)
@@ -607,18 +621,19 @@ class _Laid:
 
 
 def _relay(
-    shape: _Shape, laid: _Laid, shown: Any, vis: bytearray, leaf: int, leaf_run: int, on_path: Any
+    shape: _Shape, laid: _Laid, drawn: Any, vis: bytearray, leaf: int, leaf_run: int, on_path: Any
 ) -> _Laid | None:
-    """The layout without folds for a leaf move, from the last one (`laid`), or None when
-    more than that changed. The app moves the leaf by appending an entry below the old leaf,
-    hidden by every filter but one: that splits the old leaf's run in two drawn one after
-    the other, or adds a run nobody draws. Otherwise only the forks where the path takes
-    an older child change: that child is drawn after its siblings (a rotation of one
-    stretch of pieces) and columns change in two subtrees. On the deep 1M tree this skips
-    the grouping, the columns' running sum and the rotations' plan over 180,000 runs."""
+    """The layout for a leaf move, from the last one (`laid`), or None when more than that
+    changed; folds matter only through the runs drawn (`lay_out` cuts the runs). The app moves the
+    leaf by appending an entry below the old leaf, hidden by every filter but one: that
+    splits the old leaf's run in two drawn one after the other, or adds a run nobody draws.
+    Otherwise only the forks where the path takes an older child change: that child is
+    drawn after its siblings (a rotation of one stretch of pieces) and columns change in two
+    subtrees. On the deep 1M tree this skips the grouping, the columns' running sum and the
+    rotations' plan over 180,000 runs."""
     edits = shape.edits
     old = laid.drawn
-    count = len(shown)
+    count = len(drawn)
     if len(edits) > 1:
         return None
     own = False  # whether the arrays a rotation changes in place are new ones (else copied first)
@@ -626,7 +641,9 @@ def _relay(
     runs_o, depth_s, side_s, rotated = laid.runs_o, laid.depth_s, laid.side_s, laid.rotated
     if not edits or edits[0] < 0:
         added = len(edits)  # a run added at the end, drawn by nobody, or nothing
-        if count != len(old) + added or (added and shown[-1]) or not np.array_equal(shown[: len(old)], old):
+        if count != len(old) + added or (added and drawn[-1]):
+            return None
+        if not np.array_equal(drawn[: len(old)], old):
             return None
         piece_of = laid.piece_of
         if added:
@@ -635,18 +652,18 @@ def _relay(
             lastkid = np.append(lastkid, -1)
     else:  # run r split: r ends at the old leaf, run r + 1 is the rest of it
         r = edits[0]
-        head, tail = bool(shown[r]), bool(shown[r + 1])
+        head, tail = bool(drawn[r]), bool(drawn[r + 1])
         if (
             count != len(old) + 2
-            or shown[-1]
+            or drawn[-1]
             or not (old[r] and (head or tail))
-            or not np.array_equal(shown[:r], old[:r])
-            or not np.array_equal(shown[r + 2 : -1], old[r + 1 :])
+            or not np.array_equal(drawn[:r], old[:r])
+            or not np.array_equal(drawn[r + 2 : -1], old[r + 1 :])
         ):
             return None
-        # If one part shows nothing (the old leaf was shown only for being the leaf, or the
-        # rest of the run is hidden), the other takes r's piece; if both show something, the
-        # rest is drawn right after r, its only drawn child, in a piece of its own.
+        # If one part is not drawn (the old leaf was shown only for being the leaf, the rest
+        # of the run is hidden, or it is below a fold), the other takes r's piece; if both
+        # are, the rest is drawn right after r, its only drawn child, in a piece of its own.
         at = r if tail and not head else r + 1  # old runs from here on are numbered one more
         runs_o = runs_o + (runs_o >= at)
         lastkid = lastkid + (lastkid >= at)
@@ -672,7 +689,8 @@ def _relay(
         piece_of = np.full(count, -1, dtype=INT)
         piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
 
-    wanted = np.flatnonzero(on_path & rot_ok).tolist()  # the path's forks where it takes an older child
+    # The path's children that are not their group's last: drawn after their later siblings.
+    wanted = np.flatnonzero(on_path & rot_ok).tolist()
     if len(wanted) > MAX_ROTATIONS:
         return None
     lo, hi, pre, size, par = shape.lo, shape.hi, shape.pre, shape.size, shape.par
@@ -689,11 +707,12 @@ def _relay(
     undo, redo = sorted(was - now), sorted(now - was)
     if undo or redo:
         if not own:
-            runs_o, depth_s, side_s, piece_of = (a.copy() for a in (runs_o, depth_s, side_s, piece_of))
-        shown_pre = shown.take(shape.preorder)
+            runs_o, depth_s, side_s = runs_o.copy(), depth_s.copy(), side_s.copy()
+            piece_of = piece_of.copy()
+        drawn_pre = drawn.take(shape.preorder)
 
         def drawn_in(a: int, b: int) -> int:
-            return int(np.count_nonzero(shown_pre[a:b]))
+            return int(np.count_nonzero(drawn_pre[a:b]))
 
         def move(a: int, b: int, e: int) -> None:
             """Stretch [a, b) of pieces after [b, e)."""
@@ -703,7 +722,7 @@ def _relay(
 
         for c, back in [(c, True) for c in undo] + [(c, False) for c in redo]:
             s = int(par[c])
-            while s >= 0 and not shown[s]:
+            while s >= 0 and not drawn[s]:
                 s = int(par[s])
             here = drawn_in(int(pre[c]), int(pre[c] + size[c]))  # c's stretch
             if s >= 0:
@@ -727,7 +746,7 @@ def _relay(
             depth_s[a : a + drawn_in(int(pre[last]), int(pre[last] + size[last]))] -= step
             side_s[a] = not back
     wanted.sort(key=lambda c: int(pre[c]))
-    return _Laid(shown, runs_o, depth_s, side_s, piece_of, wanted, None, rot_ok, forky, lastkid)
+    return _Laid(drawn, runs_o, depth_s, side_s, piece_of, wanted, None, rot_ok, forky, lastkid)
 
 
 def _pieces(

@@ -474,10 +474,10 @@ def test_pieces_computed_later_ignore_the_moves_since(index, targets):
 )
 def test_side_branches_folded_by_z_equal_the_walk(index, first, then, leaf_seed, target, late):
     """`z` folds the side roots it was just handed, so the layout takes their runs from them
-    rather than searching for them; not after a filter change hid one of them, nor after a
-    leaf move split runs (`target`), even when an outline from before the move is asked for
-    its side roots only after another layout took the move in (`late`). Either way the rows
-    are the walk's."""
+    rather than searching for them, and a leaf move (`target`) renumbers their runs as it
+    splits them; not after a filter change hid one of them, nor when an outline from before
+    the move is asked for its side roots only after another layout took the move in (`late`).
+    Either way the rows are the walk's."""
     n = len(index)
     index.leaf = leaf_seed % n
     labels = {f"e{k}": "x" for k in range(0, n, 3)}
@@ -506,8 +506,8 @@ def test_side_branches_folded_by_z_equal_the_walk(index, first, then, leaf_seed,
         outline,
         ReferenceOutline(index, then, labels, set(folded), active_marks(index, index.leaf), None),
     )
-    if target is not None:
-        assert not any(hinted)  # the runs were renumbered: searched for, never taken from the hint
+    if late:
+        assert not any(hinted)  # handed over after runs split: searched for, never taken as they are
 
 
 def test_the_side_roots_z_folds_are_not_searched_for_again():
@@ -534,6 +534,52 @@ def test_the_side_roots_z_folds_are_not_searched_for_again():
         outline,
         ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), active_marks(index, index.leaf), None),
     )
+
+
+@pytest.mark.parametrize(
+    "targets",
+    [["r9", "e20", "r30", "e5", "r9"], ["e39", "r3", "r3", "e38"], ["r9", "q9", "r12", "p12", "e7", "q21"]],
+)
+def test_leaf_moves_under_z_folds_are_laid_out_from_the_last_layout(targets):
+    """`z` on a chain of retries folds every side branch; a leaf move then changes what it
+    changes without folds (`layout._relay`), whether it goes into a folded branch or leaves
+    one (which splits the branch's run below its fold), without searching for the folds'
+    runs again, and the rows, folded forks included, equal the walk's."""
+    index = TreeIndex()
+    index.add("e0", None, "message", "user")
+    for k in range(1, 40):  # a chain with a retry of every third entry
+        index.add(f"e{k}", f"e{k - 1}", "message", "user" if k % 2 else "assistant")
+        if k % 3 == 0:  # the retry goes on one turn, or two ways (a fork under the fold)
+            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
+            index.add(f"q{k}", f"r{k}", "message", "user")
+            if k % 2 == 0:
+                index.add(f"p{k}", f"r{k}", "message", "user")
+    index.leaf = index.pos["e39"]
+    runs = Runs(index)
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),  # as on a big tree: no copy of them
+    ):
+        folded = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
+        Outline(index, Filter.USER, {}, (), runs=runs)  # another set of runs drawn in between
+        Outline(index, Filter.DEFAULT, {}, folded, runs=runs)  # the layout the moves start from
+        hinted = []
+        real = layout._hinted
+        with (
+            patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")),
+            patch.object(layout, "_hinted", lambda *a: hinted.append(real(*a)) or hinted[-1]),
+        ):
+            for k, target in enumerate(targets):
+                index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
+                index.leaf = index.pos[target]
+                runs.update()
+                outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
+                marks = active_marks(index, index.leaf)
+                shape = runs.derived["layout"]
+                hint = shape.cut_hint  # `_same` asks for the side roots, which the app does on `z`
+                _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None))
+                shape.cut_hint = hint
+    assert hinted == [True] * len(targets)
 
 
 def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
