@@ -623,14 +623,15 @@ class _Laid:
 def _relay(
     shape: _Shape, laid: _Laid, drawn: Any, vis: bytearray, leaf: int, leaf_run: int, on_path: Any
 ) -> _Laid | None:
-    """The layout for a leaf move, from the last one (`laid`), or None when more than that
-    changed; folds matter only through the runs drawn (`lay_out` cuts the runs). The app moves the
-    leaf by appending an entry below the old leaf, hidden by every filter but one: that
-    splits the old leaf's run in two drawn one after the other, or adds a run nobody draws.
-    Otherwise only the forks where the path takes an older child change: that child is
-    drawn after its siblings (a rotation of one stretch of pieces) and columns change in two
-    subtrees. On the deep 1M tree this skips the grouping, the columns' running sum and the
-    rotations' plan over 180,000 runs."""
+    """The layout from the last one (`laid`) when the runs drawn are the same but for a leaf
+    move's entry, or None. Folds and filters matter only through the runs drawn and their
+    rows (`lay_out` counts those): `z` on a tree of retries left behind draws the same runs.
+    The app moves the leaf by appending an entry below the old leaf, hidden by every filter
+    but one: that splits the old leaf's run in two drawn one after the other, or adds a run
+    nobody draws. Otherwise only the forks where the path takes an older child change: that
+    child is drawn after its siblings (a rotation of one stretch of pieces) and columns
+    change in two subtrees. On the deep 1M tree this skips the grouping, the columns'
+    running sum and the rotations' plan over 180,000 runs."""
     edits = shape.edits
     old = laid.drawn
     count = len(drawn)
