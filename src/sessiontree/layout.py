@@ -637,20 +637,12 @@ def _relay(
     count = len(drawn)
     if len(edits) > 1:
         return None
-    own = False  # whether the arrays a rotation changes in place are new ones (else copied first)
-    rot_ok, forky, lastkid = laid.flags()
-    runs_o, depth_s, side_s, rotated = laid.runs_o, laid.depth_s, laid.side_s, laid.rotated
     if not edits or edits[0] < 0:
         added = len(edits)  # a run added at the end, drawn by nobody, or nothing
         if count != len(old) + added or (added and drawn[-1]):
             return None
         if not np.array_equal(drawn[: len(old)], old):
             return None
-        piece_of = laid.piece_of
-        if added:
-            piece_of = np.append(piece_of, -1)
-            rot_ok, forky = np.append(rot_ok, False), np.append(forky, False)
-            lastkid = np.append(lastkid, -1)
     else:  # run r split: r ends at the old leaf, run r + 1 is the rest of it
         r = edits[0]
         head, tail = bool(drawn[r]), bool(drawn[r + 1])
@@ -662,6 +654,16 @@ def _relay(
             or not np.array_equal(drawn[r + 2 : -1], old[r + 1 :])
         ):
             return None
+    # The same runs are drawn: take the last layout's, with the edits made to them.
+    own = False  # whether the arrays a rotation changes in place are new ones (else copied first)
+    rot_ok, forky, lastkid = laid.flags()
+    runs_o, depth_s, side_s, rotated = laid.runs_o, laid.depth_s, laid.side_s, laid.rotated
+    piece_of = laid.piece_of
+    if edits and edits[0] < 0:
+        piece_of = np.append(piece_of, -1)
+        rot_ok, forky = np.append(rot_ok, False), np.append(forky, False)
+        lastkid = np.append(lastkid, -1)
+    elif edits:
         # If one part is not drawn (the old leaf was shown only for being the leaf, the rest
         # of the run is hidden, or it is below a fold), the other takes r's piece; if both
         # are, the rest is drawn right after r, its only drawn child, in a piece of its own.
