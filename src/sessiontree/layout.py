@@ -40,6 +40,7 @@ INT = np.intp
 MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the loop is cheaper
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
 NEAR_STEPS = 2  # with more of them, entries this far past the start are looked at first
+WALK_MOST = 256  # runs nobody draws that a leaf move's layout walks up past, one by one
 KEEP_MASKS = 5  # filter masks whose derived arrays are kept between builds: one per filter
 KEEP_GROUPS = 2  # sets of runs drawn whose grouping is kept: a fold and its undo (~5 MB each at 1M)
 
@@ -724,9 +725,11 @@ def _relay(
             piece_of[runs_o[a:e]] = np.arange(a, e, dtype=INT)
 
         for c, back in [(c, True) for c in undo] + [(c, False) for c in redo]:
-            s = int(par[c])
+            s, steps = int(par[c]), 0  # c's nearest drawn ancestor, a step or two up at most
             while s >= 0 and not drawn[s]:
-                s = int(par[s])
+                s, steps = int(par[s]), steps + 1
+                if steps > WALK_MOST:  # a long chain of runs nobody draws: lay out anew
+                    return None
             here = drawn_in(int(pre[c]), int(pre[c] + size[c]))  # c's stretch
             if s >= 0:
                 at = int(piece_of[s])
