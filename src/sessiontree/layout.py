@@ -501,14 +501,26 @@ def lay_out(
                 drawn = shown
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
     on_path = shape.on_path(leaf_run)
+    laid = None
     if shape.laid is not None:
         laid = _relay(shape, shape.laid, drawn, vis, leaf, leaf_run, on_path)
-        if laid is not None:
-            shape.laid, shape.edits = laid, []
-            forks = _folded_forks(shape, shown, drawn, laid.piece_of, cut_runs, full, cut_rows)
-            pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks)
-            pieces.last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
-            return pieces
+    if laid is None:
+        laid = _lay_anew(shape, shown, drawn, vis, leaf, leaf_run, on_path)
+        if laid is None:
+            return None
+    shape.laid, shape.edits = laid, []  # what the next leaf move changes from (`_relay`)
+    forks = _folded_forks(shape, shown, drawn, laid.piece_of, cut_runs, full, cut_rows)
+    last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
+    return _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks, last_cut)
+
+
+def _lay_anew(
+    shape: _Shape, shown: Any, drawn: Any, vis: bytearray, leaf: int, leaf_run: int, on_path: Any
+) -> _Laid | None:
+    """The layout of the runs `drawn` from their grouping by nearest drawn ancestor, or None
+    when the path takes too many older children (the loop is cheaper then)."""
+    lo, hi, pre, size = shape.lo, shape.hi, shape.pre, shape.size
+    count = len(lo)
     # Runs nobody draws hand on their children. A fold hides its run's whole subtree, so no
     # ancestor of a drawn run is folded away: the nearest shown ancestor is the nearest drawn.
     above = shape.above(shown)  # one more than the nearest drawn ancestor
@@ -521,7 +533,7 @@ def lay_out(
     # except the leaf's run, where it stops at the leaf: that child takes the fork only if the
     # leaf is at or below its first shown entry.
     marked = in_fork & on_path.take(order)
-    if leaf_run >= 0 and drawn[leaf_run] and not mask[lo[leaf_run]]:
+    if leaf_run >= 0 and drawn[leaf_run] and not vis[lo[leaf_run]]:
         j = int(np.searchsorted(pre_o, pre[leaf_run]))
         if marked[j]:
             marked[j] = _takes_fork(vis, lo, hi, leaf_run, leaf)
@@ -561,13 +573,7 @@ def lay_out(
         runs_o, depth_s, side_s = order.take(seq), depth.take(seq), side.take(seq)
     piece_of = np.empty(count, dtype=INT) if every else np.full(count, -1, dtype=INT)
     piece_of[runs_o] = np.arange(len(runs_o), dtype=INT)
-    laid = _Laid(drawn, runs_o, depth_s, side_s, piece_of, order.take(rotate).tolist(), groups)
-
-    shape.laid, shape.edits = laid, []  # what a leaf move changes from (`_relay`)
-    forks = _folded_forks(shape, shown, drawn, piece_of, cut_runs, full, cut_rows)
-    pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks)
-    pieces.last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
-    return pieces
+    return _Laid(drawn, runs_o, depth_s, side_s, piece_of, order.take(rotate).tolist(), groups)
 
 
 def _folded_forks(
@@ -765,6 +771,7 @@ def _pieces(
     on_path: Any,
     leaf_run: int,
     folded_forks: Any,
+    last_cut: bool,
 ) -> Pieces:
     """The outline's pieces from a drawing order: rows, columns and prefixes per piece."""
     lo, count, n = shape.lo, len(shape.lo), len(vis)
@@ -805,7 +812,7 @@ def _pieces(
         side_roots=side_roots,
         path_runs=on_path.tobytes(),
         leaf_run=leaf_run,
-        last_cut=False,
+        last_cut=last_cut,
         rows=int(ends[-1]) if len(ends) else 0,
         deepest=int(depth_s.max()) if len(depth_s) else 0,
     )
