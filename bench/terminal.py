@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -236,6 +236,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the tree")
     parser.add_argument("--no-pi", action="store_true", help="sessiontree only")
     parser.add_argument("--before", type=Path, help="another checkout's src/ to alternate with")
+    parser.add_argument(
+        "--keys", help="only these of our measures, comma-separated (e.g. 'cursor up,back (b)')"
+    )
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("needs tmux", file=sys.stderr)
@@ -243,6 +246,16 @@ def main() -> int:
     apps = [ours(None)]
     if args.before is not None:
         apps.append(ours(args.before))
+    if args.keys:
+        wanted = [k.strip() for k in args.keys.split(",")]
+        unknown = [k for k in wanted if k not in apps[0].keys]
+        if unknown:
+            print(f"unknown keys {unknown}; ours are {list(apps[0].keys)}", file=sys.stderr)
+            return 2
+        apps = [replace(app, keys={k: app.keys[k] for k in wanted}) for app in apps]
+        if not args.no_pi:
+            print("--keys measures sessiontree only: add --no-pi", file=sys.stderr)
+            return 2
     if not args.no_pi:
         if shutil.which("node") is None or not (HERE / "node_modules").is_dir():
             print("Pi's side needs node and `cd bench && npm ci`; use --no-pi", file=sys.stderr)

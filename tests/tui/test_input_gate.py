@@ -68,13 +68,23 @@ async def test_a_key_closes_the_gate_until_its_frame_and_the_preview_waits_for_i
         await settle(app, pilot)
         assert "first" in pane.timings
 
-        app.input_gate.close()  # as if a key were being handled: the worker must not render
+        planned: list[str] = []
+        plan = pane._plan
+
+        def planning(request):  # type: ignore[no-untyped-def]
+            planned.append(request.target.entry_id)
+            return plan(request)
+
+        pane._plan = planning  # type: ignore[method-assign]
+        app.input_gate.close()  # as if a key were being handled: the worker must not even plan
         tree.set_cursor(tree.cursor_row - 4)
         await pilot.pause(0.4)  # well past the debounce and a render's first screen
         assert "start" in pane.timings and "first" not in pane.timings
+        assert planned == []  # a context walk would share the interpreter lock with the key
         app.input_gate.release()
         await settle(app, pilot)
         assert "first" in pane.timings and "done" in pane.timings
+        assert planned == [tree.current_target().entry_id]
 
 
 def test_a_gated_check_waits_while_an_input_is_handled_then_asks_the_worker():

@@ -201,6 +201,11 @@ class PreviewPane(Vertical):
     @work(thread=True, exclusive=True, group="preview")
     def _build(self, request: Request) -> None:
         worker = get_current_worker()
+        # A key's handler starts this worker; planning (a path walk on a deep tree) before that
+        # key's frame is out would share the interpreter lock with drawing it (`tui/input_gate.py`).
+        cancelled = gated(self.app, lambda: worker.is_cancelled)
+        if cancelled():
+            return
         try:
             plan = self._plan(request)
         except SessionError as exc:
@@ -215,8 +220,8 @@ class PreviewPane(Vertical):
             if not worker.is_cancelled:
                 deliver(self.app, self._deliver, request, rendered)
 
-        # Between parts, a key being handled is waited out first (`tui/input_gate.py`).
-        render_plan(plan, renderer, request.height, emit, gated(self.app, lambda: worker.is_cancelled))
+        # Between parts, a key being handled is waited out first.
+        render_plan(plan, renderer, request.height, emit, cancelled)
 
     def _plan(self, request: Request) -> Plan:
         session = self.session
