@@ -8,10 +8,11 @@ cursor on a random row before each press). The app closes the gate when a key, c
 arrives and opens it once that input's messages are handled and the screen is refreshed; the
 worker asks before it plans and between the parts it renders, and waits while the gate is
 closed, and its wait releases the lock. Asking before planning matters for the keys that start
-a preview themselves (Enter, `b`): on the deep 1M-entry bench file the worker's context walk,
-run beside the drawing of that key's frame, put the frame 28–42 ms after `b` instead of 18–21
-(headless, every refresh timed), and 44 ms instead of 29 at p50 in tmux. The search's scan (between blocks of the file) and the sizes column's walks
-wait the same way (`gated`).
+a preview themselves (Enter, `b`): on the deep 1M-entry bench file the worker's plan (finding
+the context and the parts to render, ~10 ms), run beside the drawing of that key's frame, put
+the frame 28–42 ms after `b` instead of 18–21 (headless, every refresh timed), and 44 ms
+instead of 29 at p50 in tmux. The search's scan (between blocks of the file) and the sizes
+column's walks wait the same way (`gated`).
 """
 
 from __future__ import annotations

@@ -201,8 +201,9 @@ class PreviewPane(Vertical):
     @work(thread=True, exclusive=True, group="preview")
     def _build(self, request: Request) -> None:
         worker = get_current_worker()
-        # A key's handler starts this worker; planning (a path walk on a deep tree) before that
-        # key's frame is out would share the interpreter lock with drawing it (`tui/input_gate.py`).
+        # A key's handler may start this worker; planning (finding the context and its parts)
+        # before that key's frame is out would share the interpreter lock with drawing it
+        # (`tui/input_gate.py`).
         cancelled = gated(self.app, lambda: worker.is_cancelled)
         if cancelled():
             return
