@@ -437,6 +437,53 @@ async def test_back_and_history(demo):
         assert cursor_id(app) == "3a7c55c4"
 
 
+async def test_a_refused_move_leaves_where_b_goes_alone(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await pilot.press("b")
+        assert app.session.leaf_id == "3a7c137e"
+        await put_cursor(app, pilot, "3a7c137e")
+        written = len(lines(demo))
+        await pilot.press("enter")  # already the leaf: refused, nothing written
+        await settle(app, pilot)
+        assert len(lines(demo)) == written
+        await pilot.press("b")  # still further back, not back to where the first `b` left
+        assert app.session.leaf_id == "3a7c55c4"
+
+
+async def test_the_history_list_moves_with_j_and_k_and_keeps_its_keys_line_at_80x24(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for entry_id in ("3a7c137e", "3a7c2123", "3a7c26fc"):  # with the demo's 3: more than fit
+            await put_cursor(app, pilot, entry_id)
+            await pilot.press("enter")
+        for _ in range(3):
+            await pilot.press("b")
+        await pilot.press("H")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        listing = screen.query_one("#history-list")
+        assert listing.highlighted == 0
+        await pilot.press("j", "j")
+        assert listing.highlighted == 2
+        await pilot.press("k")
+        assert listing.highlighted == 1
+        keys = screen.query_one(".dialog-keys")
+        assert "Esc closes" in str(keys.render())
+        assert 0 <= keys.region.y < 24 and keys.region.height == 1  # drawn, not pushed out
+        hint = "Enter shows that entry · j/k move · Esc closes"
+        assert keys.region.right <= 80 and keys.region.width >= len(hint)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert cursor_id(app) == screen.items[1].to_id
+
+
 async def test_a_long_navigation_history_opens_a_page_at_a_time_and_b_still_goes_back(tmp_path):
     """30,000 recorded moves: `H` lists the newest page and loads older ones on demand; `b`
     finds the previous leaf from the index's record of moves."""

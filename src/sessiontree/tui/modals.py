@@ -256,7 +256,11 @@ class HistoryScreen(Dialog[str | None]):
     Moves are decoded a page at a time (`page(skip, count)`): the newest page at once, older
     ones when the last row, "older moves…", is chosen."""
 
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Close"),
+        Binding("j", "step(1)", show=False),  # as in the tree
+        Binding("k", "step(-1)", show=False),
+    ]
     PAGE = 200
 
     def __init__(self, page: Callable[[int, int], list[HistoryItem]], total: int) -> None:
@@ -271,9 +275,8 @@ class HistoryScreen(Dialog[str | None]):
             if not self.total:
                 yield Static("No leaf moves are recorded in this session yet.", classes="dialog-help")
             yield OptionList(*self._options(self.items, 0), id="history-list", markup=False)
-            yield Static(
-                "Enter: show that entry · Esc closes · b (in the browser): move back", classes="dialog-keys"
-            )
+            # Short enough for an 80-column terminal's dialog.
+            yield Static("Enter shows that entry · j/k move · Esc closes", classes="dialog-keys")
 
     def _options(self, items: list[HistoryItem], first: int) -> list[Option]:
         options = [
@@ -305,6 +308,13 @@ class HistoryScreen(Dialog[str | None]):
         listing.remove_option("more")
         listing.add_options(self._options(older, first))
         listing.highlighted = first
+
+    def action_step(self, step: int) -> None:
+        listing = self.query_one("#history-list", OptionList)
+        if step > 0:
+            listing.action_cursor_down()
+        else:
+            listing.action_cursor_up()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

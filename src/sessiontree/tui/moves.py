@@ -22,7 +22,6 @@ class MovesMixin(BrowserBase):
         target = self._tree().current_target()
         if target is None or not self._writable():
             return
-        self._back_cursor = None
         self._navigate(target, None)
 
     def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> None:
@@ -31,9 +30,10 @@ class MovesMixin(BrowserBase):
         if not self._guard(lambda: result.append(session.navigate(target.entry_id, summary))):
             return
         nav = result[0]
-        if not nav.moved:
+        if not nav.moved:  # nothing written: `b` still goes where it would have
             self.notify("That entry already is the leaf.", markup=False)
             return
+        self._back_cursor = None
         keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
         message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
         if nav.summary_id:
@@ -72,7 +72,6 @@ class MovesMixin(BrowserBase):
             summary = None
             if choice.text is not None:
                 summary = BranchSummary(choice.text, details=branch.files.details())
-            self._back_cursor = None
             self._navigate(target, summary)
 
         name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
