@@ -378,6 +378,30 @@ async def test_resize_renders_again_for_the_new_width(conversation, size):
         assert_anchor_in_view(app)
 
 
+async def test_the_selected_entry_stays_in_view_through_a_resize_and_back(demo):
+    """Growing the terminal clamps the preview's scroll to its shorter content; that is not the
+    reader scrolling, so the rows rendered for the next width are placed on the entry again."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, "3a7c1764")  # "Fix it by always parsing in UTC."
+        assert_anchor_in_view(app)
+        for size in ((160, 50), (80, 24), (120, 40), (70, 20), (160, 50), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await settle(app, pilot)
+            assert_anchor_in_view(app)
+        v = view(app)
+        assert v.anchor_rows is not None
+        offset = v.anchor_rows[0] - int(v.scroll_offset.y)  # the entry's row on screen
+        top = int(v.scroll_offset.y)
+        assert top >= 2
+        v.scroll_to(0, top - 2, animate=False, immediate=True)  # the reader scrolls up a little
+        assert v.anchor_rows[0] - int(v.scroll_offset.y) == offset + 2
+        await pilot.resize_terminal(100, 24)
+        await settle(app, pilot)
+        assert v.anchor_rows is not None
+        assert v.anchor_rows[0] - int(v.scroll_offset.y) == offset + 2  # kept through the resize
+
+
 # --- the scope toggle -------------------------------------------------------------------------
 
 

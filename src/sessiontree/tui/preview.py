@@ -1230,6 +1230,7 @@ class PreviewView(ScrollView, CachedStyles, can_focus=True):
         self._anchor: tuple[int, int] | None = None
         self._placed_y: int | None = None  # where rows were last placed
         self._reader_offset: int | None = None  # set once the reader scrolls: kept from then on
+        self._placed_size = Size(0, 0)  # the view's size when rows were last placed
         self._width = -1
 
     @property
@@ -1258,8 +1259,6 @@ class PreviewView(ScrollView, CachedStyles, can_focus=True):
         y = int(self.scroll_offset.y)
         if fresh:
             self._reader_offset = None
-        elif self._placed_y is not None and y != self._placed_y and self._anchor is not None:
-            self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
         self._rows = rendered.rows
         self._anchor = rendered.anchor
         self._width = rendered.width
@@ -1279,14 +1278,24 @@ class PreviewView(ScrollView, CachedStyles, can_focus=True):
         else:
             new_y = rendered.anchor[0] - self.ABOVE
         new_y = max(0, min(new_y, total - height))
+        self._placed_y, self._placed_size = new_y, self.size
         self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
-        self._placed_y = new_y
         self.refresh()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         # ScrollView tells the scrollbar only while it is shown; rows that just arrived are
         # scrolled before the layout shows it, which would leave its thumb at the top.
         self.vertical_scrollbar.position = new_value
+        y = round(new_value)
+        if (
+            self._placed_y is not None
+            and y != self._placed_y
+            and self._anchor is not None
+            # A resize moves the offset too (Textual clamps it to the new height): not a reader.
+            and self.size == self._placed_size
+        ):
+            self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
+            self._placed_y = y
         if round(old_value) != round(new_value):
             self.refresh(self.size.region)
 
