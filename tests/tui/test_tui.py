@@ -605,6 +605,31 @@ async def test_a_filter_that_shows_nothing_keeps_the_cursor_s_place(tmp_path):
         assert cursor_id(app) == place
 
 
+async def test_a_filter_that_hides_the_cursor_s_entry_gives_it_back_to_the_next_one(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")  # an assistant's answer
+        tree = app.browser.query_one(SessionTreeView)
+        for key in ("3", "1", "3", "2", "1"):  # user messages only, default, no tools
+            await pilot.press(key)
+            await settle(app, pilot)
+            if tree.outline.row_of[app.session.tree.pos["3a7c137e"]] >= 0:
+                assert cursor_id(app) == "3a7c137e", key
+            else:
+                assert not len(tree.outline) or cursor_id(app) != "3a7c137e"
+        assert cursor_id(app) == "3a7c137e"
+        await pilot.press("3")
+        await settle(app, pilot)
+        displaced_to = cursor_id(app)
+        await pilot.press("j")  # the reader moves under the filter: that is where it stays
+        await settle(app, pilot)
+        moved = cursor_id(app)
+        assert moved not in (displaced_to, "3a7c137e")
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert cursor_id(app) == moved
+
+
 # --- read-only, locking, damage, follow -------------------------------------------------------
 
 

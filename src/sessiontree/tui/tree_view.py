@@ -145,6 +145,10 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
+        # (entry the cursor was on, entry a rebuild put it on instead): a filter that hides the
+        # cursor's entry moves it to an ancestor; the next filter, if the cursor has not moved
+        # since, goes back to the entry.
+        self._displaced: tuple[int, int] | None = None
         self.previous_leaf: int | None = None  # marked after a move, until the next one
         self._stubs: LRUCache[int, str] = LRUCache(1024)
         self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
@@ -157,7 +161,9 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         """Recompute rows after the log, leaf, labels, filter or folds changed. The cursor stays
         on entry `keep` (default: the current one) or its nearest shown ancestor."""
         current = self.current_position() if keep is None else keep
-        if current is None:  # a filter that showed nothing: come back to where the cursor was
+        if keep is None and self._displaced is not None and current in (None, self._displaced[1]):
+            current = self._displaced[0]  # the cursor has not moved since a rebuild displaced it
+        elif current is None:  # a filter that showed nothing: come back to where the cursor was
             current = self._last_highlight
         tree = self.session.tree
         if self._runs.index is not tree:  # the session was reopened (e.g. after an upgrade)
@@ -173,6 +179,9 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)))
         row = self.outline.row_for(current) if current is not None else -1
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
+        landed = self.current_position()
+        if landed is not None or keep is not None:  # an empty outline keeps what it displaced
+            self._displaced = None if current is None or landed in (None, current) else (current, landed)
         self.refresh()
 
     def _lay_out(self, flt: Filter) -> Outline:
