@@ -2,7 +2,8 @@
 those are decoded and matched.
 
 What a query is matched against is an entry's *haystack*: the text the tree shows for it
-(`display.entry_summary`), its label and its id. Decoding every entry to build that text costs
+(`display.entry_summary`; for a tool result also the call its row is drawn as), its label and
+its id. Decoding every entry to build that text costs
 tens of seconds per million entries; scanning the file's bytes for a word costs one or two. The
 scan must never lose a match, so it looks only for pieces of the query that any matching
 entry's line is sure to contain byte for byte once ASCII letters are lowercased:
@@ -19,7 +20,8 @@ write it another way) are decoded whatever they say, and so are lines holding a 
 Python's case-insensitive matching takes for an ASCII one (`İ` and `ı` match i, `ſ` matches s,
 the Kelvin sign `K` matches k: other bytes than the letter's), custom entries, labels and
 entries of unknown types (their display text re-serialises values) and every labelled entry
-(the label lives on another line). Without a usable piece, or on a storage without a file to
+(the label lives on another line), and every tool result whose calling turn's line the scan
+marked (its row shows the call). Without a usable piece, or on a storage without a file to
 scan (SQLite, PostgreSQL, memory), every entry is decoded.
 """
 
@@ -28,12 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from .display import entry_summary
+from .display import call_label, entry_summary
 from .model.errors import SessionError
 from .query import Query
-from .session import Session
+from .session import TOOL_CALL_SEARCH, Session
 from .storage.base import CONTAINS, ESCAPED
-from .storage.index import CUSTOM, LABEL, UNKNOWN
+from .storage.index import ASSISTANT, CUSTOM, LABEL, TOOL_RESULT, UNKNOWN
 
 __all__ = ["Found", "find", "haystack", "scan_needle"]
 
@@ -82,9 +84,39 @@ class Found:
 
 
 def haystack(session: Session, position: int) -> str:
-    """The text a query is matched against: what the tree shows, the label, the id."""
+    """The text a query is matched against: what the tree shows, the label, the id. A tool
+    result's row shows the call that produced it, so the call is part of its text too."""
     entry = session.entry_at(position)
-    return f"{entry_summary(entry)}\n{session.get_label(entry.id) or ''}\n{entry.id}"
+    text = entry_summary(entry)
+    if session.tree.role[position] == TOOL_RESULT:
+        call = session.tool_call_of(position)
+        if call is not None:
+            text = f"{call_label(call)}\n{text}"
+    return f"{text}\n{session.get_label(entry.id) or ''}\n{entry.id}"
+
+
+def _results_of_turns(session: Session, lines: bytearray) -> set[int]:
+    """The tool results whose calling turn's line the scan marked: a result's row shows its
+    call, whose words are on that assistant entry's line. The results of one turn hang below it
+    in a chain (`Session.tool_call_of` walks up the same way), so they are found going down
+    from the few marked turns rather than up from every result."""
+    tree = session.tree
+    role, first_child, next_sibling = tree.role, tree.first_child, tree.next_sibling
+    out: set[int] = set()
+    for hit in re.finditer(rb"[^\x00]", lines):  # marked lines, at C speed
+        turn = hit.start()
+        if role[turn] != ASSISTANT:
+            continue
+        below, depth = [(turn, 0)], 0
+        while below:
+            i, depth = below.pop()
+            child = first_child[i]
+            while child >= 0:
+                if role[child] == TOOL_RESULT and depth < TOOL_CALL_SEARCH:
+                    out.add(child)
+                    below.append((child, depth + 1))
+                child = next_sibling[child]
+    return out
 
 
 def required_pieces(query: Query) -> list[bytes]:
@@ -133,8 +165,9 @@ def find(
         pieces = required_pieces(query)[1:]
         raw_line = session.storage.raw_line
         kept = []
+        called = _results_of_turns(session, lines)
         for i in wanted:
-            if _ALWAYS_DECODED[kind[i]] or i in labelled or lines[i] & ESCAPED:
+            if _ALWAYS_DECODED[kind[i]] or i in labelled or lines[i] & ESCAPED or i in called:
                 kept.append(i)  # decoded whatever the bytes say
             elif lines[i] & CONTAINS and all(p in raw_line(i).lower() for p in pieces):
                 kept.append(i)  # the other pieces are in the line too: a check far cheaper than decoding

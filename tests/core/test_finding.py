@@ -18,6 +18,7 @@ from sessiontree.finding import find, haystack, required_pieces, scan_needle
 from sessiontree.opening import create_session, upgrade_session
 from sessiontree.query import compile_query
 from sessiontree.storage.base import CONTAINS, ESCAPED
+from sessiontree.storage.index import TOOL_RESULT
 
 
 def decode_all(session, query) -> list[int]:
@@ -200,3 +201,18 @@ def test_lines_with_ascii_escapes_are_marked_and_remembered(tmp_path):
         assert marks is not None and list(marks) == [CONTAINS, ESCAPED, 0]
         assert storage._letter_escapes == ({1}, 3)  # a second scan skips the escape pass
         assert list(storage.lines_containing(b"nothing") or b"") == [0, ESCAPED, CONTAINS]
+
+
+def test_a_tool_result_is_found_by_the_call_its_row_shows(demo):
+    """The tree draws a tool result as the call that produced it (`[bash: TZ=Asia/Tokyo …]`);
+    the call's words are on the assistant turn's line, which the default filter hides."""
+    with open_session(demo, read_only=True) as session:
+        tree = session.tree
+        results = [i for i in range(len(tree)) if tree.role[i] == TOOL_RESULT]
+        query = compile_query("Asia/Tokyo")
+        found = find(session, query, results)
+        assert found is not None and found.scanned
+        commands = [session.tool_call_of(i)["arguments"]["command"] for i in found.positions]
+        assert commands and all("TZ=Asia/Tokyo" in c for c in commands)
+        assert found.positions == [i for i in results if query.matches(haystack(session, i))]
+        assert "[bash: TZ=Asia/Tokyo" in haystack(session, found.positions[0])

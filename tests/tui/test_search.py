@@ -92,6 +92,17 @@ async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
         assert any(r.lstrip("▌ ").startswith(("↳ [read: ", "↳ [read:")) or "[read: " in r for r in rows(app))
 
 
+async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_filter(demo):
+    """The default filter hides the assistant turns that only call tools; their results'
+    rows show the calls (`[bash: TZ=Asia/Tokyo …]`), so those rows are what find lands on."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await search(app, pilot, "slash", "Asia/Tokyo")
+        assert len(app.browser._matches) == 2
+        row = tree(app).cursor_row
+        assert "[bash: TZ=Asia/Tokyo" in rows(app)[row - int(tree(app).scroll_offset.y)]
+
+
 async def test_esc_stops_a_slow_search(tmp_path):
     from harness.retries import write_retries
 
