@@ -3,10 +3,10 @@ those are decoded and matched.
 
 What a query is matched against is an entry's *haystack*: the text the tree shows for it
 (`display.entry_summary`; for a tool result also the call its row is drawn as), its label and
-its id. Decoding every entry to build that text costs
-tens of seconds per million entries; scanning the file's bytes for a word costs one or two. The
-scan must never lose a match, so it looks only for pieces of the query that any matching
-entry's line is sure to contain byte for byte once ASCII letters are lowercased:
+its id. Decoding every entry to build that text costs tens of seconds per million entries;
+scanning the file's bytes for a word costs one or two. The scan must never lose a match, so it
+looks only for pieces of the query that any matching entry's line is sure to contain byte for
+byte once ASCII letters are lowercased:
 
 - runs of ASCII letters from literal words and phrases (never from `re:` terms). Digits end a
   run (numbers may be re-serialised for display);
