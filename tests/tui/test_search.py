@@ -51,6 +51,35 @@ async def test_filter_narrows_to_matches_and_their_ancestors_and_esc_restores(la
         assert len(tree(app).outline) == full and cursor_id(app) == where
 
 
+async def test_the_search_filter_keeps_the_cursor_on_its_match_and_esc_leaves_nothing_stale(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await search(app, pilot, "slash", "conftest")
+        found = list(app.browser._matches)
+        assert len(found) == 3
+        first = cursor_id(app)
+        assert app.session.tree.pos[first] == found[0]
+        assert "match 1/3" in app.browser.sub_title
+        await search(app, pilot, "ampersand", "conftest")
+        assert cursor_id(app) == first  # not the last match
+        assert "match 1/3" in app.browser.sub_title
+        await pilot.press("escape")  # the tree comes back, the cursor where it was
+        await settle(app, pilot)
+        assert tree(app).restrict is None and cursor_id(app) == first
+        assert [str(n.message) for n in app._notifications] == ["Search filter cleared"]
+        tree(app).set_cursor(0)
+        await settle(app, pilot)
+        assert "match -/3" in app.browser.sub_title
+        await pilot.press("escape")  # then the highlights go
+        await settle(app, pilot)
+        assert not app.browser._matches and "match" not in app.browser.sub_title
+        await search(app, pilot, "slash", "conftest")
+        await pilot.press("3")  # user messages only: none of the three
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 3 and not tree(app).outline.rows_of(app.browser._matches)
+        assert "matches hidden by the filter" in app.browser.sub_title
+
+
 def _is_ancestor(index, i: int, j: int) -> bool:
     while j >= 0:
         if j == i:

@@ -169,6 +169,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         if self._new_entries and event.target.position == self.session.tree.leaf:
             self._new_entries = 0  # caught up with what arrived
             self._update_header()
+        elif self._matches:  # "match 2/5" follows the cursor
+            self._update_header()
 
     def action_preview_mode(self) -> None:
         pane = self.query_one(PreviewPane)

@@ -87,14 +87,18 @@ class SearchMixin(BrowserBase):
 
     def key_escape(self) -> None:
         search = self.query_one("#search", Input)
-        if search.display:
+        was_open = search.display
+        if was_open:
             search.display = False
             self._tree().focus()
         if self.workers.cancel_group(self, "search"):
             self._status("")
             return
         self._status("")
-        self._clear_filter()
+        if self._tree().restrict is not None:
+            self._clear_filter()
+        elif self._matches and not was_open:  # one Esc at a time: then the highlights go
+            self._set_matches([])
 
     def _clear_filter(self) -> None:
         tree = self._tree()
@@ -103,6 +107,8 @@ class SearchMixin(BrowserBase):
         tree.restrict = None
         keep, self._restore_position = self._restore_position, None
         tree.rebuild(keep=keep)
+        self._update_header()  # the cursor is back where it was: on no match, maybe
+        self.app.clear_notifications()  # "… · Esc restores the tree" is done
         self.notify("Search filter cleared", markup=False, timeout=2)
 
     @work(thread=True, exclusive=True, group="search")
@@ -151,7 +157,10 @@ class SearchMixin(BrowserBase):
                     mask[i] = 1
                     i = parent[i]
             tree.restrict = mask
-            tree.rebuild(keep=found[-1])
+            # The cursor stays on its match, else goes to the next one down the file.
+            here = self._restore_position
+            after = bisect_left(found, here) if here is not None else 0
+            tree.rebuild(keep=found[after] if after < len(found) else found[0])
             self._set_matches(found)
             matches = counted(len(found), "match", "matches")
             self.notify(f"{matches}{note} · Esc restores the tree", markup=False, timeout=4)
