@@ -73,6 +73,32 @@ async def test_summary_dialog_keeps_its_buttons_in_view_at_80x24(tmp_path):
         assert f"≈{expected:,} tokens" in help_text  # an assistant reply: the leaf lands on it
 
 
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+async def test_writing_a_summary_shows_the_whole_box_and_what_it_writes(demo, size):
+    """Picking "Write a summary" at 80×24 used to leave two rows of the text box in a scrolled
+    body, and the line saying what is written out of view."""
+    app = make_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await put_cursor(app, pilot, "3a7c4df8")  # a compaction: a long title
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("down", "enter")  # "Write a summary"
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, SummaryPrompt)
+        body = screen.query_one("#summary-body")
+        assert body.max_scroll_y == 0  # everything fits: nothing scrolled out of view
+        box = screen.query_one("#summary-text")
+        assert box.has_focus and box.region.height >= 5  # three lines to write in, and the border
+        for selector in ("#summary-text", "#summary-status", "#confirm", ".dialog-keys"):
+            region = screen.query_one(selector).region
+            assert region.height > 0 and body.region.union(screen.region).contains_region(region), selector
+        assert "is written after the leaf entry" in str(screen.query_one("#summary-status").render())
+        await pilot.press(*"ok", "ctrl+s")
+        await settle(app, pilot)
+        assert app.session.get_entry(app.session.leaf_id).type == "branch_summary"
+
+
 async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):
     path, reply = hostile_session(tmp_path)
     pid_file = tmp_path / "pid"

@@ -57,6 +57,9 @@ class SummaryChoice:
     drafted_by: str | None = None
 
 
+SHORT_ROWS = 32  # terminals with fewer rows get the summary prompt's compact layout
+
+
 class SummaryPrompt(Dialog[SummaryChoice | None]):
     """Before a move: no summary, write one, or draft one (then edit it). Cancel writes nothing."""
 
@@ -113,6 +116,11 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
     def on_mount(self) -> None:
         self._sync_kind("kind-none")
         self.query_one(RadioSet).focus()  # ↑ ↓ pick the kind of summary at once; Ctrl+S moves
+
+    def on_resize(self, event: events.Resize) -> None:
+        # At 24 rows the dialog's parts did not fit: the text box showed two rows, inside a
+        # scrolled body. A short terminal gets the compact layout (`app.tcss`, `.-short`).
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
 
     def _kind(self) -> str:
         pressed = self.query_one(RadioSet).pressed_button
