@@ -271,3 +271,22 @@ async def test_palette_offers_filters_labels_and_go_to_id(demo):
 
 def test_user_message_helper_is_pi_shaped():
     assert U("x")["role"] == "user"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+async def test_toasts_stay_over_the_preview_clear_of_the_tree_rows(demo, size):
+    """At 80 columns a toast half the screen wide covered the tree rows' ends, where the
+    "← active" marker is drawn, for the seconds after each Enter and `b`."""
+    from textual.widgets._toast import Toast
+
+    app = make_app(demo)
+    async with app.run_test(size=size, notifications=True) as pilot:  # drawn, as in a terminal
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("k", "k", "enter")
+        await pilot.press("b")
+        await settle(app, pilot)
+        toasts = list(app.screen.query(Toast))
+        assert toasts
+        for toast in toasts:
+            assert toast.region.width > 0 and toast.region.x >= tree.region.right, toast.region

@@ -337,11 +337,11 @@ async def test_the_summary_prompt_works_from_the_keyboard(demo):
 
 async def test_a_dialog_opens_clear_of_toasts(demo):
     app = make_app(demo)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:  # toasts drawn
         await put_cursor(app, pilot, "3a7c2123")
         app.notify("a toast at the bottom right, where the dialog's buttons are")
         await pilot.pause()
-        assert app._notifications
+        assert app._notifications and app.browser.query("Toast")
         await pilot.press("s")
         await settle(app, pilot)
         assert isinstance(app.screen, SummaryPrompt) and not app._notifications
