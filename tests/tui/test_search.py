@@ -80,6 +80,17 @@ async def test_the_search_filter_keeps_the_cursor_on_its_match_and_esc_leaves_no
         assert "matches hidden by the filter" in app.browser.sub_title
 
 
+async def test_the_search_filter_from_a_row_that_is_no_match_lands_on_the_nearest(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        here = tree(app).current_position()  # the leaf, at the end of the file
+        await search(app, pilot, "ampersand", "conftest")
+        found = app.browser._matches
+        assert here not in found and len(found) == 3
+        assert tree(app).current_position() == min(found, key=lambda i: abs(i - here))
+
+
 def _is_ancestor(index, i: int, j: int) -> bool:
     while j >= 0:
         if j == i:

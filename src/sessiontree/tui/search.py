@@ -157,10 +157,11 @@ class SearchMixin(BrowserBase):
                     mask[i] = 1
                     i = parent[i]
             tree.restrict = mask
-            # The cursor stays on its match, else goes to the next one down the file.
-            here = self._restore_position
-            after = bisect_left(found, here) if here is not None else 0
-            tree.rebuild(keep=found[after] if after < len(found) else found[0])
+            # The cursor stays on its match, else goes to the match nearest it in the file.
+            here = self._restore_position if self._restore_position is not None else found[0]
+            k = bisect_left(found, here)
+            near = [found[j] for j in (k - 1, k) if 0 <= j < len(found)]
+            tree.rebuild(keep=min(near, key=lambda i: (abs(i - here), i < here)))
             self._set_matches(found)
             matches = counted(len(found), "match", "matches")
             self.notify(f"{matches}{note} · Esc restores the tree", markup=False, timeout=4)
