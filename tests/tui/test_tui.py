@@ -415,14 +415,18 @@ async def test_rename(demo):
         assert lines(demo)[-1]["name"] == "Time zones"
 
 
+async def move_leaf(app, pilot, *entry_ids: str) -> None:
+    """Enter on each entry in turn (assistant replies: the leaf lands on each)."""
+    for entry_id in entry_ids:
+        await put_cursor(app, pilot, entry_id)
+        await pilot.press("enter")
+    await settle(app, pilot)
+
+
 async def test_back_and_history(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c137e")
-        await pilot.press("enter")
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await move_leaf(app, pilot, "3a7c137e", "3a7c2123")
         assert app.session.leaf_id == "3a7c2123"
         await pilot.press("b")
         assert app.session.leaf_id == "3a7c137e"
@@ -440,11 +444,7 @@ async def test_back_and_history(demo):
 async def test_a_refused_move_leaves_where_b_goes_alone(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c137e")
-        await pilot.press("enter")
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await move_leaf(app, pilot, "3a7c137e", "3a7c2123")
         await pilot.press("b")
         assert app.session.leaf_id == "3a7c137e"
         await put_cursor(app, pilot, "3a7c137e")
@@ -459,9 +459,7 @@ async def test_a_refused_move_leaves_where_b_goes_alone(demo):
 async def test_the_history_list_moves_with_j_and_k_and_keeps_its_keys_line_at_80x24(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        for entry_id in ("3a7c137e", "3a7c2123", "3a7c26fc"):  # with the demo's 3: more than fit
-            await put_cursor(app, pilot, entry_id)
-            await pilot.press("enter")
+        await move_leaf(app, pilot, "3a7c137e", "3a7c2123", "3a7c26fc")  # with the demo's 3: more than fit
         for _ in range(3):
             await pilot.press("b")
         await pilot.press("H")
