@@ -107,7 +107,7 @@ def _results_of_turns(session: Session, lines: bytearray) -> set[int]:
         turn = hit.start()
         if role[turn] != ASSISTANT:
             continue
-        below, depth = [(turn, 0)], 0
+        below = [(turn, 0)]
         while below:
             i, depth = below.pop()
             child = first_child[i]
