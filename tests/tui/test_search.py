@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from textual import events
+from textual.widgets import Input
 
 from harness.pilot import cursor_id, make_app, rows, settle
 from helpers import PI_FIXTURES
@@ -89,6 +91,26 @@ async def test_the_search_filter_from_a_row_that_is_no_match_lands_on_the_neares
         found = app.browser._matches
         assert here not in found and len(found) == 3
         assert tree(app).current_position() == min(found, key=lambda i: abs(i - here))
+
+
+@pytest.mark.parametrize("opener", [("slash", "/"), ("ampersand", "&")])
+async def test_keys_typed_right_after_slash_go_to_the_search_box_not_the_tree(demo, opener):
+    """A terminal hands a fast typist's (or a paste's) keys over in one read: all of them were
+    queued to the tree before `/` opened the box, and ran there as commands (`t` the tokens
+    column, `s` the summary prompt, `m` a label)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        before = demo.read_bytes()
+        burst = [opener, *((c, c) for c in "timesz"), ("slash", "/"), ("m", "m"), ("ampersand", "&")]
+        for key, character in burst:
+            app.post_message(events.Key(key, character))
+        await pilot.pause(0.3)
+        box = app.browser.query_one("#search", Input)
+        assert app.focused is box and box.value == "timesz/m&"  # `/` and `&` in the box: text
+        assert app.screen is app.browser and not tree(app).show_sizes  # no command ran
+        await pilot.press("escape")
+        assert demo.read_bytes() == before
 
 
 def _is_ancestor(index, i: int, j: int) -> bool:

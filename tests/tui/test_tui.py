@@ -216,14 +216,17 @@ async def test_search_next_previous(demo):
         await pilot.press("slash")
         await pilot.press(*"pytest", "enter")
         await settle(app, pilot)
-        assert len(app.browser._match_rows()) == 2  # the tool-only turns that ran it are hidden
+        # Two messages, and the three results drawn as the call that ran it (`[bash: … pytest …]`):
+        # the tool-only turns holding the calls are hidden by the default filter.
+        assert len(app.browser._match_rows()) == 5
+        assert sum("[bash: " in row and "pytest" in row for row in rows(app)) >= 3
         first = cursor_id(app)
         await pilot.press("n")
         second = cursor_id(app)
         assert second != first
         await pilot.press("N")
         assert cursor_id(app) == first
-        assert "match 1/2" in app.browser.sub_title
+        assert "match 1/5" in app.browser.sub_title
         await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
         await settle(app, pilot)
         assert app.browser._matches == []

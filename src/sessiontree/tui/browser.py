@@ -59,8 +59,13 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "s", "move_with_summary", "Move+sum", tooltip="move, with a branch summary", id="move-summary"
         ),
         *_filter_bindings(),
-        Binding("slash", "search", "Find", id="search"),
-        Binding("ampersand", "search_filter", "Filter by search", show=False, id="search-filter"),
+        # Run as Textual dispatches the key, not when the tree gets to it: the keys typed right
+        # after (a fast typist, a paste) then go to the search box the action focuses, not to
+        # the tree as commands (`SearchMixin._open_search`).
+        Binding("slash", "search", "Find", id="search", priority=True),
+        Binding(
+            "ampersand", "search_filter", "Filter by search", show=False, id="search-filter", priority=True
+        ),
         Binding("n", "next_match(1)", "Next match", show=False, id="next-match"),
         Binding("N", "next_match(-1)", "Previous match", show=False, id="previous-match"),
         Binding("b", "leaf_back", "Back", tooltip="back to the previous leaf", id="back"),
@@ -104,7 +109,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             yield SessionTreeView(self.session, id="tree")
             yield PreviewPane(self.session, id="side")
         with Vertical(id="search-bar"):
-            yield Input(id="search")
+            # `/` selects the last query itself, at once (`SearchMixin._open_search`).
+            yield Input(id="search", select_on_focus=False)
             yield Static("", id="search-status")
         yield Footer(compact=True)
 

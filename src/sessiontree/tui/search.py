@@ -14,6 +14,7 @@ from bisect import bisect_left, bisect_right
 
 from rich.text import Text
 from textual import on, work
+from textual.actions import SkipAction
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 from textual.worker import get_current_worker
@@ -40,11 +41,18 @@ class SearchMixin(BrowserBase):
         self._open_search("filter", "show only matching entries (Enter; Esc restores the tree)")
 
     def _open_search(self, mode: str, placeholder: str) -> None:
+        if isinstance(self.focused, Input):  # `/` or `&` typed into the box: a character
+            raise SkipAction()
         self._search_mode = mode
         search = self.query_one("#search", Input)
         search.placeholder = placeholder
         search.display = True
-        search.focus()
+        # Now, not via `focus()`'s message or the input's own select-on-focus: the keys typed
+        # right after `/` (a fast typist, a paste) are already queued behind it. They went to
+        # the tree as commands, or a late selection of what they had typed made the next key
+        # replace it. Typing replaces the last query, which stays there to be edited.
+        self.set_focus(search)
+        search.select_all()
         self._status("")
 
     def _status(self, text: str, error: bool = False) -> None:
