@@ -28,11 +28,17 @@ def footer_keys(app) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("width", [80, 160])
-async def test_help_and_quit_lead_the_footer_and_no_label_covers_another(demo, width):
+@pytest.mark.parametrize(
+    ("width", "started"),
+    [(80, 80), (160, 160), (80, 160), (160, 80)],  # started at another width: a resize
+)
+async def test_help_and_quit_lead_the_footer_and_no_label_covers_another(demo, width, started):
     app = make_app(demo)
-    async with app.run_test(size=(width, 24)) as pilot:
+    async with app.run_test(size=(started, 24)) as pilot:
         await settle(app, pilot)
+        if started != width:
+            await pilot.resize_terminal(width, 24)
+            await settle(app, pilot)
         footer = app.screen.query_one("Footer")
         labels = list(footer.query("FooterKey"))
         assert [w.key for w in labels[:2]] == ["question_mark", "q"]

@@ -142,7 +142,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def on_resize(self, event: events.Resize) -> None:
         # The palette's label docks at the footer's right end: on a narrow terminal it would
         # cover the last keys' labels. Help lists the palette either way.
-        self.query_one(Footer).show_command_palette = event.size.width >= PALETTE_IN_FOOTER_MIN
+        footer = self.query_one(Footer)
+        show = event.size.width >= PALETTE_IN_FOOTER_MIN
+        if footer.show_command_palette != show:
+            footer.show_command_palette = show
+            footer.refresh(recompose=True)  # the reactive alone waits for the keys to change
 
     def on_unmount(self) -> None:
         self.workers.cancel_node(self)
