@@ -58,6 +58,7 @@ class Pieces:
     piece_of: memoryview  # run -> its piece, -1 for runs not drawn
     fork_rows: Callable[[], memoryview]  # computed when asked for (`[` and `]`)
     side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
+    ahead: Callable[[], None]  # derives what the next layout reads from this one (`_relay`)
     path_runs: bytes  # 1 per run holding part of the active path (all of it but the leaf's run)
     leaf_run: int  # the run holding the leaf (-1: no leaf)
     last_cut: bool  # the last run is cut short by a fold (`Outline.grow` cannot lengthen it)
@@ -460,11 +461,15 @@ def lay_out(
     vis: bytearray,
     folded: Collection[int],
     leaf: int,
+    *,
+    trial: bool = False,
 ) -> Pieces | None:
     """The pieces of the outline with the path from `leaf` as the active path, or None when
     the loop should do it (adoptions, or a path through many older children). The path is
     taken per run, never marked entry by entry: a leaf move on a deep tree would otherwise
-    write a byte for each of its hundreds of thousands of entries."""
+    write a byte for each of its hundreds of thousands of entries. A `trial` layout is not
+    the one the next layout starts from (`_relay`): the app lays out the filters nobody uses
+    yet only to build what each keeps."""
     if index.relinks or not len(runs) or runs.hi[-1] != len(vis):
         return None
     shape = _shape(index, runs)
@@ -508,7 +513,8 @@ def lay_out(
         laid = _lay_anew(shape, shown, drawn, vis, leaf, leaf_run, on_path)
         if laid is None:
             return None
-    shape.laid, shape.edits = laid, []  # what the next leaf move changes from (`_relay`)
+    if not trial:
+        shape.laid, shape.edits = laid, []  # what the next leaf move changes from (`_relay`)
     forks = _folded_forks(shape, shown, drawn, laid.piece_of, cut_runs, full, cut_rows)
     last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
     return _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks, last_cut)
@@ -800,6 +806,10 @@ def _pieces(
             shape.cut_hint = (ranked, first)
         return _ints(first)
 
+    def ahead() -> None:
+        if shape.laid is laid:  # else the next layout does not start from this one
+            laid.flags()
+
     return Pieces(
         p_lo=_ints(lo.take(runs_o)),
         p_hi=_ints(end.take(runs_o)),
@@ -810,6 +820,7 @@ def _pieces(
         piece_of=_ints(piece_of),
         fork_rows=fork_rows,
         side_roots=side_roots,
+        ahead=ahead,
         path_runs=on_path.tobytes(),
         leaf_run=leaf_run,
         last_cut=last_cut,

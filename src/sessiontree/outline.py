@@ -233,6 +233,7 @@ class Outline:
     folded entry), with the row it starts at and its guide prefixes."""
 
     __slots__ = (
+        "_ahead",
         "_blocks",
         "_fork_rows",
         "_last_cut",
@@ -271,6 +272,7 @@ class Outline:
         *,
         runs: Runs | None = None,
         vis: bytearray | None = None,
+        trial: bool = False,
     ) -> None:
         """`marks`: the active path from the index's leaf, one byte per entry, 1 on the path
         (see `active_marks`), or an `ActivePath` that keeps them; it decides which child
@@ -278,7 +280,8 @@ class Outline:
         layout never needs them (it takes the path per run). `restrict`:
         one byte per entry, 0 hides the entry whatever the filter says (search as a filter).
         `runs` and `vis` (the filter's mask, see `Masks`) may be passed in when kept between
-        builds; they must be up to date with `index`."""
+        builds; they must be up to date with `index`. A `trial` outline is built only for what
+        the filter keeps (`SessionTreeView.prepare`): the next build does not start from it."""
         self.index = index
         self.vis = vis if vis is not None else visibility(index, flt, labels or {})
         if restrict is not None:
@@ -293,6 +296,7 @@ class Outline:
         self.runs = runs
         self.prefixes: list[str] = [""]
         self._side_roots: Sequence[int] | Callable[[], Sequence[int]] = []
+        self._ahead: Callable[[], None] | None = None
         self.p_lo: Ints = array("q")
         self.p_hi: Ints = array("q")
         self.p_row: Ints = array("q")
@@ -310,7 +314,7 @@ class Outline:
         self._leaf = index.leaf
         self._relinks = index.relinks
         self._last_cut = False  # the last run is cut short by a fold
-        self._build()
+        self._build(trial)
 
     @classmethod
     def empty(cls, index: TreeIndex) -> Outline:
@@ -335,11 +339,11 @@ class Outline:
 
     # --- building -----------------------------------------------------------------------------
 
-    def _build(self) -> None:
+    def _build(self, trial: bool) -> None:
         if len(self.runs) >= VECTOR_MIN:
             from .layout import lay_out  # numpy: loaded only for trees of many runs
 
-            pieces = lay_out(self.index, self.runs, self.vis, self.folded, self._leaf)
+            pieces = lay_out(self.index, self.runs, self.vis, self.folded, self._leaf, trial=trial)
             if pieces is not None:
                 self._take(pieces)
                 return
@@ -349,7 +353,7 @@ class Outline:
         self.p_lo, self.p_hi, self.p_row = pieces.p_lo, pieces.p_hi, pieces.p_row
         self.p_count, self.p_first, self.p_rest = pieces.p_count, pieces.p_first, pieces.p_rest
         self._piece_of, self._fork_rows = pieces.piece_of, pieces.fork_rows
-        self._side_roots = pieces.side_roots
+        self._side_roots, self._ahead = pieces.side_roots, pieces.ahead
         self.rows = pieces.rows
         self._last_cut = pieces.last_cut
         self._path_runs, self._leaf_run = pieces.path_runs, pieces.leaf_run
@@ -517,6 +521,17 @@ class Outline:
         if callable(self._side_roots):
             self._side_roots = self._side_roots()
         return self._side_roots
+
+    def warm(self) -> None:
+        """Find now what the next keys would find when pressed: the side branches `z` folds,
+        the forks `[` and `]` jump to, and what the next build reads from this one. The app
+        calls this while nobody types: on the deep 1M-entry tree (`bench/make_session.py
+        --shape deep`) it is ~4 ms that `z` after a filter change no longer pays."""
+        self.side_roots  # noqa: B018 (a property that computes and keeps them)
+        self.next_fork_row(0, 1)
+        if self._ahead is not None:
+            self._ahead()
+            self._ahead = None
 
     @property
     def side_folds(self) -> Folds:

@@ -68,3 +68,47 @@ async def test_a_tick_while_the_tree_is_gone_prepares_nothing(tmp_path, monkeypa
         await app.browser.query_one(SessionTreeView).remove()
         assert app.browser.prepare() is False
         app._between_keys()  # what the timer calls: no exception
+
+
+async def test_keys_after_a_quiet_spell_start_from_the_rows_on_screen(tmp_path, monkeypatch):
+    """Laying the other filters out ahead leaves the layout of the rows on screen as the one
+    the next key starts from (else a leaf move lays the whole tree out anew), and what the
+    next keys read from those rows is found before they are pressed: the side branches `z`
+    folds and the flags a leaf move's layout takes from the last one (`layout._relay`)."""
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=300, nested=40).close()
+    monkeypatch.setattr(outline_module, "VECTOR_MIN", 0)
+    monkeypatch.setattr(collector, "QUIET", 0.2)
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("3")  # user messages only: the other filters draw more runs
+        await pilot.pause(0.2 + 6 * collector.CHECK_EVERY + 0.5)  # four filters, then the warm-up
+        assert not tree.prepare()
+        in_key: Counter = Counter()
+        spy(monkeypatch, layout, "_first_shown", in_key)  # finds the side branches' first rows
+        spy(monkeypatch, layout._Shape, "groups", in_key)  # the first step of laying out anew
+        flags = layout._Laid.flags
+
+        def derived(laid):
+            if laid.rot_ok is None:
+                in_key["flags derived"] += 1
+            return flags(laid)
+
+        monkeypatch.setattr(layout._Laid, "flags", derived)
+        tree.set_cursor(tree.cursor_row - 2)
+        leaf = tree.session.tree.leaf
+        await pilot.press("enter")
+        await pilot.pause()
+        assert tree.session.tree.leaf != leaf
+        assert not in_key
+        monkeypatch.undo()  # the spies above, and VECTOR_MIN and QUIET: set them again
+        monkeypatch.setattr(outline_module, "VECTOR_MIN", 0)
+        monkeypatch.setattr(collector, "QUIET", 0.2)
+        await pilot.pause(0.2 + 2 * collector.CHECK_EVERY + 0.3)
+        spy(monkeypatch, layout, "_first_shown", in_key)
+        await pilot.press("z")
+        await pilot.pause()
+        assert tree.folded
+        assert not in_key

@@ -139,6 +139,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
         self._runs = session.tree.runs()
         self._masks = Masks(session.tree)
         self._unprepared = list(Filter)  # filters `prepare` has still to lay out once
+        self._warmed = -1  # the version of the rows whose outline `prepare` last warmed
         self._path = ActivePath(session.tree)
         self._labels: dict[str, str] = {}
         self._version = 0
@@ -184,7 +185,7 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
             self._displaced = None if current is None or landed in (None, current) else (current, landed)
         self.refresh()
 
-    def _lay_out(self, flt: Filter) -> Outline:
+    def _lay_out(self, flt: Filter, trial: bool = False) -> Outline:
         """The outline under `flt` with everything else as it is now (folds, archived stubs,
         a search used as a filter); the runs and labels as of the last `rebuild`."""
         folded = self.folded
@@ -192,21 +193,36 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
             folded = folded | (self.archived - self.opened)
         vis = self._masks.mask(flt, self._labels)
         return Outline(
-            self.session.tree, flt, self._labels, folded, self._path, self.restrict, runs=self._runs, vis=vis
+            self.session.tree,
+            flt,
+            self._labels,
+            folded,
+            self._path,
+            self.restrict,
+            runs=self._runs,
+            vis=vis,
+            trial=trial,
         )
 
     def prepare(self) -> bool:
-        """Lay the tree out once under one filter not used yet, and drop the result: what a
-        filter keeps between builds (its mask, the shown entries before each position, each
-        run's nearest shown ancestor) is then built before its key is pressed. The app calls
-        this while nobody types: on a deep 1M-entry tree a filter's first use took up to 20 ms,
-        most of it page faults for those arrays, against 5 ms once they exist
-        (`bench/keys.py`). One filter per call, so a key pressed meanwhile waits for one at
-        most. False when every filter is prepared."""
-        if self.prepared or self._runs.index is not self.session.tree or not len(self.outline):
+        """One step of the work done ahead of the keys, while nobody types; False when there
+        is none left. First, lay the tree out once under each filter not used yet, and drop
+        the result: what a filter keeps between builds (its mask, the shown entries before
+        each position, each run's nearest shown ancestor) is then built before its key is
+        pressed. On a deep 1M-entry tree a filter's first use took up to 20 ms, most of it page
+        faults for those arrays, against 5 ms once they exist (`bench/keys.py`). Then, after
+        each build, what the next keys would find when pressed (`Outline.warm`). One step per
+        call, so a key pressed meanwhile waits for one at most."""
+        if self._runs.index is not self.session.tree or not len(self.outline):
             return False
-        self._runs = self.session.tree.runs()  # entries may have arrived since the last build
-        self._lay_out(self._unprepared.pop(0))
+        if not self.prepared:
+            self._runs = self.session.tree.runs()  # entries may have arrived since the last build
+            self._lay_out(self._unprepared.pop(0), trial=True)
+            return True
+        if self._warmed == self._version:
+            return False
+        self._warmed = self._version
+        self.outline.warm()
         return True
 
     @property
