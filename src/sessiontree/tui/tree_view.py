@@ -219,11 +219,16 @@ class SessionTreeView(ScrollView, CachedStyles, can_focus=True):
             self._runs = self.session.tree.runs()  # entries may have arrived since the last build
             self._lay_out(self._unprepared.pop(0), trial=True)
             return True
-        if self._warmed == self._version:
+        if self.warmed:
             return False
         self._warmed = self._version
         self.outline.warm()
         return True
+
+    @property
+    def warmed(self) -> bool:
+        """The rows on screen are warmed for the next keys (see `prepare`)."""
+        return self._warmed == self._version
 
     @property
     def prepared(self) -> bool:
