@@ -67,7 +67,21 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
             return Address("sqlite", location, text[cut + len(suffix) + 1 :] or None)
     if text.endswith(SQLITE_SUFFIXES):
         return Address("sqlite", text)
+    location, hashed, session_id = text.partition("#")
+    if hashed and _is_sqlite(location):  # a database under another name: `team.data#ID`
+        return Address("sqlite", location, session_id or None)
     return Address("jsonl", text)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _is_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:  # missing, a directory, unreadable: not a database we can open
+        return False
 
 
 def open_session(
@@ -103,11 +117,25 @@ def open_session(
                 raise SessionError("not_found", "the database holds no sessions", path=db)
             sid = sessions[0]["id"]
         return Session(SqliteStorage.open(db, sid, read_only=read_only, durable=durable))
+    _check_no_hash_on_a_file(address.location)
     return Session(
         JsonlStorage.open(
             address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
         )
     )
+
+
+def _check_no_hash_on_a_file(path: str) -> None:
+    """`file.jsonl#ID` reads as a file of that name; when only `file.jsonl` exists, say that
+    `#ID` picks a session in a database, not "no such session file" of a file the user sees."""
+    location, hashed, _ = path.partition("#")
+    if hashed and not os.path.lexists(path) and os.path.isfile(location):
+        raise SessionError(
+            "invalid_argument",
+            f"{location} is a file, not a database: `#` picks a session only in a SQLite or"
+            f" PostgreSQL database; open {location} itself",
+            path=path,
+        )
 
 
 def _which_session(url: str) -> str:

@@ -87,3 +87,30 @@ def test_a_locked_postgres_session_opens_read_only_naming_the_holder(pg_url):
             assert reader.entry_count() == 1
             with pytest.raises(SessionError):
                 reader.append_message(U("nope"))
+
+
+def test_a_sqlite_database_under_another_name_opens_by_its_hash(tmp_path: Path):
+    """A database is known by its first bytes, whatever its name: `team.data#ID` opens it."""
+    db = tmp_path / "team.data"
+    with Session(SqliteStorage.create(db, cwd="/p", session_id="s1")) as s:
+        s.append_message(U("hello"))
+    assert parse_address(f"{db}#s1") == Address("sqlite", str(db), "s1")
+    with open_session(f"{db}#s1", read_only=True) as s:
+        assert s.session_id == "s1" and s.entry_count() == 1
+    notes = tmp_path / "notes.data"
+    notes.write_text("not a database\n")
+    assert parse_address(f"{notes}#s1") == Address("jsonl", f"{notes}#s1")
+
+
+def test_a_hash_after_a_session_file_says_what_a_hash_is_for(tmp_path: Path):
+    path = tmp_path / "s.jsonl"
+    create_session("/p", path=path).close()
+    before = path.read_bytes()
+    with pytest.raises(SessionError) as refused:
+        open_session(f"{path}#abc")
+    assert refused.value.code == "invalid_argument"
+    assert "is a file, not a database" in str(refused.value) and "SQLite or PostgreSQL" in str(refused.value)
+    assert path.read_bytes() == before
+    with pytest.raises(SessionError) as missing:  # no file before the `#` either: as before
+        open_session(f"{tmp_path / 'gone.jsonl'}#abc")
+    assert missing.value.code == "not_found"
