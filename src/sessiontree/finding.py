@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from .display import call_label, entry_summary
 from .model.errors import SessionError
 from .query import Query
-from .session import TOOL_CALL_SEARCH, Session
+from .session import TOOL_CALL_SEARCH, WALKED_PAST, Session
 from .storage.base import CONTAINS, ESCAPED
 from .storage.index import ASSISTANT, CUSTOM, LABEL, TOOL_RESULT, UNKNOWN
 
@@ -101,7 +101,7 @@ def _results_of_turns(session: Session, lines: bytearray) -> set[int]:
     in a chain (`Session.tool_call_of` walks up the same way), so they are found going down
     from the few marked turns rather than up from every result."""
     tree = session.tree
-    role, first_child, next_sibling = tree.role, tree.first_child, tree.next_sibling
+    role, kind, first_child, next_sibling = tree.role, tree.kind, tree.first_child, tree.next_sibling
     out: set[int] = set()
     for hit in re.finditer(rb"[^\x00]", lines):  # marked lines, at C speed
         turn = hit.start()
@@ -112,8 +112,9 @@ def _results_of_turns(session: Session, lines: bytearray) -> set[int]:
             i, depth = below.pop()
             child = first_child[i]
             while child >= 0:
-                if role[child] == TOOL_RESULT and depth < TOOL_CALL_SEARCH:
-                    out.add(child)
+                if depth < TOOL_CALL_SEARCH and (role[child] == TOOL_RESULT or kind[child] in WALKED_PAST):
+                    if role[child] == TOOL_RESULT:
+                        out.add(child)
                     below.append((child, depth + 1))
                 child = next_sibling[child]
     return out

@@ -37,7 +37,18 @@ from .model.header import SessionHeader
 from .model.ids import iso_now, now_ms
 from .model.messages import content_text
 from .storage.base import SessionStorage
-from .storage.index import ASSISTANT, COMPACTION, TOOL_RESULT, TreeIndex
+from .storage.index import (
+    ACTIVE_TOOLS_CHANGE,
+    ASSISTANT,
+    COMPACTION,
+    CUSTOM,
+    LABEL,
+    MODEL_CHANGE,
+    SESSION_INFO,
+    THINKING_LEVEL_CHANGE,
+    TOOL_RESULT,
+    TreeIndex,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,13 @@ def _usable_usage(usage: Any) -> bool:
 
 
 TOOL_CALL_SEARCH = 64  # results of one turn a call is looked for above (parallel calls)
+# Entries another writer may append between a tool call and its results, which carry no message
+# (a label or an archive record written from this app while the agent runs a tool, a rename):
+# the walk from a result to its call goes past them, as Pi's `/tree` finds a call by its id
+# wherever it is (packages/coding-agent/src/modes/interactive/components/tree-selector.ts).
+WALKED_PAST = frozenset(
+    {LABEL, CUSTOM, SESSION_INFO, MODEL_CHANGE, THINKING_LEVEL_CHANGE, ACTIVE_TOOLS_CHANGE}
+)
 
 
 class Session:
@@ -239,7 +257,7 @@ class Session:
     def tool_call_of(self, position: int) -> dict[str, Any] | None:
         """The `toolCall` block that produced the tool result at `position`, or None. Pi writes
         the results of one assistant turn as a chain below it, so the call is found by walking
-        up past sibling results to the first assistant message."""
+        up past sibling results (and `WALKED_PAST` entries) to the first assistant message."""
         tree = self.tree
         entry = self.entry_at(position)
         message = entry.get("message")
@@ -248,7 +266,7 @@ class Session:
         call_id = message.get("toolCallId")
         i = tree.parent[position]
         for _ in range(TOOL_CALL_SEARCH):
-            if i < 0 or tree.role[i] not in (TOOL_RESULT, ASSISTANT):
+            if i < 0 or (tree.role[i] not in (TOOL_RESULT, ASSISTANT) and tree.kind[i] not in WALKED_PAST):
                 return None
             if tree.role[i] == ASSISTANT:
                 calls = self.entry_at(i).get("message", {}).get("content")

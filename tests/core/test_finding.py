@@ -216,3 +216,33 @@ def test_a_tool_result_is_found_by_the_call_its_row_shows(demo):
         assert commands and all("TZ=Asia/Tokyo" in c for c in commands)
         assert found.positions == [i for i in results if query.matches(haystack(session, i))]
         assert "[bash: TZ=Asia/Tokyo" in haystack(session, found.positions[0])
+
+
+def test_a_call_is_found_past_entries_written_while_its_tool_ran(tmp_path):
+    """Another writer may append entries between a tool call and its result (a label set in
+    this app while the agent runs the tool, a rename): the result is still drawn as its call,
+    and found by the call's words, as in Pi's `/tree`, which looks a call up by its id."""
+    path = tmp_path / "s.jsonl"
+    call = {"type": "toolCall", "id": "call_1", "name": "bash", "arguments": {"command": "ls -la /srv/zebra"}}
+    with create_session("/p", path=path) as session:
+        session.append_message(U("list the files"))
+        turn = A("") | {"content": [call], "stopReason": "toolUse"}
+        turn_id = session.append_message(turn)
+        session.append_label(turn_id, "checkpoint")
+        session.append_session_name("zoo audit")
+        result_id = session.append_message(
+            {
+                "role": "toolResult",
+                "toolCallId": "call_1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "total 0"}],
+                "isError": False,
+                "timestamp": 3,
+            }
+        )
+    with open_session(path, read_only=True) as session:
+        i = session.tree.pos[result_id]
+        assert session.tool_call_of(i) == call
+        assert "[bash: ls -la /srv/zebra" in haystack(session, i)
+        found = find(session, compile_query("zebra"), [i])
+        assert found is not None and found.scanned and found.positions == [i]
