@@ -77,6 +77,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite data
 
 
 def _is_sqlite(path: str) -> bool:
+    if not os.path.isfile(path):  # nor open a pipe, which would wait for a writer
+        return False
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
