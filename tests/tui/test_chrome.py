@@ -104,11 +104,13 @@ async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(t
         assert not rebuilt
 
 
-async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_path, monkeypatch):
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_path, monkeypatch, read_only):
     """A layout redraws every widget on the screen. Cursor moves and filter changes alter the
     tree's rows, the preview, the preview's title and the header's line, none of which changes
     a widget's size; only a scrollbar that appears or goes needs one (not here: the tree and
-    the preview overflow throughout)."""
+    the preview overflow throughout). Read-only, the banner says the same thing throughout:
+    it was set again (a layout) on every filter change."""
     session = create_session("/w", path=tmp_path / "s.jsonl")
     for k in range(150):
         session.append_message(U(f"question {k}"))
@@ -122,7 +124,7 @@ async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_pat
         return reflow(self, *args, **kwargs)
 
     monkeypatch.setattr(Compositor, "reflow", counted_reflow)
-    app = make_app(tmp_path / "s.jsonl")
+    app = make_app(tmp_path / "s.jsonl", read_only=read_only)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         layouts.clear()
@@ -136,6 +138,7 @@ async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_pat
                 assert f"filter {name}" in lines[0]
             assert f"context · up to {cursor_id(app)}" in "".join(lines[1:3])
         assert "filter" not in screen_lines(app)[0]
+        assert ("READ-ONLY: opened read-only" in screen_lines(app)[1]) is read_only
         assert not layouts
 
 

@@ -40,6 +40,7 @@ class BrowserBase(Screen[None]):
         self._match_rows_key: tuple[int, int] | None = None
         self._match_rows_cache: list[int] = []
         self._new_entries = 0  # appended by another process since the cursor was at the leaf
+        self._banner_text = ""  # what the read-only banner says
         self.follow = True
 
     def _tree(self) -> SessionTreeView:
@@ -78,7 +79,10 @@ class BrowserBase(Screen[None]):
             reason = inert(session.read_only_reason or "opened with --read-only")
             if session.format_version < 3 and session.location is not None:
                 reason += " — or press U to upgrade it here"
-            banner.update(Text(f"READ-ONLY: {reason}"))
+            text = f"READ-ONLY: {reason}"
+            if text != self._banner_text:  # `Static.update` lays the whole screen out again
+                self._banner_text = text
+                banner.update(Text(text))
             banner.display = True
         else:
             banner.display = False
