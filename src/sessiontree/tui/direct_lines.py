@@ -87,9 +87,11 @@ class DirectLines(Widget):
         _, pad_right, _, pad_left = self.styles.padding
         width, height = self.region.size  # no border, no vertical padding: the content's height
         frame = _Frame(width, pad_left, pad_right, fill, background, tuple(self.get_line_filters()))
-        if frame != self._frame or len(self._finished) > 8 * max(height, 1):
+        if frame != self._frame:
             self._forget()
             self._frame = frame
+        elif len(self._finished) > 8 * max(height, 1):  # rows drawn as new strips each time
+            self._finished.clear()  # the lines made stay true: only the shortcut to them goes
         made = self._made
         render_line = self.render_line
         strips: list[Strip] = []
