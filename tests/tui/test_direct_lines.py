@@ -41,10 +41,13 @@ def check(app) -> None:
             assert {strip.cell_length for strip in direct} == {crop.width}
 
 
-@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "ansi-dark", "monokai"])
-async def test_the_lines_are_those_textual_would_draw(demo, theme):
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "ansi-dark", "monokai", "nord+NO_COLOR"])
+async def test_the_lines_are_those_textual_would_draw(demo, monkeypatch, theme):
     """After each kind of change, the lines kept from the frames drawn so far (`_made`) are
     those Textual would draw now."""
+    theme, _, no_color = theme.partition("+")
+    if no_color:  # Textual's monochrome line filter
+        monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(demo)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)

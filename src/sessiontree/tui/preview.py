@@ -61,6 +61,7 @@ from ..model.messages import (
 )
 from ..outline import Cycle
 from .direct_lines import DirectLines
+from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
@@ -1182,7 +1183,7 @@ def wrap(text: str, width: int) -> list[str]:
 # --- the widget -------------------------------------------------------------------------------
 
 
-class PreviewView(ScrollView, CachedStyles, DirectLines, can_focus=True):
+class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_focus=True):
     """Scrollable rendered rows; the rows of the selected entry carry a bar in the gutter and
     its heading a background. Where new rows leave the view depends on whether the reader has
     scrolled: untouched, the selected entry is placed in view each time rows arrive; scrolled,

@@ -36,6 +36,7 @@ from ..sizes import ContextSizes, short_tokens
 from . import deliver
 from .direct_lines import DirectLines
 from .input_gate import gated
+from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
@@ -60,7 +61,7 @@ class RowTarget:
     entry_id: str
 
 
-class SessionTreeView(ScrollView, CachedStyles, DirectLines, can_focus=True):
+class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_focus=True):
     """Rows of the session tree; the cursor row is the "highlighted" entry."""
 
     HELP_TITLE = "Tree"
