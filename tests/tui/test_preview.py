@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from rich.style import Style
+from textual._styles_cache import StylesCache
+from textual.geometry import Region
 
 from helpers import A, U
 from sessiontree import JsonlStorage, Session
@@ -752,3 +754,50 @@ def test_the_render_cache_is_bounded_by_rows():
     assert cache._rows <= 100
     assert cache.get(("k", 19, "entry", "text", 0, 40, renderer.code_theme)) is not None
     assert cache.get(("k", 0, "entry", "text", 0, 40, renderer.code_theme)) is None
+
+
+async def test_rows_arriving_above_leave_the_lines_on_screen_undrawn(tmp_path, monkeypatch):
+    """The context above the selected entry arrives after it; the lines on screen are the same
+    rows scrolled with them, so only the scrollbar is drawn again, and what is kept is still
+    what Textual would draw."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(60):
+            s.append_message(U(f"question {n}"))
+            s.append_message(A(f"answer {n}\n\n" + MARKDOWN))
+    redrawn: list[tuple[bool, int]] = []  # (fresh, lines asked to be drawn again) per delivery
+    show_rows, refresh = PreviewView.show_rows, PreviewView.refresh
+
+    def spied_show_rows(self, rendered, *, fresh):
+        asked: list[int] = []
+
+        def spied_refresh(*regions, **kw):
+            asked.append(sum(r.height for r in regions) if regions else self.size.height)
+            return refresh(self, *regions, **kw)
+
+        self.refresh = spied_refresh
+        try:
+            show_rows(self, rendered, fresh=fresh)
+        finally:
+            del self.refresh
+        redrawn.append((fresh, sum(asked)))
+
+    monkeypatch.setattr(PreviewView, "show_rows", spied_show_rows)
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        for key in ("up", "up", "down"):
+            redrawn.clear()
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert redrawn[0][0] and redrawn[0][1] > 0  # another entry: drawn afresh
+            later = [lines for fresh, lines in redrawn[1:] if not fresh]
+            assert later and not any(later), redrawn  # its context, above: nothing to draw
+            v = view(app)
+            crop = Region(0, 0, *v.region.size)
+            kept = v._direct_lines(crop)
+            assert kept is not None
+            assert [list(line) for line in kept] == [
+                list(line) for line in StylesCache().render_widget(v, crop)
+            ]
+            assert_anchor_in_view(app)

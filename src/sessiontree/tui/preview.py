@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from io import StringIO
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from markdown_it import MarkdownIt
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
@@ -43,7 +43,7 @@ from rich.text import Text
 from rich.theme import Theme
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -1183,6 +1183,15 @@ def wrap(text: str, width: int) -> list[str]:
 # --- the widget -------------------------------------------------------------------------------
 
 
+class _LineLook(NamedTuple):
+    row: Row | None  # None past the last row
+    marked: bool  # a row of the selected entry: the bar in the gutter
+    heading: bool  # its heading: a background
+
+    def same(self, other: _LineLook) -> bool:
+        return self.row is other.row and self.marked == other.marked and self.heading == other.heading
+
+
 class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_focus=True):
     """Scrollable rendered rows; the rows of the selected entry carry a bar in the gutter and
     its heading a background. Where new rows leave the view depends on whether the reader has
@@ -1234,6 +1243,7 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         self._reader_offset: int | None = None  # set once the reader scrolls: kept from then on
         self._placed_size = Size(0, 0)  # the view's size when rows were last placed
         self._width = -1
+        self._drawing_here = False  # rows are being placed: `show_rows` says which lines changed
 
     @property
     def rows(self) -> list[Row]:
@@ -1261,6 +1271,7 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         y = int(self.scroll_offset.y)
         if fresh:
             self._reader_offset = None
+        before = [self._line_look(y + k) for k in range(height)]
         self._rows = rendered.rows
         self._anchor = rendered.anchor
         self._width = rendered.width
@@ -1272,7 +1283,8 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
             # More rows are coming: the scrollbar stays rather than go for a frame, as each time
             # it comes or goes the whole screen is laid out again.
             scrolled = max(total, height + 1)
-        set_virtual_size(self, Size(rendered.width + GUTTER, scrolled))  # never wider than the view
+        # Never wider than the view; the lines that changed are drawn again below.
+        set_virtual_size(self, Size(rendered.width + GUTTER, scrolled), redraw=False)
         if rendered.anchor is None:
             new_y = 0 if fresh else y  # rows only ever arrive below
         elif self._reader_offset is not None:
@@ -1281,8 +1293,19 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
             new_y = rendered.anchor[0] - self.ABOVE
         new_y = max(0, min(new_y, total - height))
         self._placed_y, self._placed_size = new_y, self.size
-        self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
-        self.refresh()
+        self._drawing_here = True  # which lines to draw again is decided below, not on scrolling
+        try:
+            self.scroll_to(0, new_y, animate=False, immediate=True, force=True)
+        finally:
+            self._drawing_here = False
+        # Rows arriving for the entry shown (its earlier context, above) leave the lines on
+        # screen as they were, scrolled with them: drawing them again cost a frame of the
+        # whole view (~3 ms at 160x50) on every cursor move.
+        width = self.size.width
+        new_y = int(self.scroll_offset.y)
+        changed = [k for k, look in enumerate(before) if not look.same(self._line_look(new_y + k))]
+        if changed:  # (`refresh()` with no region draws it all)
+            self.refresh(*(Region(0, k, width, 1) for k in changed))
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         # ScrollView tells the scrollbar only while it is shown; rows that just arrived are
@@ -1298,8 +1321,18 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         ):
             self._reader_offset = self._anchor[0] - y  # where the reader has the selected entry
             self._placed_y = y
-        if round(old_value) != round(new_value):
+        if round(old_value) != round(new_value) and not self._drawing_here:
             self.refresh(self.size.region)
+
+    def _line_look(self, index: int) -> _LineLook:
+        """What `render_line` draws for row `index`, but for the view's width and styles."""
+        rows = self._rows
+        if index >= len(rows):
+            return _LineLook(None, False, False)
+        anchor = self._anchor
+        if anchor is None or not anchor[0] <= index < anchor[1]:
+            return _LineLook(rows[index], False, False)
+        return _LineLook(rows[index], True, self._in_heading(index, anchor[0]))
 
     def on_resize(self, event: events.Resize) -> None:
         if self._width >= 0 and self.render_width() != self._width:
