@@ -10,9 +10,10 @@ entry and rebuilding the rows; with the page faults it took, each a 4 KB page of
 the process or handed back since), and from the press until the app is idle again with the
 screen repainted (`pilot.press` + `pilot.pause`, which also waits for the preview and Textual's
 compositor; on a machine shared with other work this is the noisy one). `z` and a filter are
-timed again 0.3 s after the cursor came to rest, while the preview renders. Then a writer thread
-appends entries to the copy at ~20/s while the app follows, and each is timed from the end of
-its write to the moment its row exists in the tree. Last, keys at a person's pace (pauses of
+timed again 0.1 s after the cursor came to rest, while the preview renders, against the same key
+at the same row with the preview idle. Then a writer thread appends entries to the copy at ~20/s
+while the app follows, and each is timed from the end of its write to the moment its row exists
+in the tree. Last, keys at a person's pace (pauses of
 0.2-2 s), in blocks with the app's idle garbage collector on and off, counting Python's full
 collection passes that land inside a key. Prints p50/p95/max per key in milliseconds.
 """
@@ -74,7 +75,6 @@ class Handlers:
 
 
 async def run(path: Path, presses: int) -> None:
-    from sessiontree.outline import Filter
     from sessiontree.tui.app import SessionTreeApp
     from sessiontree.tui.launch import open_for_browsing
     from sessiontree.tui.tree_view import SessionTreeView
@@ -147,19 +147,33 @@ async def run(path: Path, presses: int) -> None:
         # The same keys 0.3 s after the cursor came to rest, while the preview's worker renders
         # the rest of the context (a reader who moves, then acts): threads share the interpreter
         # lock, so this is where a background render shows in a handler's time.
-        for _ in range(presses // 4):
-            tree.set_cursor(rng.randrange(len(tree.outline)), center=True)
-            await pilot.pause(0.3)
-            await timed("z, the preview rendering", "z")
-            tree.set_cursor(rng.randrange(len(tree.outline)), center=True)
-            await pilot.pause(0.3)
-            await timed("filter, the preview rendering", "2" if tree.filter is Filter.DEFAULT else "1")
+        # Each at the same row both ways, in alternating order, then undone (a second `z` unfolds,
+        # `1` restores the default filter), timed apart: a `z` that unfolds or a filter change
+        # under folds costs another amount, which an earlier version of this loop mixed into one
+        # column. 0.1 s after the cursor came to rest the preview's worker is still rendering
+        # (planning included) on a deep tree; the count of presses that found it busy is printed.
+        busy = 0
+        for k in range(presses // 4):
+            row = rng.randrange(len(tree.outline))
+            for key, undo, name in (("z", "z", "z"), ("2", "1", "filter")):
+                ways = [(2.0, f"{name}, the preview idle"), (0.1, f"{name}, the preview rendering")]
+                for rest, label in ways if k % 2 else ways[::-1]:
+                    tree.set_cursor(row, center=True)
+                    await pilot.pause(rest)
+                    if rest < 1:
+                        busy += any(w.group == "preview" and w.is_running for w in app.workers)
+                    await timed(label, key)
+                    await timed(f"{name} undone ({undo})", undo)
+                    await pilot.pause(0.3)
         if tree.folded:
             await pilot.press("z")
         for _ in range(presses // 4):
             await timed("a (jump to the leaf)", "a")
         for _ in range(presses // 4):  # Textual's own floor: a key nothing is bound to
             await timed("f12 (unbound: the harness's floor)", "f12")
+        print(
+            f"the preview's worker was rendering at {busy} of {presses // 4 * 2} presses meant to find it so"
+        )
         print("handler alone:")
         for name, (handler, _) in results.items():
             line("  " + name, handler)
