@@ -15,6 +15,19 @@ from sessiontree.tui.preview import PreviewView
 from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
 
+# Themes for comparing what the app draws with what Textual would: light and dark, an ANSI theme
+# (Textual's ANSI line filter off), and one under `NO_COLOR` (its monochrome filter on).
+THEMES = ["textual-dark", "textual-light", "ansi-dark", "monokai", "nord+NO_COLOR"]
+
+
+def use_theme(spec: str, monkeypatch) -> str:
+    """The theme named by a `THEMES` entry, with `NO_COLOR` set for the app about to be made
+    when the entry asks for it."""
+    theme, _, no_color = spec.partition("+")
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    return theme
+
 
 def screen_lines(app) -> list[str]:
     """What the terminal shows, line by line."""

@@ -8,7 +8,7 @@ from textual._styles_cache import StylesCache
 from textual.geometry import Region
 from textual.widget import Widget
 
-from harness.pilot import make_app, settle
+from harness.pilot import THEMES, make_app, settle, use_theme
 from sessiontree.tui.direct_lines import DirectLines
 from sessiontree.tui.preview import PreviewView
 from sessiontree.tui.tree_view import SessionTreeView
@@ -41,13 +41,11 @@ def check(app) -> None:
             assert {strip.cell_length for strip in direct} == {crop.width}
 
 
-@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "ansi-dark", "monokai", "nord+NO_COLOR"])
+@pytest.mark.parametrize("theme", THEMES)
 async def test_the_lines_are_those_textual_would_draw(demo, monkeypatch, theme):
     """After each kind of change, the lines kept from the frames drawn so far (`_made`) are
     those Textual would draw now."""
-    theme, _, no_color = theme.partition("+")
-    if no_color:  # Textual's monochrome line filter
-        monkeypatch.setenv("NO_COLOR", "1")
+    theme = use_theme(theme, monkeypatch)
     app = make_app(demo)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)

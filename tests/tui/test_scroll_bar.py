@@ -8,7 +8,7 @@ from textual._styles_cache import StylesCache
 from textual.geometry import Offset, Region
 from textual.scrollbar import ScrollBar
 
-from harness.pilot import make_app, settle
+from harness.pilot import THEMES, make_app, settle, use_theme
 from helpers import A, U
 from sessiontree import create_session
 from sessiontree.tui.preview import PreviewView
@@ -57,11 +57,9 @@ def long_session(tmp_path):
     return tmp_path / "s.jsonl"
 
 
-@pytest.mark.parametrize("theme", ["textual-dark", "textual-light", "ansi-dark", "monokai", "nord+NO_COLOR"])
+@pytest.mark.parametrize("theme", THEMES)
 async def test_the_bars_draw_what_textual_would(long_session, monkeypatch, theme):
-    theme, _, no_color = theme.partition("+")
-    if no_color:  # Textual's monochrome line filter
-        monkeypatch.setenv("NO_COLOR", "1")
+    theme = use_theme(theme, monkeypatch)
     app = make_app(long_session)
     async with app.run_test(size=(90, 26)) as pilot:
         await settle(app, pilot)
