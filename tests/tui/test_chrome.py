@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from textual._compositor import Compositor
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
@@ -16,6 +17,7 @@ from harness.pilot import cursor_id, make_app, screen_lines, settle
 from helpers import PI_FIXTURES, A, U
 from sessiontree import create_session, open_session
 from sessiontree.outline import Filter
+from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.tree_view import SessionTreeView
 
@@ -299,3 +301,39 @@ async def test_toasts_stay_over_the_preview_clear_of_the_tree_rows(demo, size):
         assert toasts
         for toast in toasts:
             assert toast.region.width > 0 and toast.region.x >= tree.region.right, toast.region
+
+
+@pytest.mark.parametrize("key", ["z", "enter", "b"])
+async def test_a_keys_confirmation_follows_its_frame(demo, monkeypatch, key):
+    """A toast mounts widgets and lays the screen out: asked for in the handler, that work ran
+    before the key's own frame (`tui/notices.py`)."""
+    events: list[str] = []
+    notify = SessionTreeApp.notify
+
+    def spied_notify(self, message, **kw):
+        events.append(f"notify {message}")
+        return notify(self, message, **kw)
+
+    refresh = Screen._compositor_refresh
+
+    def spied_refresh(self):
+        events.append("frame")
+        return refresh(self)
+
+    monkeypatch.setattr(SessionTreeApp, "notify", spied_notify)
+    monkeypatch.setattr(Screen, "_compositor_refresh", spied_refresh)
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        if key == "b":
+            await pilot.press("up", "enter")  # a move to go back from
+            await settle(app, pilot)
+        elif key == "enter":
+            await pilot.press("up")
+            await settle(app, pilot)
+        events.clear()
+        await pilot.press(key)
+        await settle(app, pilot)
+        said = [k for k, event in enumerate(events) if event.startswith("notify")]
+        assert len(said) == 1, events
+        assert "frame" in events[: said[0]], events

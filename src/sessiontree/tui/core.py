@@ -19,6 +19,7 @@ from ..display import inert
 from ..model.errors import SessionError
 from ..outline import Filter
 from ..session import Session
+from .notices import confirm
 from .preview_pane import PreviewPane
 from .tree_view import SessionTreeView
 
@@ -124,7 +125,7 @@ class BrowserBase(Screen[None]):
         self._update_header()
         self._refresh_preview()
         if message:
-            self.notify(message, markup=False)
+            confirm(self, message)
 
     def _refresh_preview(self) -> None:
         with contextlib.suppress(NoMatches):

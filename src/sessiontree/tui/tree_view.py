@@ -36,6 +36,7 @@ from ..sizes import ContextSizes, short_tokens
 from . import deliver
 from .direct_lines import DirectLines
 from .input_gate import gated
+from .notices import confirm
 from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
 from .styles import CachedStyles
@@ -367,7 +368,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             message = f"Folded {counted(count, 'side branch', 'side branches')} (z unfolds them)"
         if i is not None:
             self.rebuild(keep=i)
-        self.notify(message, markup=False, timeout=3)
+        confirm(self, message, timeout=3)
 
     def action_toggle_sizes(self) -> None:
         self.show_sizes = not self.show_sizes
