@@ -3,8 +3,8 @@
 A Textual toast is widgets mounted into the screen's toast rack: composing them and laying the
 screen out again took 8-18 ms (real terminal, deep 100k tree, 160x50). Asked for in the key's
 handler, that work ran before the key's frame: after `b`, the rows of the new leaf's path
-reached the screen at +12 ms instead of +8. Asked for after the next refresh, the toast follows
-a frame later, where it costs the key nothing.
+reached the screen at +12 ms instead of +8. Asked for once the key's frame is drawn, the toast
+follows a frame later, where it costs the key nothing.
 """
 
 from __future__ import annotations
