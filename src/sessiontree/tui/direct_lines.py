@@ -116,8 +116,7 @@ class DirectLines(Widget):
             left = [Segment(" " * frame.pad_left, frame.fill)] if frame.pad_left else []
             right = [Segment(" " * frame.pad_right, frame.fill)] if frame.pad_right else []
             strip = Strip([*left, *strip, *right], frame.width)
-        for line_filter in frame.filters:
-            strip = strip.apply_filter(line_filter, frame.background)
+        strip = filtered(strip, frame.filters, frame.background)
         self._finished[id(drawn)] = (drawn, strip)
         return strip
 
@@ -135,6 +134,13 @@ class _Frame(NamedTuple):
     @property
     def inner(self) -> int:
         return self.width - self.pad_left - self.pad_right
+
+
+def filtered(strip: Strip, filters: tuple[LineFilter, ...], background: Color) -> Strip:
+    """`strip` through the app's line filters, as the styles cache applies them last."""
+    for line_filter in filters:
+        strip = strip.apply_filter(line_filter, background)
+    return strip
 
 
 def plain(widget: Widget) -> bool:

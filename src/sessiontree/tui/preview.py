@@ -1325,7 +1325,8 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
             self.refresh(self.size.region)
 
     def _line_look(self, index: int) -> _LineLook:
-        """What `render_line` draws for row `index`, but for the view's width and styles."""
+        """What `render_line` draws for row `index`, but for the view's width and styles: two
+        lines with the same look draw the same."""
         rows = self._rows
         if index >= len(rows):
             return _LineLook(None, False, False)
@@ -1351,16 +1352,14 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         index = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
         base = self._style("")
-        if index >= len(self._rows):
+        row, marked, heading = self._line_look(index)  # what `show_rows` compares
+        if row is None:
             return Strip.blank(width, base)
-        row = self._rows[index]
         cls = row[1]
         style = base + self._style(cls) if cls else base
-        anchor = self._anchor
-        marked = anchor is not None and anchor[0] <= index < anchor[1]
         if marked:
             bar = Segment("▌ ", base + self._style("preview--anchor-bar"))
-            if anchor is not None and self._in_heading(index, anchor[0]):
+            if heading:
                 style += self._style("preview--anchor")
         else:
             bar = Segment(" " * GUTTER, base)

@@ -30,7 +30,7 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from .direct_lines import plain
+from .direct_lines import filtered, plain
 
 # What `Widget.vertical_scrollbar` uses to make a scrollbar; without it, Textual's own is made.
 BUILDS_SCROLLBARS = callable(getattr(App, "_start_widget", None))
@@ -102,7 +102,7 @@ class QuickScrollBar(ScrollBar):
         if len(picked) < crop.height:  # past the last row: what the styles cache draws there
             blank = self._rows.get(_PAST)
             if blank is None:
-                blank = self._rows[_PAST] = _filtered(Strip.blank(width, look.fill), look)
+                blank = self._rows[_PAST] = look.filter(Strip.blank(width, look.fill))
             picked += [blank] * (crop.height - len(picked))
         if crop.column_span != (0, width):
             x1, x2 = crop.column_span
@@ -115,13 +115,7 @@ class QuickScrollBar(ScrollBar):
         fitted and filtered (the styles cache)."""
         text, style, _ = segment
         strip = Strip([Segment(text, look.base + style if style else look.base)])
-        return _filtered(strip.adjust_cell_length(look.width, look.fill), look)
-
-
-def _filtered(strip: Strip, look: _Look) -> Strip:
-    for line_filter in look.filters:
-        strip = strip.apply_filter(line_filter, look.background)
-    return strip
+        return look.filter(strip.adjust_cell_length(look.width, look.fill))
 
 
 _PAST = Segment("")  # the key of the line drawn past the last row
@@ -135,6 +129,9 @@ class _Look(NamedTuple):
     fill: RichStyle  # the background of cells a row leaves empty
     background: Color  # what the line filters blend with
     filters: tuple[LineFilter, ...]
+
+    def filter(self, strip: Strip) -> Strip:
+        return filtered(strip, self.filters, self.background)
 
 
 class QuickScrollBars(Widget):
