@@ -536,6 +536,22 @@ def test_the_side_roots_z_folds_are_not_searched_for_again():
     )
 
 
+def _retries_with_forks_below() -> TreeIndex:
+    """A chain with a retry of every third entry, each going on one turn or two ways (a fork
+    below the retry's first entry, which `z` folds)."""
+    index = TreeIndex()
+    index.add("e0", None, "message", "user")
+    for k in range(1, 40):
+        index.add(f"e{k}", f"e{k - 1}", "message", "user" if k % 2 else "assistant")
+        if k % 3 == 0:
+            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
+            index.add(f"q{k}", f"r{k}", "message", "user")
+            if k % 2 == 0:
+                index.add(f"p{k}", f"r{k}", "message", "user")
+    index.leaf = index.pos["e39"]
+    return index
+
+
 @pytest.mark.parametrize(
     "targets",
     [["r9", "e20", "r30", "e5", "r9"], ["e39", "r3", "r3", "e38"], ["r9", "q9", "r12", "p12", "e7", "q21"]],
@@ -545,16 +561,7 @@ def test_leaf_moves_under_z_folds_are_laid_out_from_the_last_layout(targets):
     changes without folds (`layout._relay`), whether it goes into a folded branch or leaves
     one (which splits the branch's run below its fold), without searching for the folds'
     runs again, and the rows, folded forks included, equal the walk's."""
-    index = TreeIndex()
-    index.add("e0", None, "message", "user")
-    for k in range(1, 40):  # a chain with a retry of every third entry
-        index.add(f"e{k}", f"e{k - 1}", "message", "user" if k % 2 else "assistant")
-        if k % 3 == 0:  # the retry goes on one turn, or two ways (a fork under the fold)
-            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
-            index.add(f"q{k}", f"r{k}", "message", "user")
-            if k % 2 == 0:
-                index.add(f"p{k}", f"r{k}", "message", "user")
-    index.leaf = index.pos["e39"]
+    index = _retries_with_forks_below()
     runs = Runs(index)
     with (
         patch.object(outline_module, "VECTOR_MIN", 0),
@@ -580,6 +587,112 @@ def test_leaf_moves_under_z_folds_are_laid_out_from_the_last_layout(targets):
                 _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None))
                 shape.cut_hint = hint
     assert hinted == [True] * len(targets)
+
+
+@pytest.mark.parametrize("leaves", [["e39"], ["e39", "e20"], ["q12", "e5", "e39"]])
+def test_folds_hiding_runs_and_their_undo_are_laid_out_from_the_last_layout(leaves):
+    """`z` on retries that fork below their first entry hides the runs of the forks; folding
+    a fork with `space` hides its branches. Both, their undo, and leaf moves in between that
+    append nothing (a read-only session), take the last layout with those runs taken out or
+    put back (`layout._refold`), without grouping the runs, and equal the walk's rows."""
+    index = _retries_with_forks_below()
+    runs = Runs(index)
+    refolds = []
+    real = layout._refold
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
+        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
+    ):
+        sides = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
+        with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+            for leaf in leaves:
+                index.leaf = index.pos[leaf]
+                for folded in (sides, (), {index.pos["r12"]}, (), {index.pos["e2"], index.pos["r30"]}, ()):
+                    outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
+                    marks = active_marks(index, index.leaf)
+                    ref = ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None)
+                    _same(index, outline, ref)
+    assert len(refolds) == 6 * len(leaves) and all(r is not None for r in refolds)
+
+
+def test_z_after_a_side_branch_was_visited_is_laid_out_from_the_last_layout():
+    """Enter on a retry's first entry and `b` back: the second move's `leaf` entry forks the
+    retry there, so `z`'s fold on it hides the rest of the retry, a run of its own now. `z` and
+    its undo still come from the last layout (`layout._refold`), and equal the walk's rows."""
+    index = _retries_with_forks_below()
+    runs = Runs(index)
+    refolds = []
+    real = layout._refold
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
+        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
+    ):
+        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        for k, target in enumerate(["r9", "e39"]):  # into the retry, and back
+            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
+            index.leaf = index.pos[target]
+            runs.update()
+            sides = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
+        marks = active_marks(index, index.leaf)
+        with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+            for folded in (sides, (), sides, ()):
+                outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
+                _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None))
+    assert len(refolds) == 4 and all(r is not None for r in refolds)
+
+
+def test_a_filter_that_hands_a_hidden_runs_children_up_is_laid_out_anew():
+    """`e1`, a tool result, forks: `no_tools` hides its run and hands its children to `e0`,
+    which draws fewer runs, as a fold would, but in other groups: the last layout with the
+    run taken out would be wrong (`layout._refold` must give up), and the rows are the walk's."""
+    index = TreeIndex()
+    for i, (parent, role) in enumerate(
+        [(None, "user"), (0, "toolResult"), (1, "user"), (0, "user"), (1, "user")]
+    ):
+        index.add(f"e{i}", None if parent is None else f"e{parent}", "message", role)
+    index.leaf = 3
+    runs = Runs(index)
+    refolds = []
+    real = layout._refold
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
+    ):
+        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        outline = Outline(index, Filter.NO_TOOLS, {}, (), runs=runs)
+    assert refolds == [None]
+    _same(index, outline, ReferenceOutline(index, Filter.NO_TOOLS, {}, (), active_marks(index, 3), None))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    flt=st.sampled_from(list(Filter)),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 59), st.sampled_from(list(Filter)), st.lists(st.integers(0, 59), max_size=3)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_folds_and_their_undo_from_the_last_layout_equal_the_walk(index, flt, steps):
+    """Folds added to the last ones and taken away again, the leaf moving in between without
+    an entry appended, the filter changing now and then (which may draw fewer runs, though
+    not as a fold hides them): whether the layout comes from the last one (`layout._refold`)
+    or is made anew, the rows are the walk's."""
+    n = len(index)
+    runs = Runs(index)
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        Outline(index, flt, {}, (), runs=runs)
+        for leaf_seed, flt, fold_seeds in steps:
+            index.leaf = leaf_seed % n
+            marks = active_marks(index, index.leaf)
+            for folded in ({k % n for k in fold_seeds}, set()):
+                outline = Outline(index, flt, {}, folded, runs=runs)
+                _same(index, outline, ReferenceOutline(index, flt, {}, folded, marks, None))
 
 
 def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
