@@ -638,7 +638,7 @@ class _Laid:
     rot_ok: Any = None  # per run, whether it is in a fork and not its group's last
     forky: Any = None  # per run, whether it has two or more drawn children
     lastkid: Any = None  # per group (run + 1; 0: the roots), its last drawn child (-1: none)
-    unfolded: _Laid | None = None  # the layout before folds hid runs below them (`_refold`)
+    unfolded: _Laid | None = None  # the layout before folds hid runs below them (`_refold`; ~6 MB at 1M)
 
     def flags(self) -> tuple[Any, Any, Any]:
         if self.rot_ok is None:
@@ -812,7 +812,7 @@ def _refold(shape: _Shape, laid: _Laid, drawn: Any) -> _Laid | None:
     gone = np.sort(laid.piece_of.take(gone_runs))  # pieces taken out: few, where a fold hid some
     if not len(gone) or gone[0] == 0:
         return None
-    gone_runs = runs_o.take(gone)
+    gone_runs = runs_o.take(gone)  # in drawing order, as `starts` numbers their stretches
     starts = np.ones(len(gone), dtype=bool)  # the first piece of each stretch taken out
     np.not_equal(gone[1:], gone[:-1] + 1, out=starts[1:])
     tops = runs_o.take(np.compress(starts, gone) - 1)  # the folded runs

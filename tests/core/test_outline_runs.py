@@ -6,6 +6,9 @@ entries are appended and the leaf moves."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 from unittest.mock import patch
 
 import numpy as np
@@ -463,6 +466,20 @@ def test_pieces_computed_later_ignore_the_moves_since(index, targets):
         assert pieces.side_roots().tolist() == sides
 
 
+@contextmanager
+def _array_layout(recording: str) -> Iterator[list[Any]]:
+    """The array layout for trees of any size, with folds read in place as on a big tree,
+    recording what `layout.<recording>` returns."""
+    returned: list[Any] = []
+    real = getattr(layout, recording)
+    with (
+        patch.object(outline_module, "VECTOR_MIN", 0),
+        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
+        patch.object(layout, recording, lambda *a: returned.append(real(*a)) or returned[-1]),
+    ):
+        yield returned
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     index=trees(adoptions=False),
@@ -482,13 +499,7 @@ def test_side_branches_folded_by_z_equal_the_walk(index, first, then, leaf_seed,
     index.leaf = leaf_seed % n
     labels = {f"e{k}": "x" for k in range(0, n, 3)}
     runs = Runs(index)
-    hinted = []
-    real = layout._hinted
-    with (
-        patch.object(outline_module, "VECTOR_MIN", 0),
-        patch.object(folds_module, "SORT_WITH_NUMPY", 0),  # as on a big tree: no copy of them
-        patch.object(layout, "_hinted", lambda *a: hinted.append(real(*a)) or hinted[-1]),
-    ):
+    with _array_layout(recording="_hinted") as hinted:
         before = Outline(index, first, labels, (), runs=runs)
         late = late and target is not None
         if not late:
@@ -519,13 +530,7 @@ def test_the_side_roots_z_folds_are_not_searched_for_again():
             index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
     index.leaf = index.pos["e39"]
     runs = Runs(index)
-    hinted = []
-    real = layout._hinted
-    with (
-        patch.object(outline_module, "VECTOR_MIN", 0),
-        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
-        patch.object(layout, "_hinted", lambda *a: hinted.append(real(*a)) or hinted[-1]),
-    ):
+    with _array_layout(recording="_hinted") as hinted:
         folded = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
         outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
     assert len(folded) == 13 and hinted == [True]
@@ -597,13 +602,7 @@ def test_folds_hiding_runs_and_their_undo_are_laid_out_from_the_last_layout(leav
     put back (`layout._refold`), without grouping the runs, and equal the walk's rows."""
     index = _retries_with_forks_below()
     runs = Runs(index)
-    refolds = []
-    real = layout._refold
-    with (
-        patch.object(outline_module, "VECTOR_MIN", 0),
-        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
-        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
-    ):
+    with _array_layout(recording="_refold") as refolds:
         sides = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
         with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
             for leaf in leaves:
@@ -622,13 +621,7 @@ def test_z_after_a_side_branch_was_visited_is_laid_out_from_the_last_layout():
     its undo still come from the last layout (`layout._refold`), and equal the walk's rows."""
     index = _retries_with_forks_below()
     runs = Runs(index)
-    refolds = []
-    real = layout._refold
-    with (
-        patch.object(outline_module, "VECTOR_MIN", 0),
-        patch.object(folds_module, "SORT_WITH_NUMPY", 0),
-        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
-    ):
+    with _array_layout(recording="_refold") as refolds:
         Outline(index, Filter.DEFAULT, {}, (), runs=runs)
         for k, target in enumerate(["r9", "e39"]):  # into the retry, and back
             index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
@@ -654,12 +647,7 @@ def test_a_filter_that_hands_a_hidden_runs_children_up_is_laid_out_anew():
         index.add(f"e{i}", None if parent is None else f"e{parent}", "message", role)
     index.leaf = 3
     runs = Runs(index)
-    refolds = []
-    real = layout._refold
-    with (
-        patch.object(outline_module, "VECTOR_MIN", 0),
-        patch.object(layout, "_refold", lambda *a: refolds.append(real(*a)) or refolds[-1]),
-    ):
+    with _array_layout(recording="_refold") as refolds:
         Outline(index, Filter.DEFAULT, {}, (), runs=runs)
         outline = Outline(index, Filter.NO_TOOLS, {}, (), runs=runs)
     assert refolds == [None]
