@@ -40,7 +40,7 @@ INT = np.intp
 MAX_ROTATIONS = 64  # forks where the path takes an older child; past this the loop is cheaper
 FIND_MAX = 4096  # runs starting with a hidden entry searched one by one; more: bisection
 NEAR_STEPS = 2  # with more of them, entries this far past the start are looked at first
-FEW_TOPS = 64  # folds hiding runs below them that are looked at one by one; more: one pass
+FEW_TOPS = 64  # folds hiding runs that `_refold` takes out of the last layout; more: anew
 WALK_MOST = 256  # runs nobody draws that a leaf move's layout walks up past, one by one
 KEEP_MASKS = 5  # filter masks whose derived arrays are kept between builds: one per filter
 KEEP_GROUPS = 2  # sets of runs drawn whose grouping is kept: a fold and its undo (~5 MB each at 1M)
@@ -511,16 +511,9 @@ def lay_out(
         # run (`z` on the deep 1M tree folds 90,908 of them and hides no run: 2 ms saved).
         above_some = np.compress(size.take(cut_runs) > 1, cut_runs)
         if len(above_some):
-            tops, sizes = pre.take(above_some), size.take(above_some)
-            if len(tops) <= FEW_TOPS and int(sizes.sum()) <= count >> 4:
-                # A side branch visited and left has a run below its fold: the runs below a
-                # few folds are found from the preorder, not by a pass over every run.
-                drawn = shown.copy()
-                for a, b in zip(tops.tolist(), (tops + sizes).tolist(), strict=True):
-                    drawn[shape.preorder[a + 1 : b]] = False
-            else:
-                below = np.cumsum(_spans(tops + 1, tops + sizes, count))
-                drawn = shown & (below.take(pre) == 0)
+            tops = pre.take(above_some)
+            below = np.cumsum(_spans(tops + 1, tops + size.take(above_some), count))
+            drawn = shown & (below.take(pre) == 0)
             if np.array_equal(drawn, shown):  # the runs below are hidden (a leaf move's entry)
                 drawn = shown
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
@@ -815,6 +808,10 @@ def _refold(shape: _Shape, laid: _Laid, drawn: Any) -> _Laid | None:
     gone_runs = runs_o.take(gone)  # in drawing order, as `starts` numbers their stretches
     starts = np.ones(len(gone), dtype=bool)  # the first piece of each stretch taken out
     np.not_equal(gone[1:], gone[:-1] + 1, out=starts[1:])
+    if np.count_nonzero(starts) > FEW_TOPS:
+        # Many folds hiding runs, as `z` on a tree of branches inside branches (the wide 1M
+        # tree: 772,879 rows become 630): laying the few runs left out anew is cheaper.
+        return None
     tops = runs_o.take(np.compress(starts, gone) - 1)  # the folded runs
     pre, size = shape.pre, shape.size
 

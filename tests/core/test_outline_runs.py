@@ -636,6 +636,19 @@ def test_z_after_a_side_branch_was_visited_is_laid_out_from_the_last_layout():
     assert len(refolds) == 4 and all(r is not None for r in refolds)
 
 
+def test_many_folds_hiding_runs_are_laid_out_anew():
+    """Past `FEW_TOPS` folds that hide runs, `_refold` gives up (the runs left are few then,
+    and laying them out anew is cheaper); the rows are the walk's either way."""
+    index = _retries_with_forks_below()
+    runs = Runs(index)
+    with _array_layout(recording="_refold") as refolds, patch.object(layout, "FEW_TOPS", 1):
+        sides = Outline(index, Filter.DEFAULT, {}, (), runs=runs).side_folds
+        outline = Outline(index, Filter.DEFAULT, {}, sides, runs=runs)
+    assert refolds == [None]
+    marks = active_marks(index, index.leaf)
+    _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, set(sides), marks, None))
+
+
 def test_a_filter_that_hands_a_hidden_runs_children_up_is_laid_out_anew():
     """`e1`, a tool result, forks: `no_tools` hides its run and hands its children to `e0`,
     which draws fewer runs, as a fold would, but in other groups: the last layout with the
