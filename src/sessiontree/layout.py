@@ -672,7 +672,8 @@ def _relay(
         added = len(edits)  # a run added at the end, drawn by nobody, or nothing
         if count != len(old) + added or (added and drawn[-1]):
             return None
-        if not np.array_equal(drawn[: len(old)], old):
+        # With no edits, the check before `_refold` has compared them already.
+        if added and not np.array_equal(drawn[: len(old)], old):
             return None
     else:  # run r split: r ends at the old leaf, run r + 1 is the rest of it
         r = edits[0]
