@@ -11,6 +11,7 @@ from sessiontree.outline import Filter
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.launch import open_for_browsing
 from sessiontree.tui.loading import LoadingScreen
+from sessiontree.tui.notices import StatusLine
 from sessiontree.tui.preview import PreviewView
 from sessiontree.tui.preview_pane import PREVIEW_DELAY
 from sessiontree.tui.tree_view import SessionTreeView
@@ -72,6 +73,11 @@ async def settle_picture(pilot) -> None:
 
 def preview_text(app) -> str:
     return app.browser.query_one(PreviewView).plain_text()
+
+
+def status(app) -> str:
+    """What the browser's status line says (`tui/notices.py`)."""
+    return app.browser.query_one(StatusLine).message
 
 
 def make_app(path: Path, **kw) -> SessionTreeApp:

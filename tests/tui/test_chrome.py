@@ -9,15 +9,13 @@ import sys
 
 import pytest
 from textual._compositor import Compositor
-from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
-from harness.pilot import cursor_id, make_app, screen_lines, settle
+from harness.pilot import cursor_id, make_app, put_cursor, screen_lines, settle, status
 from helpers import PI_FIXTURES, A, U
 from sessiontree import create_session, open_session
 from sessiontree.outline import Filter
-from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.tree_view import SessionTreeView
 
@@ -98,11 +96,11 @@ async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(t
             # labeled-only shows nothing here (no labels), and a toast says what to do
             empty = flt is Filter.LABELED
             assert (len(app.browser.query_one(SessionTreeView).outline) == 0) == empty
-            said = [str(n.message) for n in app._notifications]
+            said = status(app)
             if flt in (Filter.NO_TOOLS, Filter.USER):
                 assert not said  # rows to show: nothing to say
             if empty:
-                assert any("press 1 for the default" in m for m in said)
+                assert "press 1 for the default" in said
         assert not rebuilt
 
 
@@ -285,55 +283,85 @@ def test_user_message_helper_is_pi_shaped():
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
-async def test_toasts_stay_over_the_preview_clear_of_the_tree_rows(demo, size):
+async def test_warnings_stay_over_the_preview_clear_of_the_tree_rows(demo, size):
     """At 80 columns a toast half the screen wide covered the tree rows' ends, where the
-    "← active" marker is drawn, for the seconds after each Enter and `b`."""
+    "← active" marker is drawn. Confirmations now go to the status line; warnings stay toasts."""
     from textual.widgets._toast import Toast
 
     app = make_app(demo)
     async with app.run_test(size=size, notifications=True) as pilot:  # drawn, as in a terminal
-        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c09bf")  # a user message: no tool call to copy
         tree = app.browser.query_one(SessionTreeView)
-        await pilot.press("k", "k", "enter")
-        await pilot.press("b")
+        await pilot.press("c", "2")
         await settle(app, pilot)
         toasts = list(app.screen.query(Toast))
-        assert toasts
+        assert [str(n.message) for n in app._notifications] == ["No tool call here."] and toasts
         for toast in toasts:
             assert toast.region.width > 0 and toast.region.x >= tree.region.right, toast.region
 
 
-@pytest.mark.parametrize("key", ["z", "enter", "b"])
-async def test_a_keys_confirmation_follows_its_frame(demo, monkeypatch, key):
-    """A toast mounts widgets and lays the screen out: asked for in the handler, that work ran
-    before the key's own frame (`tui/notices.py`)."""
-    events: list[str] = []
-    notify = SessionTreeApp.notify
+async def test_confirmations_replace_each_other_on_the_status_line_and_lay_nothing_out(demo, monkeypatch):
+    """Enter, `b` and `z` stacked three toasts over the preview at 80x24, and each toast laid the
+    screen out when it came and went (`tui/notices.py`). The status line keeps its size: the
+    last confirmation replaces the one before, and saying it only repaints that line."""
+    from textual.widgets._toast import Toast
 
-    def spied_notify(self, message, **kw):
-        events.append(f"notify {message}")
-        return notify(self, message, **kw)
+    from sessiontree.tui.notices import StatusLine
 
-    refresh = Screen._compositor_refresh
+    layouts: list[str] = []
+    refresh = StatusLine.refresh
 
-    def spied_refresh(self):
-        events.append("frame")
-        return refresh(self)
+    def spied_refresh(self, *regions, **kw):
+        if kw.get("layout"):
+            layouts.append(self.message)
+        return refresh(self, *regions, **kw)
 
-    monkeypatch.setattr(SessionTreeApp, "notify", spied_notify)
-    monkeypatch.setattr(Screen, "_compositor_refresh", spied_refresh)
+    monkeypatch.setattr(StatusLine, "refresh", spied_refresh)
     app = make_app(demo)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await settle(app, pilot)
-        if key == "b":
-            await pilot.press("up", "enter")  # a move to go back from
-            await settle(app, pilot)
-        elif key == "enter":
-            await pilot.press("up")
-            await settle(app, pilot)
-        events.clear()
-        await pilot.press(key)
+        line = app.browser.query_one(StatusLine)
+        region = line.region
+        assert region.height == 1 and region.width == 80
+        layouts.clear()  # from mounting the screen
+        await pilot.press("up", "enter")
         await settle(app, pilot)
-        said = [k for k, event in enumerate(events) if event.startswith("notify")]
-        assert len(said) == 1, events
-        assert "frame" in events[: said[0]], events
+        moved = status(app)
+        assert moved.startswith("Leaf moved to ") and moved in screen_lines(app)[-2]
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert status(app).startswith("Back: leaf is ")
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert status(app).startswith("Folded ") and status(app) in screen_lines(app)[-2]
+        assert moved not in "\n".join(screen_lines(app))  # replaced, not stacked
+        assert not app._notifications and not app.screen.query(Toast)
+        assert line.region == region and not layouts
+
+
+async def test_a_confirmation_dims_when_its_time_is_up(demo):
+    """It stays, dimmed, for a user who looks down late; the next one is bright again. Before
+    the first, the line holds a dim hint for a newcomer, which is no confirmation."""
+    from sessiontree.tui.browser import STATUS_HINT
+    from sessiontree.tui.notices import StatusLine
+
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        line = app.browser.query_one(StatusLine)
+
+        def colour() -> object:
+            return next(seg.style.color for seg in line.render_line(0) if seg.text.strip() and seg.style)
+
+        assert screen_lines(app)[-2].strip() == STATUS_HINT and status(app) == ""
+        hint = colour()
+        line.say("first", timeout=0.05)
+        await pilot.pause()
+        bright = colour()
+        await pilot.pause(0.2)
+        assert line.message == "first" and "first" in screen_lines(app)[-2]
+        dim = colour()
+        assert dim != bright and dim == hint
+        line.say("second")
+        await pilot.pause()
+        assert colour() == bright and "second" in screen_lines(app)[-2]

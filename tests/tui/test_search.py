@@ -8,7 +8,7 @@ import pytest
 from textual import events
 from textual.widgets import Input
 
-from harness.pilot import cursor_id, make_app, rows, settle
+from harness.pilot import cursor_id, make_app, rows, settle, status
 from helpers import PI_FIXTURES
 from sessiontree.tui.tree_view import SessionTreeView
 
@@ -68,7 +68,7 @@ async def test_the_search_filter_keeps_the_cursor_on_its_match_and_esc_leaves_no
         await pilot.press("escape")  # the tree comes back, the cursor where it was
         await settle(app, pilot)
         assert tree(app).restrict is None and cursor_id(app) == first
-        assert [str(n.message) for n in app._notifications] == ["Search filter cleared"]
+        assert status(app) == "Search filter cleared" and not app._notifications
         tree(app).set_cursor(0)
         await settle(app, pilot)
         assert "match -/3" in app.browser.sub_title

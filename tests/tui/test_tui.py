@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of, rows, settle
+from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of, rows, settle, status
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
@@ -109,8 +109,7 @@ async def test_z_folds_every_side_branch_and_says_so(demo):
         await pilot.press("z")
         await settle(app, pilot)
         assert len(tree.outline) < before and tree.folded == set(tree.outline.side_roots)
-        notes = [n.message for n in app._notifications]
-        assert f"Folded {sides:,} side branch{'' if sides == 1 else 'es'} (z unfolds them)" in notes
+        assert status(app) == f"Folded {sides:,} side branch{'' if sides == 1 else 'es'} (z unfolds them)"
         await pilot.press("z")
         await settle(app, pilot)
         assert len(tree.outline) == before and not tree.folded
@@ -125,7 +124,8 @@ async def test_rows_kept_between_builds_are_the_rows_drawn_afresh(demo):
     across rebuilds: after every kind of change, what the cache gives is what drawing every
     row again gives, and a fold redraws only the rows that changed."""
     app = make_app(demo)
-    async with app.run_test(size=(120, 30)) as pilot:
+    # 31 rows: the demo's 28 tree rows fit unscrolled, so the fold below moves no row on screen
+    async with app.run_test(size=(120, 31)) as pilot:
         tree = app.browser.query_one(SessionTreeView)
 
         async def check() -> None:
@@ -903,10 +903,13 @@ async def test_demo_launch_uses_a_private_copy():
     bundled = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
+        assert status(app) == "This is a private copy of the bundled demo session: moves are safe to try."
+        assert not app._notifications
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("enter")
         await settle(app, pilot)
         assert app.session.leaf_id == "3a7c137e"
+        assert status(app) == "Leaf moved to 3a7c137e"
     assert resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes() == bundled
     shutil.rmtree(app.demo_dir)
 

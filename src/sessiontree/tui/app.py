@@ -119,8 +119,7 @@ class SessionTreeApp(App[None]):
 
             self.push_screen(PickerScreen(self.picker_dir or Path.cwd()), self._picked)
             return
-        self._show(session)
-        self._tell(self.note, session)
+        self._show(session, self.note)
 
     @work(thread=True, exclusive=True, group="open")
     def _open_in_background(self, opening: Opening) -> None:
@@ -156,18 +155,14 @@ class SessionTreeApp(App[None]):
         if self._exit:  # quit while the last bytes were read
             session.close()
             return
-        self.switch_screen(BrowserScreen(session, summarizer=self.summarizer, follow=self.follow))
-        self._tell(note or self.note, session)
+        self.switch_screen(
+            BrowserScreen(session, summarizer=self.summarizer, follow=self.follow, note=note or self.note)
+        )
 
-    def _tell(self, note: str | None, session: Session) -> None:
-        """The note from opening as a toast, unless it is why the session is read-only: the
-        banner above the tree says that already, and at 80×24 the toast covered the tree."""
-        if note and note != session.read_only_reason:
-            self.notify(note, title="sessiontree", markup=False, timeout=8)
-
-    def _show(self, session: Session) -> None:
-        """The browser over `session`, in place of the current browser if there is one."""
-        screen = BrowserScreen(session, summarizer=self.summarizer, follow=self.follow)
+    def _show(self, session: Session, note: str | None = None) -> None:
+        """The browser over `session`, in place of the current browser if there is one; `note`
+        (from opening) goes on its status line."""
+        screen = BrowserScreen(session, summarizer=self.summarizer, follow=self.follow, note=note)
         if self.browser is None:
             self.push_screen(screen)
         else:

@@ -15,6 +15,7 @@ from ..model.errors import SessionError
 from ..model.messages import content_text, tool_calls
 from .core import BrowserBase
 from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
+from .notices import confirm
 
 COPY_CHOICES = [
     ("text", "the entry's text"),
@@ -48,7 +49,7 @@ class BranchingMixin(BrowserBase):
                 return
             self.app.copy_to_clipboard(text)
             size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
-            self.notify(f"Copied {dict(COPY_CHOICES)[what]}: {size}", markup=False)
+            confirm(self, f"Copied {dict(COPY_CHOICES)[what]}: {size}")
 
         self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", COPY_CHOICES), chosen)
 
@@ -118,9 +119,7 @@ class BranchingMixin(BrowserBase):
         mark = self._compare_mark
         if mark is None or mark == target.entry_id or mark not in self.session.tree.pos:
             self._compare_mark = target.entry_id
-            self.notify(
-                f"Marked {target.entry_id}: move to another entry and press d to compare", markup=False
-            )
+            confirm(self, f"Marked {target.entry_id}: move to another entry and press d to compare")
             return
         self._compare_mark = None
         try:
@@ -154,4 +153,4 @@ class BranchingMixin(BrowserBase):
         except SessionError as exc:
             self.notify(f"Not exported: {exc}", severity="error", markup=False)
             return
-        self.notify(f"Exported to {out}", markup=False, timeout=8)
+        confirm(self, f"Exported to {out}", timeout=8)

@@ -25,11 +25,14 @@ from .follow import FollowMixin
 from .header import SessionHeader
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
+from .notices import StatusLine, confirm
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .tree_view import SessionTreeView
 
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
+
+STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
 
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
@@ -95,10 +98,13 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         Binding("d", "compare", "Compare", show=False, tooltip="mark / compare two contexts", id="compare"),
     ]
 
-    def __init__(self, session: Session, *, summarizer: str | None = None, follow: bool = True) -> None:
+    def __init__(
+        self, session: Session, *, summarizer: str | None = None, follow: bool = True, note: str | None = None
+    ) -> None:
         super().__init__(session)
         self.summarizer = summarizer
         self.follow = follow
+        self._note = note
         self._damage_told = False
         self._reason_at_open = session.read_only_reason  # the banner says it; no toast for it
 
@@ -108,6 +114,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         with Horizontal(id="main"):
             yield SessionTreeView(self.session, id="tree")
             yield PreviewPane(self.session, id="side")
+        yield StatusLine(STATUS_HINT, id="status")
         with Vertical(id="search-bar"):
             # `/` selects the last query itself, at once (`SearchMixin._open_search`).
             yield Input(id="search", select_on_focus=False)
@@ -127,6 +134,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
         gc.freeze()
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
+        if self._note and self._note != self._reason_at_open:  # the banner says the reason
+            confirm(self, self._note, timeout=8)
         self._start_following()
 
     def prepare(self) -> bool:
@@ -227,7 +236,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self._update_header()
         if not len(tree.outline):
             message = f"Nothing is shown under the {value} filter; press 1 for the default one"
-            self.notify(message, markup=False, timeout=4)
+            confirm(self, message)
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]

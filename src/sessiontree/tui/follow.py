@@ -8,6 +8,7 @@ from textual.css.query import NoMatches
 
 from ..model.errors import SessionError
 from .core import BrowserBase
+from .notices import confirm
 
 # A poll is one stat() of the file when nothing changed, so a short interval costs nothing and
 # keeps an appended entry's way to the screen well under a quarter of a second.
@@ -27,7 +28,7 @@ class FollowMixin(BrowserBase):
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
         self._update_header()
-        self.notify("Live follow on" if self.follow else "Live follow paused (F resumes)", markup=False)
+        confirm(self, "Live follow on" if self.follow else "Live follow paused (F resumes)")
 
     def _poll(self) -> None:
         """Pick up appended entries. Turns added at the leaf become rows at the end of the tree

@@ -11,6 +11,7 @@ from ..session import BranchSummary, Navigation
 from ..summarize import collect_branch, summarize_branch
 from .core import BrowserBase
 from .modals import HistoryItem, HistoryScreen, SummaryChoice, SummaryPrompt, TextPrompt
+from .notices import confirm
 from .tree_view import RowTarget
 
 
@@ -31,22 +32,18 @@ class MovesMixin(BrowserBase):
             return
         nav = result[0]
         if not nav.moved:  # nothing written: `b` still goes where it would have
-            self.notify("That entry already is the leaf.", markup=False)
+            confirm(self, "That entry already is the leaf.")
             return
         self._back_cursor = None
         keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
         message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
         if nav.summary_id:
             message += " with a branch summary"
-        self._after_write(keep=keep, message=message)
         if nav.editor_text:
+            # Pi puts the text of a user message moved above into its editor; we copy it.
             self.app.copy_to_clipboard(nav.editor_text)
-            self.notify(
-                one_line(nav.editor_text, 300),
-                title="Text to re-send (copied to the clipboard)",
-                markup=False,
-                timeout=10,
-            )
+            message += f" · copied the text to re-send: {one_line(nav.editor_text, 200)}"
+        self._after_write(keep=keep, message=message)
 
     def action_move_with_summary(self) -> None:
         target = self._tree().current_target()
@@ -54,7 +51,7 @@ class MovesMixin(BrowserBase):
             return
         session = self.session
         if target.entry_id == session.leaf_id:
-            self.notify("That entry already is the leaf.", markup=False)
+            confirm(self, "That entry already is the leaf.")
             return
         new_leaf, _ = session.navigation_target(target.entry_id)
         branch = collect_branch(session, new_leaf)
@@ -67,7 +64,7 @@ class MovesMixin(BrowserBase):
 
         def done(choice: SummaryChoice | None) -> None:
             if choice is None:
-                self.notify("Move cancelled: nothing was written.", markup=False)
+                confirm(self, "Move cancelled: nothing was written.")
                 return
             summary = None
             if choice.text is not None:
@@ -98,7 +95,7 @@ class MovesMixin(BrowserBase):
         total = session.move_count()
         cursor = total - 1 if self._back_cursor is None else self._back_cursor
         if cursor < 0:
-            self.notify("No earlier leaf is recorded in this session.", markup=False)
+            confirm(self, "No earlier leaf is recorded in this session.")
             return
         previous = session.recent_leaf_moves(total - 1 - cursor, 1)[0].from_id
         if not self._guard(lambda: session.move_to(previous)):

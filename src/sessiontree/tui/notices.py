@@ -1,23 +1,65 @@
-"""Confirmations of what a key did, shown once that key's own frame is out.
+"""The status line: one row above the footer that says what the last key did.
 
-A Textual toast is widgets mounted into the screen's toast rack: composing them and laying the
-screen out again took 8-18 ms (real terminal, deep 100k tree, 160x50). Asked for in the key's
-handler, that work ran before the key's frame: after `b`, the rows of the new leaf's path
-reached the screen at +12 ms instead of +8. Asked for once the key's frame is drawn, the toast
-follows a frame later, where it costs the key nothing.
+Confirmations used to be Textual toasts. At 80x24, Enter on a retry, `b` and `z` stacked four of
+them over the whole preview for their five seconds, and each toast mounted widgets and laid the
+screen out again when it came and again when it went (8-18 ms in a real terminal on a deep 100k
+tree, 160x50). This row keeps its size, so a message repaints one line and nothing moves; a new
+message replaces the last, which dims when its time is up rather than vanishing, for a user who
+looks down late (as in lazygit's and k9s's status lines).
+
+Warnings and errors stay toasts: they are rare, may be long, and should be hard to miss.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
+from rich.text import Text
+from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widget import Widget
+from textual.widgets import Static
+
+FRESH_SECONDS = 5.0
 
 
-def confirm(widget: Widget, message: str, *, timeout: float | None = None) -> None:
-    """Show `message` as an information toast after the frame being prepared."""
-    notify = partial(widget.notify, message, markup=False, timeout=timeout)
-    # After the second refresh: a widget that redraws itself in its own key handler (the tree's
-    # `z`) reaches the screen's list of what to draw only once its handler returns, so the next
-    # refresh may come, empty, before its frame.
-    widget.call_after_refresh(widget.call_after_refresh, notify)
+class StatusLine(Static):
+    """The last confirmation, bright for its time and dim after it; before the first one, a
+    dim hint (`hint`) for a newcomer."""
+
+    COMPONENT_CLASSES = {"status--old"}
+
+    def __init__(self, hint: str = "", *, id: str | None = None) -> None:
+        super().__init__("", id=id, markup=False)
+        self.message = ""  # the last confirmation said; the hint is not one
+        self._hint = hint
+        self._aging: Timer | None = None
+
+    def on_mount(self) -> None:
+        if not self.message:
+            self._draw(self._hint, old=True)
+
+    def say(self, message: str, *, timeout: float = FRESH_SECONDS) -> None:
+        """Show `message` in place of the last one; it dims after `timeout` seconds."""
+        if self._aging is not None:
+            self._aging.stop()
+        self.message = message
+        self._draw(message, old=False)
+        self._aging = self.set_timer(timeout, self._age)
+
+    def _age(self) -> None:
+        self._aging = None
+        self._draw(self.message, old=True)
+
+    def _draw(self, text: str, *, old: bool) -> None:
+        style = self.get_component_rich_style("status--old", partial=True) if old else ""
+        # The row keeps its size whatever it says: a repaint, not a layout of the screen.
+        self.update(Text(text, style=style, no_wrap=True, overflow="ellipsis", end=""), layout=False)
+
+
+def confirm(widget: Widget, message: str, *, timeout: float = FRESH_SECONDS) -> None:
+    """Say `message` on the status line of `widget`'s screen; a toast where there is none."""
+    try:
+        line = widget.screen.query_one(StatusLine)
+    except NoMatches:
+        widget.notify(message, markup=False, timeout=timeout)
+        return
+    line.say(message, timeout=timeout)

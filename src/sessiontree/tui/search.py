@@ -26,6 +26,7 @@ from ..query import Query, QueryError, compile_query
 from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
+from .notices import confirm
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
 
@@ -117,7 +118,7 @@ class SearchMixin(BrowserBase):
         tree.rebuild(keep=keep)
         self._update_header()  # the cursor is back where it was: on no match, maybe
         self.app.clear_notifications()  # "… · Esc restores the tree" is done
-        self.notify("Search filter cleared", markup=False, timeout=2)
+        confirm(self, "Search filter cleared")
 
     @work(thread=True, exclusive=True, group="search")
     def _run_search(self, query: Query, outline: Outline | None, visible: bytes | None) -> None:
@@ -172,14 +173,14 @@ class SearchMixin(BrowserBase):
             tree.rebuild(keep=min(near, key=lambda i: (abs(i - here), i < here)))
             self._set_matches(found)
             matches = counted(len(found), "match", "matches")
-            self.notify(f"{matches}{note} · Esc restores the tree", markup=False, timeout=4)
+            confirm(self, f"{matches}{note} · Esc restores the tree")
             return
         self._set_matches(found)
         if not found:
             self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
             return
         matches = counted(len(found), "match", "matches")
-        self.notify(f"{matches} for {query.source!r}{note} (n / N)", markup=False, timeout=3)
+        confirm(self, f"{matches} for {query.source!r}{note} (n / N)")
         if tree.outline is outline:
             self.action_next_match(1, include_current=True)
 

@@ -362,13 +362,13 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self.folded = self.outline.side_folds
             count = len(self.folded)
             if not count:
-                self.notify("No side branches to fold here.", markup=False, timeout=3)
+                confirm(self, "No side branches to fold here.")
                 return
             # Most may be far from the screen: say what happened even when no row here changes.
             message = f"Folded {counted(count, 'side branch', 'side branches')} (z unfolds them)"
         if i is not None:
             self.rebuild(keep=i)
-        confirm(self, message, timeout=3)
+        confirm(self, message)
 
     def action_toggle_sizes(self) -> None:
         self.show_sizes = not self.show_sizes
