@@ -198,6 +198,18 @@ def test_array_layout_shape_follows_appends(index, batches):
             break
 
 
+def test_a_run_added_is_written_into_room_past_the_shapes_arrays():
+    """A leaf move adds a run: the shape's arrays grow into spare room of the buffer they view
+    rather than being copied, and a view taken before keeps what it showed."""
+    first = layout._grown(np.arange(3, dtype=layout.INT), 7)  # copied once, with room to spare
+    second = layout._grown(first, 8)
+    assert first.tolist() == [0, 1, 2, 7] and second.tolist() == [0, 1, 2, 7, 8]
+    assert second.ctypes.data == first.ctypes.data and second.dtype == layout.INT
+    put = layout._put(second, 1, 5, 9)  # a split copies, into a buffer with room again
+    assert put.tolist() == [0, 5, 1, 2, 7, 8, 9] and second.tolist() == [0, 1, 2, 7, 8]
+    assert layout._grown(put, 4).ctypes.data == put.ctypes.data
+
+
 @settings(max_examples=200, deadline=None)
 @given(index=trees(adoptions=False), leaves=st.lists(st.integers(-1, 59), min_size=1, max_size=8))
 def test_active_path_marked_at_once_equals_the_walk(index, leaves):
