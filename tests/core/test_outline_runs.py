@@ -314,6 +314,42 @@ def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it(vect
     assert not outline.grow(masks.mask(Filter.DEFAULT, {}))
 
 
+def test_a_leaf_move_after_the_outline_grew_is_laid_out_from_its_new_rows():
+    """The array layout's pieces are shared with the next layout when it draws the same runs in
+    the same order (`layout._repieced`); `grow` changes two of them in place, so the next
+    layout must not start from them."""
+    index = TreeIndex()
+    for k in range(12):
+        index.add(f"e{k}", f"e{k - 1}" if k else None, "message", "user" if k % 2 == 0 else "assistant")
+    index.add("retry", "e3", "message", "assistant")  # a side branch: two runs and more
+    for k in range(12, 16):
+        index.add(f"e{k}", f"e{k - 1}" if k > 12 else "e11", "message", "user" if k % 2 == 0 else "assistant")
+    index.leaf = len(index) - 1
+    runs, masks = Runs(index), Masks(index)
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        for k in range(3):  # the agent writes on: rows at the end, taken in by `grow`
+            index.add(f"more{k}", index.ids[-1], "message", "user" if k % 2 else "assistant")
+            index.leaf = len(index) - 1
+            runs.update()
+            assert outline.grow(masks.mask(Filter.DEFAULT, {}))
+        for target in ("e13", "e9", "e15"):  # then Enter on rows of the same chain
+            at = index.pos[target]
+            index.add(f"to-{target}", index.ids[index.leaf], "leaf", target_id=target)
+            index.leaf = at
+            runs.update()
+            outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+            _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+            _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
+
+
+def _same_pieces(outline: Outline, fresh: Outline) -> None:
+    """The per-piece arrays equal those of a layout made from nothing kept: the walk's checks
+    read some of them only on some paths (a piece's count where every entry is shown)."""
+    for name in ("p_lo", "p_hi", "p_row", "p_count", "p_first", "p_rest"):
+        assert list(getattr(outline, name)) == list(getattr(fresh, name)), name
+
+
 def test_grow_leaves_entries_below_a_fold_hidden():
     """An entry appended below a folded last entry stays hidden: `grow` leaves it to a rebuild,
     for the loop and the array layout alike (their drawn part ends exactly where it grew)."""
@@ -411,14 +447,15 @@ def test_leaf_moves_are_laid_out_from_the_last_layout(index, flt, targets):
     runs = Runs(index)
     with patch.object(outline_module, "VECTOR_MIN", 0):
         Outline(index, flt, {}, (), runs=runs)  # the first layout groups the runs
-        with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
-            for k, t in enumerate(targets[1:]):
-                target = shown[t % len(shown)]
-                index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target])
-                index.leaf = target
-                runs.update()
+        for k, t in enumerate(targets[1:]):
+            target = shown[t % len(shown)]
+            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[target])
+            index.leaf = target
+            runs.update()
+            with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
                 outline = Outline(index, flt, {}, (), runs=runs)
-                _same(index, outline, ReferenceOutline(index, flt, {}, (), None, None))
+            _same(index, outline, ReferenceOutline(index, flt, {}, (), None, None))
+            _same_pieces(outline, Outline(index, flt, {}, (), runs=Runs(index)))
 
 
 def test_a_leaf_move_from_a_leaf_shown_only_for_being_it():
@@ -442,6 +479,42 @@ def test_a_leaf_move_from_a_leaf_shown_only_for_being_it():
                 runs.update()
                 outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
                 _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+
+
+def test_leaf_moves_between_forks_the_filter_hides_patch_the_last_pieces():
+    """Moves between forks on the active path (tool-only assistant turns, hidden by default
+    but shown for being the leaf) draw the same runs in the same order: the pieces come from
+    the last layout's, with the rows of the runs holding the old and the new leaf changed
+    (`layout._repieced`), and equal those made from nothing kept."""
+    index = TreeIndex()
+    index.add("e0", None, "message", "user")
+    parent = "e0"
+    for k in (1, 3, 5):
+        index.add(f"e{k}", parent, "message", "assistant", tool_only=True)
+        index.add(f"a{k}", f"e{k}", "message", "user")  # a retry left behind: e{k} is a fork
+        index.add(f"e{k + 1}", f"e{k}", "message", "user")
+        parent = f"e{k + 1}"
+    index.add("e7", parent, "message", "assistant")
+    index.leaf = len(index) - 1
+    runs = Runs(index)
+    patched: list[bool] = []
+    repieced = layout._repieced
+
+    def spied(*args: Any) -> Any:
+        memo = repieced(*args)
+        patched.append(memo is not None and memo.count_o is not args[0].count_o)
+        return memo
+
+    with patch.object(outline_module, "VECTOR_MIN", 0), patch.object(layout, "_repieced", spied):
+        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        for k, target in enumerate(["e1", "e3", "e5", "e1", "e7"]):
+            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
+            index.leaf = index.pos[target]
+            runs.update()
+            outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+            _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+            _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
+    assert sum(patched) >= 3, patched
 
 
 def _same_groups(kept: layout._Shape, fresh: layout._Shape) -> None:
