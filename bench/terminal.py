@@ -52,6 +52,10 @@ class App:
     ready: str  # text on the screen once the tree is browsable
     quit: str
     keys: dict[str, str]  # measure → tmux key name
+    # measure → a key sent (untimed) after its presses, back to the state the next measure
+    # expects: our filter cycle otherwise ends where its presses leave it ("labeled only" after
+    # eight, an empty tree on the bench files), and every key measured after it changed nothing
+    reset: dict[str, str] = field(default_factory=dict)
 
 
 def ours(src: Path | None) -> App:
@@ -73,6 +77,7 @@ def ours(src: Path | None) -> App:
             "z": "z",
             "back (b)": "b",
         },
+        {"filter cycle": "1"},  # the default filter
     )
 
 
@@ -172,6 +177,9 @@ def run_app(app: App, path: Path, size: str, presses: int, timeout: float, into:
                 frame, settled, screen = settle(name, screen, t0, KEY_TIMEOUT)
                 into.add(f"{measure} → frame", frame)
                 into.add(f"{measure} → settled", settled if frame is not None else None)
+            if measure in app.reset:
+                subprocess.run(["tmux", "send-keys", "-t", name, app.reset[measure]], check=True)
+                screen = settle(name, screen, time.perf_counter(), KEY_TIMEOUT)[2]
     finally:
         subprocess.run(["tmux", "send-keys", "-t", name, app.quit], check=False)
         time.sleep(0.2)
