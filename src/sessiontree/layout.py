@@ -685,6 +685,8 @@ class _Laid:
     # the layout before folds hid runs below them (`_refold`), with its pieces: ~15 MB at 1M
     unfolded: _Laid | None = None
     memo: _Memo | None = None  # the pieces last made from this layout (`_pieces`)
+    # (the drawing order this one was made from by `_relay`, the stretches of pieces it changed)
+    moved: tuple[Any, list[tuple[int, int]]] | None = None
 
     def flags(self) -> tuple[Any, Any, Any]:
         if self.rot_ok is None:
@@ -744,6 +746,8 @@ def _relay(
     rot_ok, forky, lastkid = laid.flags()
     runs_o, depth_s, side_s, rotated = laid.runs_o, laid.depth_s, laid.side_s, laid.rotated
     piece_of = laid.piece_of
+    base = runs_o if not edits or edits[0] < 0 else None  # pieces numbered as in `laid`'s
+    touched: list[tuple[int, int]] = []  # stretches of pieces the rotations change
     if edits and edits[0] < 0:
         piece_of = np.append(piece_of, -1)
         rot_ok, forky = np.append(rot_ok, False), np.append(forky, False)
@@ -807,6 +811,7 @@ def _relay(
             for values in (runs_o, depth_s, side_s):
                 values[a:e] = np.concatenate((values[b:e], values[a:b]))
             piece_of[runs_o[a:e]] = np.arange(a, e, dtype=INT)
+            touched.append((a, e))  # the columns changed below lie in it too: c's and `last`'s
 
         for c, back in [(c, True) for c in undo] + [(c, False) for c in redo]:
             s, steps = int(par[c]), 0  # c's nearest drawn ancestor, a step or two up at most
@@ -837,7 +842,10 @@ def _relay(
             side_s[a] = not back
     wanted.sort(key=lambda c: int(pre[c]))
     unfolded = None if edits else laid.unfolded  # renumbered runs: it would not fit them
-    return _Laid(drawn, runs_o, depth_s, side_s, piece_of, wanted, None, rot_ok, forky, lastkid, unfolded)
+    relaid = _Laid(drawn, runs_o, depth_s, side_s, piece_of, wanted, None, rot_ok, forky, lastkid, unfolded)
+    if base is not None and touched:
+        relaid.moved = (base, touched)
+    return relaid
 
 
 def _refold(shape: _Shape, laid: _Laid, drawn: Any) -> _Laid | None:
@@ -1007,54 +1015,88 @@ def _pieces(
 
 
 def _repieced(last: _Memo, laid: _Laid, lo: Any, rows_in: Any, end: Any) -> _Memo | None:
-    """The pieces of `last` with the rows and ends of the runs that changed since, or None if
-    the drawing order is not the same one or too many runs changed. A leaf move draws the same
-    runs in the same order unless the path now takes an older child at some fork, and changes
-    a run or two (the old and new leaf are shown for being the leaf; the last run lengthens):
-    this costs two comparisons and a copy or two of the per-piece arrays, where making them
-    gathers five (1.7 ms on the deep 1M tree, 180,000 pieces)."""
-    seen = len(last.rows_in)
+    """The pieces of `last` with those that changed since made again, or None if too many did.
+    A leaf move (`_relay`) draws the same runs, in the same order unless the path now takes
+    another child at a fork, which moves the stretch of pieces of that fork's group; and it
+    changes the rows of a run or two (the old and new leaf are shown for being the leaf) and
+    the end of the last. Making every piece again gathers five arrays over all of them (1.7 ms
+    on the deep 1M tree, 180,000 pieces); this copies those that change, makes the moved
+    stretches again and sets the runs that changed."""
+    seen, runs_o = len(last.rows_in), laid.runs_o
+    stretches: list[tuple[int, int]] = []
+    if not (last.runs_o is runs_o and last.depth_s is laid.depth_s and last.side_s is laid.side_s):
+        if laid.moved is None or laid.moved[0] is not last.runs_o or len(runs_o) != len(last.runs_o):
+            return None
+        stretches = _merged(laid.moved[1])
+        if sum(e - a for a, e in stretches) > len(runs_o) // 2:
+            return None  # gathering them all is as cheap as copying and then most of that
     same_lo = lo is last.lo or (lo.base is not None and lo.base is last.lo.base)
-    same_order = last.runs_o is laid.runs_o and last.depth_s is laid.depth_s and last.side_s is laid.side_s
-    if not (last.alive[0] and same_order and same_lo and len(rows_in) >= seen):
-        return None  # runs past `seen` are new: drawn in the same order, none of them is drawn
+    if not (last.alive[0] and same_lo and len(rows_in) >= seen):
+        return None  # runs past `seen` are new: with the same pieces, none of them is drawn
     grown = np.flatnonzero(rows_in[:seen] != last.rows_in)
     moved = np.flatnonzero(end[:seen] != last.end)
     if len(grown) + len(moved) > FEW_CHANGED:
         return None
     count_o, starts, p_hi = last.count_o, last.starts, last.p_hi
+    p_lo, p_first, p_rest, deepest = last.p_lo, last.p_first, last.p_rest, last.deepest
+    if stretches:
+        count_o, p_lo, p_hi, p_first, p_rest = (a.copy() for a in (count_o, p_lo, p_hi, p_first, p_rest))
+        for a, e in stretches:
+            part = runs_o[a:e]
+            count_o[a:e] = rows_in.take(part)
+            p_lo[a:e] = lo.take(part)
+            p_hi[a:e] = end.take(part)
+            rest = 2 * laid.depth_s[a:e]
+            p_rest[a:e] = rest
+            p_first[a:e] = rest - laid.side_s[a:e]
+        deepest = int(laid.depth_s.max())
+    counted = bool(stretches)
+    piece_of = laid.piece_of
     for r in grown.tolist():
-        k = int(laid.piece_of[r])
-        if k < 0:
-            continue
-        if count_o is last.count_o:
-            count_o, starts = count_o.copy(), starts.copy()
-        step = int(rows_in[r] - last.rows_in[r])
-        count_o[k] += step
-        starts[k + 1 :] += step
+        k = int(piece_of[r])
+        if k >= 0:
+            if count_o is last.count_o:
+                count_o = count_o.copy()
+            count_o[k] = rows_in[r]
+            counted = True
     for r in moved.tolist():
-        k = int(laid.piece_of[r])
-        if k < 0:
-            continue
-        if p_hi is last.p_hi:
-            p_hi = p_hi.copy()
-        p_hi[k] = end[r]
+        k = int(piece_of[r])
+        if k >= 0:
+            if p_hi is last.p_hi:
+                p_hi = p_hi.copy()
+            p_hi[k] = end[r]
+    if counted:
+        starts = np.empty(len(count_o) + 1, dtype=INT)
+        starts[0] = 0
+        np.cumsum(count_o, out=starts[1:])
     return _Memo(
-        runs_o=last.runs_o,
-        depth_s=last.depth_s,
-        side_s=last.side_s,
+        runs_o=runs_o,
+        depth_s=laid.depth_s,
+        side_s=laid.side_s,
         lo=lo,
         rows_in=rows_in,
         end=end,
         count_o=count_o,
         starts=starts,
-        p_lo=last.p_lo,
+        p_lo=p_lo,
         p_hi=p_hi,
-        p_first=last.p_first,
-        p_rest=last.p_rest,
-        deepest=last.deepest,
+        p_first=p_first,
+        p_rest=p_rest,
+        deepest=deepest,
         alive=last.alive,
     )
+
+
+def _merged(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches `[a, e)` as few disjoint ones covering the same places, in order (a
+    rotation's stretch holds those of the columns it changes)."""
+    merged: list[tuple[int, int]] = []
+    for a, e in sorted(stretches):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((a, e))
+    return merged
 
 
 def _spans(starts: Any, stops: Any, count: int) -> Any:

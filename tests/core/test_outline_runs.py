@@ -348,6 +348,7 @@ def _same_pieces(outline: Outline, fresh: Outline) -> None:
     read some of them only on some paths (a piece's count where every entry is shown)."""
     for name in ("p_lo", "p_hi", "p_row", "p_count", "p_first", "p_rest"):
         assert list(getattr(outline, name)) == list(getattr(fresh, name)), name
+    assert outline.prefixes == fresh.prefixes  # as deep as the deepest piece
 
 
 def test_grow_leaves_entries_below_a_fold_hidden():
@@ -515,6 +516,43 @@ def test_leaf_moves_between_forks_the_filter_hides_patch_the_last_pieces():
             _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
             _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
     assert sum(patched) >= 3, patched
+
+
+def test_leaf_moves_into_late_retries_make_only_the_moved_pieces_again():
+    """A move into a retry near the end changes the fork where the path takes the older child:
+    that fork's group is a short stretch of pieces, made again from the last layout's while
+    the rest is kept (`layout._repieced`); the pieces equal those made from nothing kept."""
+    index = TreeIndex()  # a chain with a retry at every other entry, two at its last forks
+    index.add("e0", None, "message", "user")
+    for k in range(1, 40):
+        index.add(f"e{k}", f"e{k - 1}", "message", "user" if k % 2 else "assistant")
+        if k < 30 and k % 2:
+            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
+        if k in (30, 33, 36):
+            index.add(f"r{k}", f"e{k - 1}", "message", "assistant")
+            index.add(f"s{k}", f"e{k - 1}", "message", "assistant")
+            index.add(f"t{k}", f"s{k}", "message", "user")
+            index.add(f"u{k}", f"s{k}", "message", "user")
+    index.leaf = index.pos["e39"]
+    runs = Runs(index)
+    stretched: list[bool] = []
+    repieced = layout._repieced
+
+    def spied(last: Any, laid: Any, *rest: Any) -> Any:
+        memo = repieced(last, laid, *rest)
+        stretched.append(memo is not None and laid.runs_o is not last.runs_o)
+        return memo
+
+    with patch.object(outline_module, "VECTOR_MIN", 0), patch.object(layout, "_repieced", spied):
+        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+        for k, target in enumerate(["r36", "s36", "u36", "e39", "s33", "t33", "e38", "r30", "e39", "u30"]):
+            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
+            index.leaf = index.pos[target]
+            runs.update()
+            outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
+            _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
+            _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
+    assert sum(stretched) >= 4, stretched
 
 
 def _same_groups(kept: layout._Shape, fresh: layout._Shape) -> None:
