@@ -61,7 +61,6 @@ class Pieces:
     fork_rows: Callable[[], memoryview]  # computed when asked for (`[` and `]`)
     side_roots: Callable[[], memoryview]  # computed when asked for (only `z` needs them)
     ahead: Callable[[], None]  # derives what the next layout reads from this one (`_relay`)
-    forget: Callable[[], None]  # `Outline.grow` is about to change p_hi and p_count in place
     path_runs: bytes  # 1 per run holding part of the active path (all of it but the leaf's run)
     leaf_run: int  # the run holding the leaf (-1: no leaf)
     last_cut: bool  # the last run is cut short by a fold (`Outline.grow` cannot lengthen it)
@@ -646,9 +645,9 @@ def _takes_fork(vis: bytearray, lo: Any, hi: Any, r: int, leaf: int) -> bool:
 @dataclass(slots=True)
 class _Memo:
     """A layout's pieces as arrays, with what they were made from, for the next pieces made
-    from the same drawing order (`_pieces`). The arrays are shared with the outlines built
-    from them and with the memos made from this one: `alive` is one cell for all of those,
-    cleared when an outline changes its arrays (`Outline.grow`)."""
+    from the same drawing order (`_pieces`). They are shared with the outlines built from them,
+    where `Outline.grow` sets a piece's end and count in place: to what they are then, which the
+    next pieces, made from the runs that changed since these, set again."""
 
     runs_o: Any  # the drawing order they came from (by identity, as the next two)
     depth_s: Any
@@ -663,7 +662,6 @@ class _Memo:
     p_first: Any
     p_rest: Any
     deepest: int
-    alive: list[bool]
 
 
 @dataclass(slots=True)
@@ -962,7 +960,6 @@ def _pieces(
             p_first=rest - side_s,
             p_rest=rest,
             deepest=int(depth_s.max()) if len(depth_s) else 0,
-            alive=[True],
         )
     laid.memo = memo
     ends = memo.starts[1:]  # the row after each piece
@@ -991,9 +988,6 @@ def _pieces(
         if shape.laid is laid:  # else the next layout does not start from this one
             laid.flags()
 
-    def forget() -> None:
-        memo.alive[0] = False
-
     return Pieces(
         p_lo=_ints(memo.p_lo),
         p_hi=_ints(memo.p_hi),
@@ -1005,7 +999,6 @@ def _pieces(
         fork_rows=fork_rows,
         side_roots=side_roots,
         ahead=ahead,
-        forget=forget,
         path_runs=on_path.tobytes(),
         leaf_run=leaf_run,
         last_cut=last_cut,
@@ -1031,7 +1024,7 @@ def _repieced(last: _Memo, laid: _Laid, lo: Any, rows_in: Any, end: Any) -> _Mem
         if sum(e - a for a, e in stretches) > len(runs_o) // 2:
             return None  # gathering them all is as cheap as copying and then most of that
     same_lo = lo is last.lo or (lo.base is not None and lo.base is last.lo.base)
-    if not (last.alive[0] and same_lo and len(rows_in) >= seen):
+    if not (same_lo and len(rows_in) >= seen):
         return None  # runs past `seen` are new: with the same pieces, none of them is drawn
     grown = np.flatnonzero(rows_in[:seen] != last.rows_in)
     moved = np.flatnonzero(end[:seen] != last.end)
@@ -1050,22 +1043,9 @@ def _repieced(last: _Memo, laid: _Laid, lo: Any, rows_in: Any, end: Any) -> _Mem
             p_rest[a:e] = rest
             p_first[a:e] = rest - laid.side_s[a:e]
         deepest = int(laid.depth_s.max())
-    counted = bool(stretches)
-    piece_of = laid.piece_of
-    for r in grown.tolist():
-        k = int(piece_of[r])
-        if k >= 0:
-            if count_o is last.count_o:
-                count_o = count_o.copy()
-            count_o[k] = rows_in[r]
-            counted = True
-    for r in moved.tolist():
-        k = int(piece_of[r])
-        if k >= 0:
-            if p_hi is last.p_hi:
-                p_hi = p_hi.copy()
-            p_hi[k] = end[r]
-    if counted:
+    count_o = _set_drawn(count_o, last.count_o, grown, rows_in, laid.piece_of)
+    p_hi = _set_drawn(p_hi, last.p_hi, moved, end, laid.piece_of)
+    if count_o is not last.count_o:
         starts = np.empty(len(count_o) + 1, dtype=INT)
         starts[0] = 0
         np.cumsum(count_o, out=starts[1:])
@@ -1083,8 +1063,19 @@ def _repieced(last: _Memo, laid: _Laid, lo: Any, rows_in: Any, end: Any) -> _Mem
         p_first=p_first,
         p_rest=p_rest,
         deepest=deepest,
-        alive=last.alive,
     )
+
+
+def _set_drawn(values: Any, kept: Any, runs: Any, source: Any, piece_of: Any) -> Any:
+    """`values` (per piece) with each drawn run of `runs` set from `source` (per run) at its
+    piece; copied first if it still is `kept`, the last layout's array."""
+    for r in runs.tolist():
+        k = int(piece_of[r])
+        if k >= 0:
+            if values is kept:
+                values = values.copy()
+            values[k] = source[r]
+    return values
 
 
 def _merged(stretches: list[tuple[int, int]]) -> list[tuple[int, int]]:

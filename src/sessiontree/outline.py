@@ -235,7 +235,6 @@ class Outline:
     __slots__ = (
         "_ahead",
         "_blocks",
-        "_forget",
         "_fork_rows",
         "_last_cut",
         "_leaf",
@@ -298,7 +297,6 @@ class Outline:
         self.prefixes: list[str] = [""]
         self._side_roots: Sequence[int] | Callable[[], Sequence[int]] = []
         self._ahead: Callable[[], None] | None = None
-        self._forget: Callable[[], None] | None = None  # the array layout's: see `grow`
         self.p_lo: Ints = array("q")
         self.p_hi: Ints = array("q")
         self.p_row: Ints = array("q")
@@ -355,7 +353,7 @@ class Outline:
         self.p_lo, self.p_hi, self.p_row = pieces.p_lo, pieces.p_hi, pieces.p_row
         self.p_count, self.p_first, self.p_rest = pieces.p_count, pieces.p_first, pieces.p_rest
         self._piece_of, self._fork_rows = pieces.piece_of, pieces.fork_rows
-        self._side_roots, self._ahead, self._forget = pieces.side_roots, pieces.ahead, pieces.forget
+        self._side_roots, self._ahead = pieces.side_roots, pieces.ahead
         self.rows = pieces.rows
         self._last_cut = pieces.last_cut
         self._path_runs, self._leaf_run = pieces.path_runs, pieces.leaf_run
@@ -484,8 +482,6 @@ class Outline:
             part = bytearray(_and(part, bytes(restrict[old:n]).ljust(n - old, b"\x01")))
         self.vis += part
         added = part.count(1)
-        if self._forget is not None:  # the next layout may start from these arrays: not now
-            self._forget()
         self.p_hi[k] = n
         self.p_count[k] += added
         self.rows += added

@@ -316,8 +316,8 @@ def test_turns_appended_at_the_leaf_grow_the_outline_and_a_fork_rebuilds_it(vect
 
 def test_a_leaf_move_after_the_outline_grew_is_laid_out_from_its_new_rows():
     """The array layout's pieces are shared with the next layout when it draws the same runs in
-    the same order (`layout._repieced`); `grow` changes two of them in place, so the next
-    layout must not start from them."""
+    the same order (`layout._repieced`), and `grow` sets two of them in place: the next layout
+    must still equal one made from nothing kept."""
     index = TreeIndex()
     for k in range(12):
         index.add(f"e{k}", f"e{k - 1}" if k else None, "message", "user" if k % 2 == 0 else "assistant")
@@ -497,25 +497,32 @@ def test_leaf_moves_between_forks_the_filter_hides_patch_the_last_pieces():
         parent = f"e{k + 1}"
     index.add("e7", parent, "message", "assistant")
     index.leaf = len(index) - 1
+    made = _moves_from_the_last_pieces(index, ["e1", "e3", "e5", "e1", "e7"])
+    patched = [memo is not None and memo.count_o is not last.count_o for last, _, memo in made]
+    assert sum(patched) >= 3, patched
+
+
+def _moves_from_the_last_pieces(index: TreeIndex, targets: list[str]) -> list[tuple[Any, Any, Any]]:
+    """Leaf moves to `targets` as Enter makes them, each laid out and compared with the walk
+    and with pieces made from nothing kept; what `layout._repieced` was given and made."""
     runs = Runs(index)
-    patched: list[bool] = []
+    made: list[tuple[Any, Any, Any]] = []
     repieced = layout._repieced
 
-    def spied(*args: Any) -> Any:
-        memo = repieced(*args)
-        patched.append(memo is not None and memo.count_o is not args[0].count_o)
-        return memo
+    def spied(last: Any, laid: Any, *rest: Any) -> Any:
+        made.append((last, laid, repieced(last, laid, *rest)))
+        return made[-1][2]
 
     with patch.object(outline_module, "VECTOR_MIN", 0), patch.object(layout, "_repieced", spied):
         Outline(index, Filter.DEFAULT, {}, (), runs=runs)
-        for k, target in enumerate(["e1", "e3", "e5", "e1", "e7"]):
+        for k, target in enumerate(targets):
             index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
             index.leaf = index.pos[target]
             runs.update()
             outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
             _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
             _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
-    assert sum(patched) >= 3, patched
+    return made
 
 
 def test_leaf_moves_into_late_retries_make_only_the_moved_pieces_again():
@@ -534,24 +541,10 @@ def test_leaf_moves_into_late_retries_make_only_the_moved_pieces_again():
             index.add(f"t{k}", f"s{k}", "message", "user")
             index.add(f"u{k}", f"s{k}", "message", "user")
     index.leaf = index.pos["e39"]
-    runs = Runs(index)
-    stretched: list[bool] = []
-    repieced = layout._repieced
-
-    def spied(last: Any, laid: Any, *rest: Any) -> Any:
-        memo = repieced(last, laid, *rest)
-        stretched.append(memo is not None and laid.runs_o is not last.runs_o)
-        return memo
-
-    with patch.object(outline_module, "VECTOR_MIN", 0), patch.object(layout, "_repieced", spied):
-        Outline(index, Filter.DEFAULT, {}, (), runs=runs)
-        for k, target in enumerate(["r36", "s36", "u36", "e39", "s33", "t33", "e38", "r30", "e39", "u30"]):
-            index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=target)
-            index.leaf = index.pos[target]
-            runs.update()
-            outline = Outline(index, Filter.DEFAULT, {}, (), runs=runs)
-            _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, (), None, None))
-            _same_pieces(outline, Outline(index, Filter.DEFAULT, {}, (), runs=Runs(index)))
+    made = _moves_from_the_last_pieces(
+        index, ["r36", "s36", "u36", "e39", "s33", "t33", "e38", "r30", "e39", "u30"]
+    )
+    stretched = [memo is not None and laid.runs_o is not last.runs_o for last, laid, memo in made]
     assert sum(stretched) >= 4, stretched
 
 
