@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from harness.pilot import cursor_id, make_app, put_cursor, settle
+from harness.pilot import cursor_id, make_app, put_cursor, settle, status
 from sessiontree import open_session
 from sessiontree.tui.modals import ChoiceScreen, ConfirmScreen, LinesScreen
 
@@ -68,17 +69,34 @@ async def test_fork_writes_a_new_session_and_opens_it(demo):
         assert s.header.parent_session and s.leaf_id == "3a7c137e"
 
 
+async def test_a_fork_not_opened_says_where_it_went(demo):
+    """The dialog that named the new file is gone once answered: the status line keeps it."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("X", "y")
+        await pilot.pause()
+        await pilot.press("n")  # not now
+        await settle(app, pilot)
+        said = status(app)
+        assert said.startswith("Forked to ") and said.endswith(" (not opened)")
+        assert Path(said.removeprefix("Forked to ").removesuffix(" (not opened)")).is_file()
+        assert app.session.location == str(demo)
+
+
 async def test_compare_two_entries_shows_both_tails(demo):
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("d")
+        assert status(app).startswith("Marked 3a7c137e")
         await pilot.press("a")  # to the leaf
         await settle(app, pilot)
         await pilot.press("d")
         await pilot.pause()
         assert isinstance(app.screen, LinesScreen)
+        assert status(app).startswith("Compared 3a7c137e with ")  # the mark is used up
         lines = app.screen.lines
         assert lines[0].startswith("---") and lines[1].startswith("+++")
         assert any(line.startswith("=") for line in lines)  # the shared prefix, collapsed

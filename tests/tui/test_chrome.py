@@ -101,6 +101,8 @@ async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(t
                 assert not said  # rows to show: nothing to say
             if empty:
                 assert "press 1 for the default" in said
+            else:  # taken back once rows show again, not left to mislead
+                assert "press 1 for the default" not in said
         assert not rebuilt
 
 

@@ -151,6 +151,7 @@ async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
         await pilot.press("5")  # everything
         await search(app, pilot, "slash", "re:^\\[?read")
         assert app.browser._matches
+        assert "for 're:^\\[?read' (n / N)" in status(app)  # as typed: one backslash, not repr's two
         assert any(r.lstrip("▌ ").startswith(("↳ [read: ", "↳ [read:")) or "[read: " in r for r in rows(app))
 
 

@@ -12,11 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from harness.pilot import cursor_id, make_app, preview_text, put_cursor, row_of, rows, settle, status
+from harness.pilot import (
+    cursor_id,
+    make_app,
+    preview_text,
+    put_cursor,
+    row_of,
+    rows,
+    screen_lines,
+    settle,
+    status,
+)
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
 from sessiontree.tui import launch
+from sessiontree.tui.browser import READ_ONLY_HINT
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
@@ -634,16 +645,33 @@ async def test_a_filter_that_hides_the_cursor_s_entry_gives_it_back_to_the_next_
 # --- read-only, locking, damage, follow -------------------------------------------------------
 
 
+async def test_an_incomplete_last_line_is_told_at_open_and_set_aside_by_the_first_write(demo):
+    """A write cut short leaves half a line: it is left out, and the first move copies it to a
+    `.torn` file and blanks it. The user hears of it when the session opens, not afterwards."""
+    torn = b'{"type":"message","id":"cut0ff","parentId":"3a7c137e","timest'
+    demo.write_bytes(demo.read_bytes() + torn)
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        [warning] = [n for n in app._notifications if n.title == "Incomplete last line"]
+        assert warning.severity == "warning" and ".torn" in str(warning.message)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+    assert demo.with_name(demo.name + ".torn").read_bytes() == torn
+
+
 async def test_read_only_mode_refuses_moves(demo):
     before = demo.read_bytes()
     app = make_app(demo, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
+        assert READ_ONLY_HINT in screen_lines(app)[-2]  # not the hint for Enter and `b`
         for key in ("enter", "s", "m", "r", "b"):
             await pilot.press(key)
         await settle(app, pilot)
         assert app.browser.query_one("#banner").display
-        assert any("read-only" in str(n.message).lower() for n in app._notifications)
+        assert status(app).startswith("Read-only: ") and not app._notifications  # the banner says why
         # help lists the keys in effect: no write key
         listed = {what for _, rows in HelpScreen.for_screen(app.browser).sections for _, what in rows}
         assert "Help" in listed and not any(what.startswith("Move") for what in listed)
@@ -912,6 +940,24 @@ async def test_demo_launch_uses_a_private_copy():
         assert status(app) == "Leaf moved to 3a7c137e"
     assert resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes() == bundled
     shutil.rmtree(app.demo_dir)
+
+
+def test_what_is_made_from_the_demo_outlives_its_copy(tmp_path):
+    """At exit the demo copy goes, with what is kept under its name; a fork or an export the
+    user made beside it stays (nothing is deleted unseen: `launch` names it)."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / launch.DEMO_NAME).write_text("{}\n")
+    assert launch.forget_demo(alone) == [] and not alone.exists()
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / launch.DEMO_NAME).write_text("{}\n")
+    (used / f"{launch.DEMO_NAME}.torn").write_text("x")
+    fork, export = used / "2026-12-05T17-20-04-237Z_abc.jsonl", used / "demo.3a7c137e.html"
+    fork.write_text("{}\n")
+    export.write_text("<html>")
+    assert launch.forget_demo(used) == sorted([fork, export])
+    assert sorted(used.iterdir()) == sorted([fork, export])
 
 
 @pytest.mark.parametrize("has_pi_sessions", [True, False])

@@ -107,6 +107,8 @@ class BranchingMixin(BrowserBase):
         def answered(yes: bool | None) -> None:
             if yes:
                 self.app.open_path(Path(path))  # type: ignore[attr-defined]
+            else:  # the path, once the dialog that named it has gone
+                confirm(self, f"Forked to {path} (not opened)", timeout=10)
 
         self.app.push_screen(ConfirmScreen(f"Forked to {path}. Open it now?", yes="Open"), answered)
 
@@ -131,6 +133,7 @@ class BranchingMixin(BrowserBase):
         lines = comparison_lines(comparison, width=width)
         title = f"Context at {mark} (−) against {target.entry_id} (+)"
         self.app.push_screen(LinesScreen(title, lines))
+        confirm(self, f"Compared {mark} with {target.entry_id}: d marks an entry again")  # the mark is used
 
     # --- export -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from .follow import FollowMixin
 from .header import SessionHeader
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
-from .notices import StatusLine, confirm
+from .notices import StatusLine, confirm, withdraw
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .tree_view import SessionTreeView
@@ -33,6 +33,8 @@ from .tree_view import SessionTreeView
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
 
 STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
+READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
+NOTHING_SHOWN = "Nothing is shown under the"
 
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
@@ -114,7 +116,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         with Horizontal(id="main"):
             yield SessionTreeView(self.session, id="tree")
             yield PreviewPane(self.session, id="side")
-        yield StatusLine(STATUS_HINT, id="status")
+        yield StatusLine(READ_ONLY_HINT if self.session.read_only else STATUS_HINT, id="status")
         with Vertical(id="search-bar"):
             # `/` selects the last query itself, at once (`SearchMixin._open_search`).
             yield Input(id="search", select_on_focus=False)
@@ -136,7 +138,18 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
         if self._note and self._note != self._reason_at_open:  # the banner says the reason
             confirm(self, self._note, timeout=8)
+        self._warn_of_a_torn_tail()
         self._start_following()
+
+    def _warn_of_a_torn_tail(self) -> None:
+        """An incomplete last line (a write cut short) is left out, and the first write sets it
+        aside in a `.torn` file and blanks it: said at open, before any key writes."""
+        session = self.session
+        torn = next((d for d in session.diagnostics if d.code == "torn_tail"), None)
+        if torn is not None and not session.read_only:
+            self.notify(
+                torn.message, title="Incomplete last line", severity="warning", markup=False, timeout=15
+            )
 
     def prepare(self) -> bool:
         """One step of what is built ahead of the keys that need it (see `SessionTreeView.prepare`);
@@ -221,10 +234,12 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         bindings = self._bindings.copy()
         if self.app._keymap:
             bindings.apply_keymap(self.app._keymap)
-        if any(b.action in WRITES for b in bindings.key_to_bindings.get(event.key, [])):
+        writes = [b for b in bindings.key_to_bindings.get(event.key, []) if b.action in WRITES]
+        if writes:
             event.stop()
-            reason = self.session.read_only_reason or "opened with --read-only"
-            self.notify(reason, title="Read-only: nothing is written", severity="warning", markup=False)
+            # One line: the banner above the tree says why (four rows of a toast at 80x24 did).
+            what = writes[0].description or event.key
+            confirm(self, f"Read-only: {what} would write; it is off (the banner says why)")
 
     def action_cycle_filter(self) -> None:
         self.action_set_filter(self._tree().filter.next().value)
@@ -235,8 +250,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         tree.rebuild()
         self._update_header()
         if not len(tree.outline):
-            message = f"Nothing is shown under the {value} filter; press 1 for the default one"
-            confirm(self, message)
+            confirm(self, f"{NOTHING_SHOWN} {value} filter; press 1 for the default one")
+        else:
+            withdraw(self, NOTHING_SHOWN)
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]

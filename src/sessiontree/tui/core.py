@@ -102,12 +102,7 @@ class BrowserBase(Screen[None]):
 
     def _writable(self) -> bool:
         if self.session.read_only:
-            self.notify(
-                self.session.read_only_reason or "read-only",
-                title="Read-only",
-                severity="warning",
-                markup=False,
-            )
+            confirm(self, "Read-only: nothing was written (the banner says why)")
             return False
         return True
 

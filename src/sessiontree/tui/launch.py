@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -17,14 +18,33 @@ from ..session import Session
 LOADING_MIN = 4 << 20
 
 
+DEMO_NAME = "demo.jsonl"
+
+
 def demo_copy() -> Path:
     """A private copy of the bundled demo session, so moves can be tried safely."""
     directory = Path(tempfile.mkdtemp(prefix="sessiontree-demo-"))
-    target = directory / "demo.jsonl"
+    target = directory / DEMO_NAME
     with resources.as_file(resources.files("sessiontree.demo") / "demo.jsonl") as source:
         shutil.copyfile(source, target)
     target.chmod(0o600)
     return target
+
+
+def forget_demo(directory: Path) -> list[Path]:
+    """Remove the private demo copy and what is kept beside it under its name; what the user
+    made from it there (a fork, an export) stays, and is returned. The directory goes when
+    nothing else is in it."""
+    made = sorted(p for p in directory.iterdir() if not p.name.startswith(DEMO_NAME))
+    if not made:
+        shutil.rmtree(directory, ignore_errors=True)
+        return []
+    for ours in directory.glob(f"{DEMO_NAME}*"):
+        if ours.is_dir():
+            shutil.rmtree(ours, ignore_errors=True)
+        else:
+            ours.unlink(missing_ok=True)
+    return made
 
 
 def open_for_browsing(
@@ -121,5 +141,11 @@ def launch(path: str | None, **options) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if app.demo_dir is not None:  # the private demo copy goes away with the app
-            shutil.rmtree(app.demo_dir, ignore_errors=True)
+            made = forget_demo(app.demo_dir)
+            if made:  # a fork or an export made from the demo: never deleted unseen
+                names = ", ".join(p.name for p in made[:3]) + (", …" if len(made) > 3 else "")
+                print(
+                    f"sessiontree: kept what you made from the demo in {app.demo_dir}: {names}",
+                    file=sys.stderr,
+                )
     return 0

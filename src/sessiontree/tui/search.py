@@ -157,7 +157,7 @@ class SearchMixin(BrowserBase):
         if outline is None:  # filter mode
             if not found:
                 self._restore_position = None
-                self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
+                self.notify(f"No entry matches '{query.source}'{note}", severity="warning", markup=False)
                 return
             mask = bytearray(len(self.session.tree))
             parent = self.session.tree.parent
@@ -177,10 +177,10 @@ class SearchMixin(BrowserBase):
             return
         self._set_matches(found)
         if not found:
-            self.notify(f"No entry matches {query.source!r}{note}", severity="warning", markup=False)
+            self.notify(f"No entry matches '{query.source}'{note}", severity="warning", markup=False)
             return
         matches = counted(len(found), "match", "matches")
-        confirm(self, f"{matches} for {query.source!r}{note} (n / N)")
+        confirm(self, f"{matches} for '{query.source}'{note} (n / N)")
         if tree.outline is outline:
             self.action_next_match(1, include_current=True)
 
