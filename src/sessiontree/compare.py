@@ -136,10 +136,15 @@ def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> li
     a, b = c.a, c.b
 
     def head(sign: str, side: Side, tail: list[Message]) -> str:
+        # Two different counts, named apart: the context's is Pi's (the last usage an assistant
+        # reported, system prompt and tools included, plus estimates after it); the tail's is
+        # an estimate of its messages' text alone. Unnamed, a context sharing nothing read
+        # "~1,498 tokens (5 after the shared part, ~266 tokens)".
         ctx = side.context
         return one_line(
-            f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens"
-            f" ({len(tail)} after the shared part, ~{sum(estimate_tokens(m) for m in tail):,} tokens)"
+            f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens in"
+            f" context · {len(tail)} after the shared part, their text ~"
+            f"{sum(estimate_tokens(m) for m in tail):,} tokens"
             f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}",
             400,
         )

@@ -903,6 +903,7 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
         await settle(app, pilot)
         assert "UTF-8" in str(app.browser.query_one("#banner").render())
         assert any("⚠" in r and "unreadable" in r for r in rows(app))
+        assert READ_ONLY_HINT in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
 
 
 async def test_open_another_session_and_quit(tmp_path, demo):

@@ -189,6 +189,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self._update_header()
         self.refresh_bindings()
         session = self.session
+        if session.read_only:  # the write keys are off now: so is the hint for them
+            for line in self.query(StatusLine):
+                line.hint(READ_ONLY_HINT)
         if session.read_only and not self._damage_told and session.read_only_reason != self._reason_at_open:
             self._damage_told = True
             self.notify(session.read_only_reason or "", title="Read-only", severity="warning", markup=False)

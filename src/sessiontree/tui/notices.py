@@ -45,6 +45,12 @@ class StatusLine(Static):
         self._draw(message, old=False)
         self._aging = self.set_timer(timeout, self._age)
 
+    def hint(self, text: str) -> None:
+        """Hold `text` as the hint, shown now if nothing has been said yet."""
+        self._hint = text
+        if not self.message:
+            self._draw(text, old=True)
+
     def withdraw(self, prefix: str) -> None:
         """Take the last message back if it starts with `prefix`: it said something about a
         state that has ended (no rows under a filter), which left there would now mislead."""
