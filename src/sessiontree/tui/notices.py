@@ -35,7 +35,7 @@ class StatusLine(Static):
 
     def on_mount(self) -> None:
         if not self.message:
-            self._draw(self._hint, old=True)
+            self._rest()
 
     def say(self, message: str, *, timeout: float = FRESH_SECONDS) -> None:
         """Show `message` in place of the last one; it dims after `timeout` seconds."""
@@ -49,7 +49,7 @@ class StatusLine(Static):
         """Hold `text` as the hint, shown now if nothing has been said yet."""
         self._hint = text
         if not self.message:
-            self._draw(text, old=True)
+            self._rest()
 
     def withdraw(self, prefix: str) -> None:
         """Take the last message back if it starts with `prefix`: it said something about a
@@ -59,7 +59,11 @@ class StatusLine(Static):
                 self._aging.stop()
                 self._aging = None
             self.message = ""
-            self._draw("", old=True)
+            self._rest()
+
+    def _rest(self) -> None:
+        """Nothing said (yet, or any longer): the hint, dim."""
+        self._draw(self._hint, old=True)
 
     def _age(self) -> None:
         self._aging = None
