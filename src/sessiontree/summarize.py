@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from .model.messages import (
     tool_calls,
 )
 from .session import BranchSummary, Session
+from .storage.index import BRANCH_SUMMARY
 
 PREAMBLE = (
     "The user explored a different conversation branch before returning here.\n"
@@ -109,7 +110,7 @@ class FileOps:
 class BranchToSummarize:
     """The abandoned part of a move: entries from the old leaf back to the common ancestor."""
 
-    entries: list[Entry]
+    size: int  # how many entries the move leaves behind
     common_ancestor_id: str | None
     messages: list[Message] = field(default_factory=list)
     files: FileOps = field(default_factory=FileOps)
@@ -119,6 +120,9 @@ class BranchToSummarize:
         return not self.messages
 
 
+BATCH = 256  # entries decoded at once, newest first, until the budget is spent
+
+
 def collect_branch(
     session: Session, target_id: str | None, old_leaf_id: str | None = None
 ) -> BranchToSummarize:
@@ -126,11 +130,15 @@ def collect_branch(
 
     Common ancestor = the deepest entry on the target's root path that is also on the old
     leaf's root path; the walk goes from the old leaf up to it (exclusive) and, like Pi's
-    implementation, does not stop at compactions (they become summary messages).
+    implementation, does not stop at compactions (they become summary messages). Only what
+    the summary reads is decoded: the newest entries within the budget and the branch
+    summaries (their file lists), found by the index's entry types. Leaving the start of a
+    deep session behind abandons tens of thousands of entries, and decoding them all took a
+    second before the dialog showed.
     """
     old = session.leaf_id if old_leaf_id is None else old_leaf_id
     if old is None:
-        return BranchToSummarize([], None)
+        return BranchToSummarize(0, None)
     index = session.tree
     old_pos = session.position(old)
     old_path = index.path_to_root(old_pos)
@@ -142,20 +150,28 @@ def collect_branch(
                 common = k
                 break
     cut = old_path.index(common) + 1 if common >= 0 else 0
-    entries = [session.storage.load_entry(k) for k in old_path[cut:]]
-    branch = BranchToSummarize(entries, None if common < 0 else index.ids[common])
-    branch.messages = _prepare_messages(entries, branch.files, DEFAULT_BUDGET)
+    left = old_path[cut:]
+    branch = BranchToSummarize(len(left), None if common < 0 else index.ids[common])
+    storage, kind = session.storage, index.kind
+    for entry in storage.load_many([k for k in left if kind[k] == BRANCH_SUMMARY]):
+        if isinstance(entry, BranchSummaryEntry) and not entry.from_hook:
+            branch.files.add_details(entry.details)
+
+    def newest_first() -> Iterator[Entry]:
+        for end in range(len(left), 0, -BATCH):
+            yield from reversed(storage.load_many(left[max(0, end - BATCH) : end]))
+
+    branch.messages = _prepare_messages(newest_first(), branch.files, DEFAULT_BUDGET)
     return branch
 
 
-def _prepare_messages(entries: list[Entry], files: FileOps, budget: int) -> list[Message]:
-    """Pi's `prepareBranchEntries`: newest first within the token budget, then chronological."""
-    for entry in entries:
-        if isinstance(entry, BranchSummaryEntry) and not entry.from_hook:
-            files.add_details(entry.details)
+def _prepare_messages(newest_first: Iterable[Entry], files: FileOps, budget: int) -> list[Message]:
+    """Pi's `prepareBranchEntries` past its first pass (the branch summaries' file lists, which
+    the caller adds): newest first within the token budget, then chronological. Entries are
+    taken from `newest_first` only while the budget lasts."""
     picked: list[Message] = []
     total = 0
-    for entry in reversed(entries):
+    for entry in newest_first:
         msg: Message | None = None
         if isinstance(entry, MessageEntry):
             if entry.role != "toolResult":

@@ -7,11 +7,16 @@ import sys
 import pytest
 
 from helpers import A, U
-from sessiontree import MemoryStorage, Session
+from sessiontree import BranchSummary, MemoryStorage, Session, open_session
+from sessiontree.opening import create_session
 from sessiontree.summarize import (
+    BATCH,
+    DEFAULT_BUDGET,
     NO_CONTENT,
     PREAMBLE,
+    FileOps,
     SummarizerError,
+    _prepare_messages,
     collect_branch,
     summarize_branch,
     transcript,
@@ -56,7 +61,7 @@ def test_collect_walks_back_to_common_ancestor():
     s, root = build()
     branch = collect_branch(s, root)
     assert branch.common_ancestor_id == root
-    assert len(branch.entries) == 4
+    assert branch.size == 4
     assert [m["role"] for m in branch.messages] == [
         "assistant",
         "user",
@@ -143,3 +148,35 @@ def test_collect_unknown_target_is_not_found():
     with pytest.raises(SessionError) as err:
         collect_branch(s, "ghost")
     assert err.value.code == "not_found"
+
+
+def test_a_long_branch_is_decoded_only_as_far_as_the_budget_reaches(tmp_path):
+    """Leaving the start of a long session behind abandons every entry after it; the summary
+    reads the newest within the token budget and the branch summaries' file lists, so only
+    those are decoded (all of them took a second at 100,000 entries before the dialog showed).
+    The result is Pi's: the same messages and files as preparing every entry."""
+    s = create_session(str(tmp_path), path=tmp_path / "long.jsonl")
+    root = s.append_message(U("start"))
+    s.append_message(A("ok"))
+    details = {"readFiles": ["old.py"], "modifiedFiles": []}
+    left = [s.move_to(root, BranchSummary("an older try", details=details))]
+    for k in range(1500):  # ~300 tokens each: the budget holds about a quarter of them
+        text = f"turn {k} " + "x" * 1200
+        left.append(s.append_message(U(text) if k % 2 == 0 else A(text)))
+    s.close()
+    s = open_session(tmp_path / "long.jsonl")
+    decoded: list[int] = []
+    load_many = s.storage.load_many
+
+    def counted(positions):
+        decoded.extend(positions)
+        return load_many(positions)
+
+    s.storage.load_many = counted  # type: ignore[method-assign]
+    branch = collect_branch(s, root)
+    assert branch.size == len(left) == 1501
+    every = [s.get_entry(i) for i in left]
+    assert branch.messages == _prepare_messages(reversed(every), FileOps(), DEFAULT_BUDGET)
+    assert BATCH < len(branch.messages) < len(left) / 3  # more than one batch read
+    assert branch.files.details() == details  # from the oldest entry, past the budget
+    assert len(decoded) < len(left) / 2, len(decoded)

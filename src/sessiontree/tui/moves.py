@@ -78,7 +78,7 @@ class MovesMixin(BrowserBase):
         self.app.push_screen(
             SummaryPrompt(
                 target_text=f"{target.entry_id} — {entry_preview(entry, 50)}",
-                branch_size=len(branch.entries),
+                branch_size=branch.size,
                 drafter=drafter,
                 drafter_name=name,
                 context_tokens=tokens,
