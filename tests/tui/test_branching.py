@@ -33,18 +33,29 @@ async def test_copy_each_kind_to_the_clipboard(demo):
         assert copied["call"].startswith("read(") and "→" in copied["call"]
 
 
-async def test_copying_a_tool_call_where_there_is_none_copies_nothing_and_says_so(demo):
+async def test_a_tool_call_is_offered_only_where_there_is_one(demo):
+    """The copy dialog lists every choice under the same number; where the entry has no tool
+    call (a user message) that one is greyed out and its number only rings the bell."""
+    from textual.widgets import OptionList
+
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         app.copy_to_clipboard("before")
         await put_cursor(app, pilot, "3a7c09bf")  # a user message
-        await pilot.press("c", "2")
+        await pilot.press("c")
+        options = app.screen.query_one(OptionList)
+        call = options.get_option("call")
+        assert call.disabled and "(none here)" in str(call.prompt)
+        assert not any(options.get_option(key).disabled for key in ("text", "sent", "id"))
+        await pilot.press("2")
         await pilot.pause()
-        assert app.clipboard == "before"
-        assert [n.message for n in app._notifications][-1] == "No tool call here."
+        assert isinstance(app.screen, ChoiceScreen) and app.clipboard == "before"
+        await pilot.press("escape")
         await put_cursor(app, pilot, "3a7c0bb2")  # an assistant message calling `read`
-        await pilot.press("c", "2")
+        await pilot.press("c")
+        assert not app.screen.query_one(OptionList).get_option("call").disabled
+        await pilot.press("2")
         await pilot.pause()
         assert "read" in app.clipboard and app.clipboard != "before"
 

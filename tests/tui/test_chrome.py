@@ -12,7 +12,7 @@ from textual._compositor import Compositor
 from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
-from harness.pilot import cursor_id, make_app, put_cursor, screen_lines, settle, status
+from harness.pilot import cursor_id, make_app, screen_lines, settle, status
 from helpers import PI_FIXTURES, A, U
 from sessiontree import create_session, open_session
 from sessiontree.outline import Filter
@@ -58,10 +58,34 @@ async def test_the_header_shows_the_leaf_and_the_size_at_80_columns(demo):
         # The preview's title drops its hint for `v` rather than cut it.
         title = str(app.browser.query_one("#preview-title").render())
         assert title == "context · up to 3a7c55c4"
+        await pilot.press("p", "e")  # a longer mode's name, and "expanded": too long for the pane
+        await settle(app, pilot)
+        title = str(app.browser.query_one("#preview-title").render())
+        assert title.startswith("as sent (convert_to_llm) · up to 3a7c55c4 · expanded")
+        shown = screen_lines(app)[1].rstrip()
+        assert shown.endswith("…") and shown.split("▊")[-1].strip()[:-1] in title  # cut, and says so
+        await pilot.press("p", "p", "e")
         await pilot.resize_terminal(160, 50)
         await settle(app, pilot)
         title = str(app.browser.query_one("#preview-title").render())
         assert title == "context · up to 3a7c55c4 · v: entry"
+
+
+async def test_a_long_session_name_is_cut_to_leave_the_leaf_in_the_header(demo):
+    """After `r` gave a long name, the header at 80 columns showed the name and nothing else:
+    the name is cut to leave room for the leaf and the size, and given more room when wider."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        name = "A much longer name for this session, given with r to tell it apart from the others"
+        await pilot.press("r", "ctrl+a", "ctrl+k", *name, "enter")
+        await settle(app, pilot)
+        assert app.session.session_name == name
+        top, leaf = screen_lines(app)[0], app.session.leaf_id  # the name's entry is the leaf now
+        assert f"… — leaf {leaf} · 47 entries" in top and name[:30] in top
+        await pilot.resize_terminal(200, 30)
+        await settle(app, pilot)
+        assert f"{name} — leaf {leaf} · 47 entries" in screen_lines(app)[0]
 
 
 async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(tmp_path, monkeypatch):
@@ -97,12 +121,11 @@ async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(t
             empty = flt is Filter.LABELED
             assert (len(app.browser.query_one(SessionTreeView).outline) == 0) == empty
             said = status(app)
-            if flt in (Filter.NO_TOOLS, Filter.USER):
-                assert not said  # rows to show: nothing to say
             if empty:
                 assert "press 1 for the default" in said
-            else:  # taken back once rows show again, not left to mislead
-                assert "press 1 for the default" not in said
+            else:  # how many rows it left, in place of "nothing shown", which would now mislead
+                rows = len(app.browser.query_one(SessionTreeView).outline)
+                assert said == f"Filter: {flt.value} · {rows} rows shown", said
         assert not rebuilt
 
 
@@ -248,8 +271,8 @@ async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         banner = app.browser.query_one("#banner")
-        assert app.session.read_only and "press U to upgrade it here" in str(banner.render())
-        assert len(banner.render().wrap(banner.content_region.width)) <= banner.content_region.height
+        assert app.session.read_only and "U upgrades it (a backup is kept)." in str(banner.render())
+        assert len(banner.render().wrap(banner.content_region.width)) <= banner.content_region.height == 2
         assert not app._notifications  # the banner says why; no toast repeats it over the tree
         await pilot.press("U")
         await pilot.pause()
@@ -292,12 +315,11 @@ async def test_warnings_stay_over_the_preview_clear_of_the_tree_rows(demo, size)
 
     app = make_app(demo)
     async with app.run_test(size=size, notifications=True) as pilot:  # drawn, as in a terminal
-        await put_cursor(app, pilot, "3a7c09bf")  # a user message: no tool call to copy
         tree = app.browser.query_one(SessionTreeView)
-        await pilot.press("c", "2")
+        await pilot.press("slash", *"zzqx", "enter")  # a search that finds nothing
         await settle(app, pilot)
         toasts = list(app.screen.query(Toast))
-        assert [str(n.message) for n in app._notifications] == ["No tool call here."] and toasts
+        assert [str(n.message) for n in app._notifications] == ["No entry matches 'zzqx'"] and toasts
         for toast in toasts:
             assert toast.region.width > 0 and toast.region.x >= tree.region.right, toast.region
 

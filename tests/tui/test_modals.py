@@ -148,3 +148,31 @@ async def test_confirm_dialog_keys_fit_on_their_line_at_80x24(tmp_path, yes):
         assert hint.region.width >= cell_len(str(hint.render()))
         await pilot.press("n")
         assert app.is_running
+
+
+async def test_esc_over_a_written_summary_asks_before_discarding_it(demo):
+    """Esc closed the dialog at once, losing a summary the user had written. The first Esc now
+    says what a second would do; an edit after it asks again; the second discards it, and the
+    move is cancelled with nothing written. With nothing written, Esc cancels at once."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = demo.read_bytes()
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("escape")  # "No summary" picked: nothing to lose
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt)
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("down", "enter", *"tried X")  # "Write a summary"
+        screen = app.screen
+        await pilot.press("escape")
+        assert app.screen is screen
+        assert "Esc again discards" in str(screen.query_one("#summary-status").render())
+        await pilot.press("!", "escape")  # edited since it asked: it asks again
+        assert app.screen is screen and screen.query_one("#summary-text").text == "tried X!"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt)
+        assert demo.read_bytes() == before

@@ -613,6 +613,15 @@ async def test_footer_shows_only_the_pickers_keys(root, demo):
         assert "q" not in shown and "s" not in shown  # letters type into the search box
 
 
+async def test_help_and_quit_stay_in_the_footer_at_80_columns(root):
+    """The footer cuts its last keys at narrow widths: listed last, help showed as "? H"."""
+    app = picker_app(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        footer = screen_lines(app)[-1]
+        assert "? Help q Quit " in footer, footer
+
+
 async def test_help_lists_the_keys(root):
     app = picker_app(root)
     async with app.run_test(size=NARROW) as pilot:

@@ -107,8 +107,28 @@ async def test_fold_and_unfold(demo):
         await pilot.press("space")
         assert len(tree.outline) == 5 and cursor_id(app) == "3a7c137e"
         assert "▸ 36 entries" in rows(app)[4]  # the stub says how much is folded away
+        # as many as the stub says, and the leaf with them: it is below, on the active path
+        assert status(app) == "Folded 36 entries below 3a7c137e (space unfolds); the leaf is in the fold"
         await pilot.press("space")
         assert len(tree.outline) == before
+        assert status(app) == "Unfolded the 36 entries below 3a7c137e"
+        await pilot.press("end")  # the leaf: nothing below it
+        await pilot.press("space")
+        assert len(tree.outline) == before
+        assert status(app) == f"Nothing is shown below {cursor_id(app)} to fold"
+
+
+async def test_fork_keys_say_when_there_is_no_fork_further(demo):
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("home", "left_square_bracket")
+        assert tree.cursor_row == 0 and status(app) == "No fork above this row under this filter"
+        await pilot.press("right_square_bracket")
+        first = tree.cursor_row
+        assert first > 0 and tree.outline.next_fork_row(first, -1) < 0
+        await pilot.press("end", "right_square_bracket")
+        assert status(app) == "No fork below this row under this filter"
 
 
 async def test_z_folds_every_side_branch_and_says_so(demo):
@@ -976,3 +996,26 @@ async def test_open_from_the_demo_lists_the_users_sessions(tmp_path, monkeypatch
         assert isinstance(app.screen, PickerScreen)
         assert app.screen.directory == (sessions if has_pi_sessions else tmp_path)
     shutil.rmtree(app.demo_dir)
+
+
+async def test_a_tool_result_is_named_by_its_call_in_the_summary_dialog_and_the_history(demo):
+    """A tool result's row shows the call that produced it, its output being in the preview. The
+    summary dialog's title and the history showed the raw output (a file's first lines)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("5")  # everything: the tool result rows are there
+        await put_cursor(app, pilot, "3a7c0da5")  # the result of a `read`
+        row = app.browser.query_one(SessionTreeView)._row_info(app.session.tree.pos["3a7c0da5"])[3]
+        output = app.session.get_entry("3a7c0da5").message["content"][0]["text"]
+        assert row.startswith("[read: ") and row not in output
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt)
+        assert str(app.screen.query_one(".dialog-title").render()).endswith(f"3a7c0da5 — {row}")
+        await pilot.press("escape")
+        await settle(app, pilot)
+        await pilot.press("enter", "H")  # the leaf moved to it: the newest move in the history
+        await settle(app, pilot)
+        assert isinstance(app.screen, HistoryScreen)
+        assert app.screen.items[0].to_id == "3a7c0da5" and app.screen.items[0].to_text == row

@@ -44,14 +44,18 @@ class BranchingMixin(BrowserBase):
                 self.notify(f"Nothing copied: {exc}", severity="error", markup=False)
                 return
             if not text:
-                nothing = "No tool call here." if what == "call" else "Nothing to copy there."
-                self.notify(nothing, severity="warning", markup=False)
+                self.notify("Nothing to copy there.", severity="warning", markup=False)
                 return
             self.app.copy_to_clipboard(text)
             size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
             confirm(self, f"Copied {dict(COPY_CHOICES)[what]}: {size}")
 
-        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", COPY_CHOICES), chosen)
+        try:  # an entry without a tool call lists that choice greyed out
+            has_call = bool(self._copy_text(target.position, target.entry_id, "call"))
+        except SessionError:
+            has_call = False
+        off = () if has_call else ("call",)
+        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", COPY_CHOICES, off), chosen)
 
     def _copy_text(self, position: int, entry_id: str, what: str) -> str:
         session = self.session

@@ -17,6 +17,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, Static
 
 from ..archive import set_archived
+from ..display import counted
 from ..outline import Filter
 from ..session import Session
 from . import deliver
@@ -25,7 +26,7 @@ from .follow import FollowMixin
 from .header import SessionHeader
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
-from .notices import StatusLine, confirm, withdraw
+from .notices import StatusLine, confirm
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .tree_view import SessionTreeView
@@ -162,6 +163,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         return tree.prepare()
 
     def on_resize(self, event: events.Resize) -> None:
+        self._update_header()  # the session's name is cut to the width
         # The palette's label docks at the footer's right end: on a narrow terminal it would
         # cover the last keys' labels. Help lists the palette either way.
         footer = self.query_one(Footer)
@@ -254,8 +256,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         self._update_header()
         if not len(tree.outline):
             confirm(self, f"{NOTHING_SHOWN} {value} filter; press 1 for the default one")
-        else:
-            withdraw(self, NOTHING_SHOWN)
+        else:  # the header names the filter too, but not what it left
+            confirm(self, f"Filter: {value} · {counted(len(tree.outline), 'row', 'rows')} shown")
 
     def action_open_other(self) -> None:
         self.app.action_open_other()  # type: ignore[attr-defined]

@@ -15,13 +15,15 @@ from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widgets import Static
 
-from ..display import inert
+from ..display import inert, one_line
 from ..model.errors import SessionError
 from ..outline import Filter
 from ..session import Session
 from .notices import confirm
 from .preview_pane import PreviewPane
 from .tree_view import SessionTreeView
+
+NOT_THE_NAME = 40  # header columns kept from the session's name (`_update_header`)
 
 
 class BrowserBase(Screen[None]):
@@ -57,7 +59,10 @@ class BrowserBase(Screen[None]):
             return
         session = self.session
         location = Path(session.storage.location or "?").name
-        self.title = inert(session.session_name or "(unnamed session)")
+        # A long name would push the leaf off a narrow header: it leaves 40 columns, for the
+        # icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries".
+        name = session.session_name or "(unnamed session)"
+        self.title = one_line(name, max(self.app.size.width - NOT_THE_NAME, 16))
         leaf = session.leaf_id or "(none)"
         # What changes first, what is known from the command line last: a narrow terminal cuts
         # the header's end (at 80 columns, after the title, about thirty characters are left).
@@ -77,10 +82,15 @@ class BrowserBase(Screen[None]):
         parts += [f"{session.entry_count():,} entries", location]
         self.sub_title = inert(" · ".join(parts))
         if session.read_only:
-            reason = inert(session.read_only_reason or "opened with --read-only")
             if session.format_version < 3 and session.location is not None:
-                reason += " — or press U to upgrade it here"
-            text = f"READ-ONLY: {reason}"
+                # The storage's reason names the CLI's `upgrade` with the file's path: four
+                # rows at 80 columns. Here a key does it, so two rows say as much.
+                text = (
+                    f"READ-ONLY: a version {session.format_version} file (Pi's older format), shown"
+                    " as v3; the file is left untouched. U upgrades it (a backup is kept)."
+                )
+            else:
+                text = f"READ-ONLY: {inert(session.read_only_reason or 'opened with --read-only')}"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text
                 banner.update(Text(text))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -84,6 +84,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self.drafter = drafter
         self.drafter_name = drafter_name
         self._drafted = False
+        self._discard_asked = False  # a first Esc over written text asked before discarding it
         self._cancel = threading.Event()  # stops a running summarizer command (its process group)
 
     def compose(self) -> ComposeResult:
@@ -205,8 +206,24 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
             SummaryChoice(text, self.drafter_name if kind == "kind-draft" and self._drafted else None)
         )
 
-    @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
+        """Esc: cancel the move, but not at once over a summary the user wrote or edited: it
+        would be lost with the dialog. The first Esc says so; the second discards it."""
+        text = self.query_one("#summary-text", TextArea)
+        if self._kind() != "kind-none" and text.text.strip() and not self._discard_asked:
+            self._discard_asked = True
+            self.query_one("#summary-status", Static).update(
+                "Esc again discards this summary and cancels the move; Ctrl+S moves with it."
+            )
+            return
+        self._discard()
+
+    @on(TextArea.Changed, "#summary-text")
+    def _edited(self) -> None:
+        self._discard_asked = False  # asked about the text as it was
+
+    @on(Button.Pressed, "#cancel")
+    def _discard(self) -> None:
         self._cancel.set()
         self.workers.cancel_group(self, "draft")
         self.dismiss(None)
@@ -369,16 +386,23 @@ class ChoiceScreen(Dialog[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, choices: list[tuple[str, str]]) -> None:
+    def __init__(self, title: str, choices: list[tuple[str, str]], off: Collection[str] = ()) -> None:
         super().__init__()
         self.title_text = title
         self.choices = choices
+        # Choices that do not apply here: listed greyed out, so every choice keeps its number.
+        self.off = off
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
             options = [
-                Option(plain(f"{n}  {label}"), id=key) for n, (key, label) in enumerate(self.choices, 1)
+                Option(
+                    plain(f"{n}  {label}" + (" (none here)" if key in self.off else "")),
+                    id=key,
+                    disabled=key in self.off,
+                )
+                for n, (key, label) in enumerate(self.choices, 1)
             ]
             yield OptionList(*options, id="choices", markup=False)
             yield Static("1-9 or Enter: choose · Esc: cancel", classes="dialog-keys")
@@ -391,7 +415,11 @@ class ChoiceScreen(Dialog[str | None]):
             n = int(event.character)
             if 1 <= n <= len(self.choices):
                 event.stop()
-                self.dismiss(self.choices[n - 1][0])
+                key = self.choices[n - 1][0]
+                if key in self.off:
+                    self.app.bell()
+                else:
+                    self.dismiss(key)
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 
-from ..display import entry_preview, entry_summary, one_line
+from ..display import one_line
 from ..model.errors import SessionError
 from ..session import BranchSummary, Navigation
 from ..summarize import collect_branch, summarize_branch
 from .core import BrowserBase
 from .modals import HistoryItem, HistoryScreen, SummaryChoice, SummaryPrompt, TextPrompt
 from .notices import confirm
-from .tree_view import RowTarget
+from .tree_view import RowTarget, row_preview
+
+HISTORY_CHARS = 60  # a move's target as its history row shows it
 
 
 class MovesMixin(BrowserBase):
@@ -72,12 +74,11 @@ class MovesMixin(BrowserBase):
             self._navigate(target, summary)
 
         name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
-        entry = session.entry_at(target.position)
         landing = session.tree.pos.get(new_leaf) if new_leaf else None
         tokens = self._tree().sizes.compute(landing) if landing is not None else 0
         self.app.push_screen(
             SummaryPrompt(
-                target_text=f"{target.entry_id} — {entry_preview(entry, 50)}",
+                target_text=f"{target.entry_id} — {row_preview(session, target.position, 50)}",
                 branch_size=branch.size,
                 drafter=drafter,
                 drafter_name=name,
@@ -113,9 +114,9 @@ class MovesMixin(BrowserBase):
             for move in session.recent_leaf_moves(skip, count):
                 text, timestamp = "", ""
                 try:  # an entry that fails to decode is listed without its text, not a crash
-                    if move.to_id is not None:
-                        entry = session.get_entry(move.to_id)
-                        text = entry_summary(entry) if entry else ""
+                    to = session.tree.pos.get(move.to_id) if move.to_id is not None else None
+                    if to is not None:
+                        text = row_preview(session, to, HISTORY_CHARS)
                     timestamp = session.require_entry(move.entry_id).timestamp
                 except SessionError as exc:
                     text = f"(unreadable: {exc.detail})"

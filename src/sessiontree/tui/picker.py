@@ -132,7 +132,11 @@ class PickerScreen(Screen[Path | None]):
     HELP_NOTES = HELP_NOTES
     """Dismissed with the chosen session file's path, or None (back, or quit at start)."""
 
+    # Help and quit first, as in the browser: the footer cuts its last keys at narrow widths
+    # (at 80 columns a help key listed last showed as "? H").
     BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "app.quit", "Quit"),
         Binding("enter", "open", "Open"),
         Binding("slash", "search", "Search"),
         Binding("s", "sort", "Sort", tooltip="sort: modified → name → entries → size → project"),
@@ -149,8 +153,6 @@ class PickerScreen(Screen[Path | None]):
         Binding("escape", "escape('clear')", "Clear search"),
         Binding("escape", "escape('back')", "Back"),
         Binding("escape", "escape('quit')", "Quit", show=False),
-        Binding("q", "app.quit", "Quit"),
-        Binding("question_mark", "help", "Help"),  # last: the first to go on a narrow footer
     ]
 
     # Per directory (resolved), for as long as the process runs.

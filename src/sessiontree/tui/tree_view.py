@@ -62,6 +62,17 @@ class RowTarget:
     entry_id: str
 
 
+def row_preview(session: Session, i: int, limit: int) -> str:
+    """The text of entry `i`'s row, one line of at most `limit` characters: a tool result is
+    drawn as the call that produced it (its output is in the preview), as in Pi's /tree."""
+    entry = session.entry_at(i)
+    if kind_of(entry) == "toolResult":
+        call = session.tool_call_of(i)
+        if call is not None:
+            return call_label(call, is_error=bool(entry.get("message", {}).get("isError")))
+    return entry_preview(entry, limit)
+
+
 class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_focus=True):
     """Rows of the session tree; the cursor row is the "highlighted" entry."""
 
@@ -338,19 +349,36 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self.set_cursor(row, center=True)
         else:
             self.app.bell()
+            confirm(self, f"No fork {'above' if step < 0 else 'below'} this row under this filter")
 
     def action_fold(self) -> None:
         i = self.current_position()
         if i is None:
             return
+        entry_id = self.session.tree.ids[i]
         if i in self.archived and self.filter is not Filter.ALL:
             self.opened.symmetric_difference_update({i})  # open / close an archived stub
+            if i in self.opened:
+                message = f"Opened the archived branch at {entry_id} (space closes it)"
+            else:
+                message = f"Closed the archived branch at {entry_id}"
         elif i in self.folded or self.outline.is_foldable(i):
             self.folded = self.folded.toggled(i)
+            message = ""
         else:
             self.app.bell()
+            confirm(self, f"Nothing is shown below {entry_id} to fold")
             return
         self.rebuild(keep=i)
+        if not message:  # counted as the stub row counts them, whatever the filter shows
+            below = counted(subtree_size(self.session.tree, i, self._runs)[0] - 1, "entry", "entries")
+            if i in self.folded:
+                message = f"Folded {below} below {entry_id} (space unfolds)"
+                if self.outline.on_path(i) and i != self.session.tree.leaf:
+                    message += "; the leaf is in the fold"
+            else:
+                message = f"Unfolded the {below} below {entry_id}"
+        confirm(self, message)
 
     def action_fold_sides(self) -> None:
         """Fold every side branch to its stub row, or unfold everything if anything is folded."""
@@ -463,11 +491,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             session = self.session
             try:
                 entry = session.entry_at(i)
-                preview = entry_preview(entry, PREVIEW_CHARS)
-                if kind_of(entry) == "toolResult":  # drawn as the call that produced it
-                    call = session.tool_call_of(i)
-                    if call is not None:
-                        preview = call_label(call, is_error=bool(entry.get("message", {}).get("isError")))
+                preview = row_preview(session, i, PREVIEW_CHARS)
             except SessionError as exc:  # a line that cannot be decoded: say so, in the row
                 self.post_message(self.Damaged())
                 return ("unknown", "⚠", session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
