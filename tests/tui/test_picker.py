@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import string
 import threading
 import time
@@ -160,6 +161,23 @@ async def test_lists_newest_first_with_id_and_project_columns(root):
         title = text_of(app, "#picker-title")
         assert "sorted by modified ↓" in title and "all projects" in title
         assert "4 sessions · 2 projects" in text_of(app, "#picker-status")
+
+
+@pytest.mark.parametrize("size", [NARROW, WIDE])
+async def test_sessions_of_one_name_are_told_apart_by_their_files(root, size):
+    """A copy of a session (or a fork of it) has its name: two identical rows. Rows whose title
+    another row shows too end with their file's name; the others do not."""
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    copy = weather.with_name("weather-copy.jsonl")
+    shutil.copyfile(weather, copy)
+    app = picker_app(root)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        t = table(app)
+        for path in (weather, copy):
+            title = str(t.get_row(str(path))[0])
+            assert title.startswith("Weather: flaky dates") and title.endswith(f" · {path.name}"), title
+        assert str(t.get_row(str(root / "--srv-api--" / "api.jsonl"))[0]) == "deploy the api"
 
 
 async def test_one_session_is_counted_in_the_singular(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -172,6 +173,7 @@ class PickerScreen(Screen[Path | None]):
         self.search: _Search | None = None
         self._columns: list[_Column] = []
         self._rendered: dict[str, tuple[Text, ...]] = {}  # what each row shows, to update in place
+        self._shared: set[str] = set()  # titles more than one row shows: those rows name their file
         self._order: list[str] = []  # the keys in the table, top to bottom
         self._matching = 0  # rows that pass the filters, of which the first ROW_LIMIT are shown
         self._describing: tuple[int, int] | None = None  # (done, total) while files are read
@@ -294,10 +296,15 @@ class PickerScreen(Screen[Path | None]):
         cells: list[Text] = []
         for column in self._columns:
             if column.key == "title":
-                title = one_line(listing.title, column.width)
+                # Two sessions of one name (a copy, a fork) would be two identical rows.
+                file = f"· {listing.path.name}" if listing.title in self._shared else ""
+                room = max(column.width - (len(file) + 1 if file else 0), 8)
+                title = one_line(listing.title, room)
                 if listing.error:
-                    title = one_line(f"⚠ {listing.title} ({listing.error})", column.width)
+                    title = one_line(f"⚠ {listing.title} ({listing.error})", room)
                 text = Text(title)
+                if file:
+                    text.append(" " + one_line(file, max(column.width - len(title) - 1, 1)), style="dim")
                 if self.search is not None:
                     for start, end in self.search.query.spans(title):
                         text.stylize("reverse", start, end)
@@ -324,6 +331,8 @@ class PickerScreen(Screen[Path | None]):
         except NoMatches:  # a worker's result arriving after the screen closed
             return
         rows = self._visible()
+        titles = Counter(x.title for x in rows)
+        self._shared = {title for title, count in titles.items() if count > 1}
         self._matching = len(rows)
         del rows[ROW_LIMIT:]
         order = [str(x.path) for x in rows]
