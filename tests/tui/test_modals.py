@@ -176,3 +176,17 @@ async def test_esc_over_a_written_summary_asks_before_discarding_it(demo):
         await settle(app, pilot)
         assert not isinstance(app.screen, SummaryPrompt)
         assert demo.read_bytes() == before
+
+
+async def test_moving_before_the_first_entry_says_the_context_is_empty(demo):
+    """`s` on the first user message puts the leaf above it, where no message is: "≈0 tokens"
+    read like a count gone wrong; the dialog says why there is nothing."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("home", "s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt)
+        help_text = " ".join(str(w.render()) for w in app.screen.query(".dialog-help"))
+        assert "The context there is empty: no message comes before it." in help_text
+        assert "tokens" not in help_text
