@@ -101,7 +101,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                     if self.branch_size
                     else "Nothing is left behind by this move (no abandoned entries)."
                 )
-                if self.context_tokens == 0:  # the first user message: the leaf goes above it
+                if self.context_tokens == 0:  # as above the first user message
                     leaving += " The context there is empty: no message comes before it."
                 elif self.context_tokens is not None:
                     leaving += f" The context there: ≈{self.context_tokens:,} tokens."

@@ -29,6 +29,7 @@ from ..archive import archived
 from ..display import call_label, counted, entry_glyph, entry_preview, inert, one_line
 from ..display import entry_kind as kind_of
 from ..folds import Folds
+from ..model.entries import Entry
 from ..model.errors import SessionError
 from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
@@ -62,10 +63,12 @@ class RowTarget:
     entry_id: str
 
 
-def row_preview(session: Session, i: int, limit: int) -> str:
-    """The text of entry `i`'s row, one line of at most `limit` characters: a tool result is
-    drawn as the call that produced it (its output is in the preview), as in Pi's /tree."""
-    entry = session.entry_at(i)
+def row_preview(session: Session, i: int, limit: int, entry: Entry | None = None) -> str:
+    """The text of entry `i`'s row (`entry`, if decoded already), one line of at most `limit`
+    characters: a tool result is drawn as the call that produced it (its output is in the
+    preview), as in Pi's /tree."""
+    if entry is None:
+        entry = session.entry_at(i)
     if kind_of(entry) == "toolResult":
         call = session.tool_call_of(i)
         if call is not None:
@@ -491,7 +494,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             session = self.session
             try:
                 entry = session.entry_at(i)
-                preview = row_preview(session, i, PREVIEW_CHARS)
+                preview = row_preview(session, i, PREVIEW_CHARS, entry)
             except SessionError as exc:  # a line that cannot be decoded: say so, in the row
                 self.post_message(self.Damaged())
                 return ("unknown", "⚠", session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
