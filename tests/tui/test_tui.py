@@ -598,6 +598,11 @@ async def test_help(demo):
         assert "Command palette: every action by name" in rows  # bound outside BINDINGS
         assert not [w for w in rows if "_" in w or not w[:1].isupper()]  # no raw action names
         assert "Scroll Right" not in rows and "Page Left" not in rows  # the tree never scrolls sideways
+        # the session's own keys first; the keys every Textual screen has, said for this app, last
+        sections = dict(app.screen.sections)
+        assert sections["Session"][0] == ("?", "Help")
+        assert ("tab", "Focus the next pane (the tree, the preview)") in sections["Everywhere"]
+        assert "Focus Next" not in rows and "Copy selected text" not in rows
         await pilot.press("escape")
         assert isinstance(app.screen.query_one(SessionTreeView), SessionTreeView)
 

@@ -16,6 +16,13 @@ from textual.widgets import Label, Static
 
 Section = tuple[str, list[tuple[str, str]]]
 SIDEWAYS = {"scroll_left", "scroll_right", "page_left", "page_right"}  # horizontal scrolling
+# Keys every Textual screen inherits, said for this app: listed first under the screen's own
+# keys, "Focus Next" and "Copy selected text" were the first thing a newcomer read in help.
+GENERIC = {
+    "app.focus_next": "Focus the next pane (the tree, the preview)",
+    "app.focus_previous": "Focus the previous pane",
+    "screen.copy_text": "Copy the text selected with the mouse",
+}
 
 
 def _disabled(node: DOMNode, action: str) -> bool:
@@ -27,10 +34,11 @@ def _disabled(node: DOMNode, action: str) -> bool:
     return target.check_action(name, parameters) is False
 
 
-def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
+def binding_rows(node: DOMNode, generic: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """(keys, what they do) for the bindings of one node in effect now, keys of the same action
-    merged."""
+    merged; with `generic`, the `GENERIC` ones go there instead, said as `GENERIC` says."""
     rows: dict[str, list[str]] = {}
+    generic_rows: dict[str, list[str]] = {}
     app = node.app
     bindings_map = node._bindings.copy()
     if app._keymap:  # remapped keys, as the screen's binding chain applies them
@@ -47,16 +55,23 @@ def binding_rows(node: DOMNode) -> list[tuple[str, str]]:
                 continue
             what = what[:1].upper() + what[1:]
             key = app.get_key_display(binding)
-            keys = rows.setdefault(what, [])
+            if generic is not None and binding.action in GENERIC:
+                what = GENERIC[binding.action]
+                keys = generic_rows.setdefault(what, [])
+            else:
+                keys = rows.setdefault(what, [])
             if key not in keys:
                 keys.append(key)
+    if generic is not None:
+        generic += [(" ".join(keys), what) for what, keys in generic_rows.items()]
     return [(" ".join(keys), what) for what, keys in rows.items()]
 
 
 def sections_for(screen: Screen) -> list[Section]:
     """The help sections of a screen: its own keys, then those of its widgets that have any."""
     sections: list[Section] = []
-    own = binding_rows(screen)
+    generic: list[tuple[str, str]] = []
+    own = binding_rows(screen, generic)
     if own:
         sections.append((getattr(screen, "HELP_TITLE", "This screen"), own))
     seen: set[type] = set()
@@ -66,7 +81,7 @@ def sections_for(screen: Screen) -> list[Section]:
             continue
         seen.add(kind)
         sections.append((kind.HELP_TITLE, binding_rows(widget)))  # type: ignore[attr-defined]
-    everywhere = binding_rows(screen.app)
+    everywhere = binding_rows(screen.app) + generic
     app = screen.app
     if app.ENABLE_COMMAND_PALETTE:  # bound by Textual outside BINDINGS
         key = app.get_key_display(Binding(app.COMMAND_PALETTE_BINDING, "command_palette"))
