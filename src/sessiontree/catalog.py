@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .display import counted
 from .model.errors import SessionError
 from .model.messages import assistant_text, content_text
 from .opening import open_session
@@ -143,7 +144,7 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
                             texts.append(("user" if role == USER else "assistant", text))
             problems = [d for d in session.diagnostics if d.severity == "error"]
             if problems:
-                listing.error = f"{len(problems)} problem(s)"
+                listing.error = counted(len(problems), "problem")
     except SessionError as exc:
         listing.error = exc.detail
     except OSError as exc:

@@ -139,7 +139,8 @@ def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> li
         # Two different counts, named apart: the context's is Pi's (the last usage an assistant
         # reported, system prompt and tools included, plus estimates after it); the tail's is
         # an estimate of its messages' text alone. Unnamed, a context sharing nothing read
-        # "~1,498 tokens (5 after the shared part, ~266 tokens)".
+        # "~1,498 tokens (5 after the shared part, ~266 tokens)". The shared part's count is
+        # the text's too: beside a context's usage-based count it can be the larger.
         ctx = side.context
         return one_line(
             f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens in"
@@ -152,9 +153,8 @@ def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> li
     lines = [head("---", a, c.tail_a), head("+++", b, c.tail_b)]
     if c.shared:
         last = message_line(c.shared_messages[-1], max(20, width - 40))
-        lines.append(
-            f"= {counted(c.shared, 'shared message')} (~{c.shared_tokens:,} tokens), ending with {last}"
-        )
+        shared = counted(c.shared, "shared message")
+        lines.append(f"= {shared}, their text ~{c.shared_tokens:,} tokens, ending with {last}")
     else:
         lines.append("= nothing shared: the contexts differ from the first message")
     tail_a, tail_b = c.tail_a, c.tail_b

@@ -188,5 +188,5 @@ async def test_moving_before_the_first_entry_says_the_context_is_empty(demo):
         await settle(app, pilot)
         assert isinstance(app.screen, SummaryPrompt)
         help_text = " ".join(str(w.render()) for w in app.screen.query(".dialog-help"))
-        assert "The context there is empty: no message comes before it." in help_text
+        assert "The context at the new leaf is empty: no message comes before it." in help_text
         assert "tokens" not in help_text

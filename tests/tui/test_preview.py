@@ -801,3 +801,33 @@ async def test_rows_arriving_above_leave_the_lines_on_screen_undrawn(tmp_path, m
                 list(line) for line in StylesCache().render_widget(v, crop)
             ]
             assert_anchor_in_view(app)
+
+
+async def test_a_slow_rebuild_says_it_is_working_until_its_rows_come(demo, monkeypatch):
+    """The whole context expanded on a deep session took seconds before its first row, and the
+    rows of the last view stayed under the new title without a word. Past SLOW_PREVIEW the title
+    says it is working, and its first rows put the title back."""
+    from sessiontree.tui import preview_pane
+
+    plan = PreviewPane._plan
+
+    def slow(self, request):
+        if request.expanded:
+            time.sleep(3 * preview_pane.SLOW_PREVIEW)
+        return plan(self, request)
+
+    monkeypatch.setattr(PreviewPane, "_plan", slow)
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        title = app.browser.query_one("#preview-title")
+        assert not str(title.render()).startswith(preview_pane.WORKING)
+        await pilot.press("e")
+        await pilot.pause(2 * preview_pane.SLOW_PREVIEW)
+        assert str(title.render()).startswith(f"{preview_pane.WORKING}context · up to")
+        for _ in range(100):
+            if pane(app).timings.get("first", 0) > pane(app).timings["start"]:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        assert str(title.render()).startswith("context · up to") and "expanded" in str(title.render())

@@ -107,6 +107,7 @@ async def test_fold_and_unfold(demo):
         await pilot.press("space")
         assert len(tree.outline) == 5 and cursor_id(app) == "3a7c137e"
         assert "▸ 36 entries" in rows(app)[4]  # the stub says how much is folded away
+        assert rows(app)[4].rstrip().endswith("← active below")  # the leaf is in there
         # as many as the stub says, and the leaf with them: it is below, on the active path
         assert status(app) == "Folded 36 entries below 3a7c137e (space unfolds); the leaf is in the fold"
         await pilot.press("space")
@@ -129,6 +130,8 @@ async def test_fork_keys_say_when_there_is_no_fork_further(demo):
         assert first > 0 and tree.outline.next_fork_row(first, -1) < 0
         await pilot.press("end", "right_square_bracket")
         assert status(app) == "No fork below this row under this filter"
+        await pilot.press("home", "right_square_bracket")  # a jump that finds one takes it back
+        assert tree.cursor_row == first and status(app) == ""
 
 
 async def test_z_folds_every_side_branch_and_says_so(demo):
@@ -257,7 +260,13 @@ async def test_search_next_previous(demo):
         assert second != first
         await pilot.press("N")
         assert cursor_id(app) == first
-        assert "match 1/5" in app.browser.sub_title
+        assert "match 1/5" in app.browser.sub_title and status(app) != "Search wrapped to the last match"
+        await pilot.press("N")  # past the first: to the last, and it says so
+        assert "match 5/5" in app.browser.sub_title and status(app) == "Search wrapped to the last match"
+        await pilot.press("n")
+        assert "match 1/5" in app.browser.sub_title and status(app) == "Search wrapped to the first match"
+        await pilot.press("n")  # a plain step takes the wrap's message back
+        assert "match 2/5" in app.browser.sub_title and status(app) == ""
         await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
         await settle(app, pilot)
         assert app.browser._matches == []

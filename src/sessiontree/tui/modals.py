@@ -102,9 +102,9 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                     else "Nothing is left behind by this move (no abandoned entries)."
                 )
                 if self.context_tokens == 0:  # as above the first user message
-                    leaving += " The context there is empty: no message comes before it."
+                    leaving += " The context at the new leaf is empty: no message comes before it."
                 elif self.context_tokens is not None:
-                    leaving += f" The context there: ≈{self.context_tokens:,} tokens."
+                    leaving += f" The context at the new leaf: ≈{self.context_tokens:,} tokens."
                 yield Static(plain(leaving), classes="dialog-help")
                 with RadioSet(id="summary-kind"):
                     yield RadioButton("No summary", value=True, id="kind-none")

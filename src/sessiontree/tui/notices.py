@@ -51,6 +51,17 @@ class StatusLine(Static):
         if not self.message:
             self._rest()
 
+    def withdraw(self, prefix: str) -> None:
+        """Take the last message back if it starts with `prefix`: it said something about a
+        state that has ended ("No fork below this row" after a jump that found one), which
+        left there would read as the key having failed."""
+        if self.message and self.message.startswith(prefix):
+            if self._aging is not None:
+                self._aging.stop()
+                self._aging = None
+            self.message = ""
+            self._rest()
+
     def _rest(self) -> None:
         """Nothing said (yet, or any longer): the hint, dim."""
         self._draw(self._hint, old=True)
@@ -63,6 +74,12 @@ class StatusLine(Static):
         style = self.get_component_rich_style("status--old", partial=True) if old else ""
         # The row keeps its size whatever it says: a repaint, not a layout of the screen.
         self.update(Text(text, style=style, no_wrap=True, overflow="ellipsis", end=""), layout=False)
+
+
+def withdraw(widget: Widget, prefix: str) -> None:
+    """`StatusLine.withdraw` on the status line of `widget`'s screen, if it has one."""
+    for line in widget.screen.query(StatusLine):
+        line.withdraw(prefix)
 
 
 def confirm(widget: Widget, message: str, *, timeout: float = FRESH_SECONDS) -> None:

@@ -296,8 +296,10 @@ class PickerScreen(Screen[Path | None]):
         cells: list[Text] = []
         for column in self._columns:
             if column.key == "title":
-                # Two sessions of one name (a copy, a fork) would be two identical rows.
-                file = f"· {listing.path.name}" if listing.title in self._shared else ""
+                # Two sessions of one name (a copy, a fork) would be two identical rows; the
+                # file's name takes at most half the cell (a title read so far may be that name).
+                shared = listing.title in self._shared and listing.title != listing.path.name
+                file = one_line(f"· {listing.path.name}", column.width // 2) if shared else ""
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
                 title = one_line(listing.title, room)
                 if listing.error:

@@ -49,6 +49,8 @@ from .tree_view import RowTarget
 
 PREVIEW_LIMIT = 400  # context entries decoded for a preview before "e" asks for all
 PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt, while keys repeat
+SLOW_PREVIEW = 0.3  # seconds without a row of a rebuild before its title says it is working
+WORKING = "working… "  # put before the title meanwhile: a cut title keeps it in view
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,9 @@ class PreviewPane(Vertical):
         self._last_show = 0.0
         self._generation = 0
         self._shown: tuple[object, ...] | None = None  # the `view` of the rows on screen
+        self._title_text = ""  # the title as the last rebuild set it
+        self._waiting = -1  # the generation whose rows have not come yet (-1: none)
+        self._slow: Timer | None = None  # fires SLOW_PREVIEW after a rebuild started
         self.cache = RenderCache()
         # When the last rebuild started, first showed rows, and finished (perf_counter seconds):
         # read by the benchmarks and the tests.
@@ -138,8 +143,15 @@ class PreviewPane(Vertical):
             self.call_after_refresh(self.rebuild)
             return
         # One row cut to its width: no layout (a whole-screen redraw on every cursor move).
-        title.update(Text(self._title(target, title.size.width or view.size.width)), layout=False)
+        self._title_text = self._title(target, title.size.width or view.size.width)
+        title.update(Text(self._title_text), layout=False)
         self._generation += 1
+        # The whole context expanded on a deep session is seconds of work before its first row:
+        # the title says so meanwhile, where the rows of the last view stayed without a word.
+        self._waiting = self._generation
+        if self._slow is not None:
+            self._slow.stop()
+        self._slow = self.set_timer(SLOW_PREVIEW, self._still_working)
         request = Request(
             target,
             self.mode,
@@ -192,8 +204,9 @@ class PreviewPane(Vertical):
         self.rebuild()
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
+        for timer in (self._timer, self._slow):
+            if timer is not None:
+                timer.stop()
         self.workers.cancel_group(self, "preview")
 
     # --- the worker ---------------------------------------------------------------------------
@@ -244,9 +257,19 @@ class PreviewPane(Vertical):
         is_leaf = target.entry_id == request.leaf
         return plan_context(context, entry, detail, as_sent=as_sent, is_leaf=is_leaf)
 
+    def _still_working(self) -> None:
+        if self._waiting == self._generation:
+            with contextlib.suppress(NoMatches):
+                title = self.query_one("#preview-title", Static)
+                title.update(Text(f"{WORKING}{self._title_text}"), layout=False)
+
     def _deliver(self, request: Request, rendered: Rendered) -> None:
         if request.generation != self._generation:
             return  # a newer rebuild started: these rows are for something else
+        if self._waiting == request.generation:
+            self._waiting = -1
+            with contextlib.suppress(NoMatches):
+                self.query_one("#preview-title", Static).update(Text(self._title_text), layout=False)
         with contextlib.suppress(NoMatches):  # the screen closed while the worker ran
             view = self.query_one(PreviewView)
             # Another entry, mode or scope is placed afresh; the same one again (a resize, a

@@ -26,9 +26,10 @@ from ..query import Query, QueryError, compile_query
 from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
-from .notices import confirm
+from .notices import confirm, withdraw
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
+WRAPPED = "Search wrapped"  # what `n` and `N` say past the last or first match
 
 
 class SearchMixin(BrowserBase):
@@ -200,9 +201,15 @@ class SearchMixin(BrowserBase):
         here = tree.cursor_row
         if step > 0:
             k = bisect_left(rows, here) if include_current else bisect_right(rows, here)
-            row = rows[k] if k < len(rows) else rows[0]
+            wrapped = k >= len(rows)
+            row = rows[0] if wrapped else rows[k]
         else:
             k = bisect_left(rows, here) - 1
-            row = rows[k] if k >= 0 else rows[-1]
+            wrapped = k < 0
+            row = rows[-1] if wrapped else rows[k]
         tree.set_cursor(row, center=True)
         self._update_header()
+        if wrapped and len(rows) > 1:  # as vim says it: the header's "match 1/9" alone looks like a jump
+            confirm(self, f"{WRAPPED} to the {'first' if step > 0 else 'last'} match")
+        else:
+            withdraw(self, WRAPPED)

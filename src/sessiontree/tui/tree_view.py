@@ -37,13 +37,14 @@ from ..sizes import ContextSizes, short_tokens
 from . import deliver
 from .direct_lines import DirectLines
 from .input_gate import gated
-from .notices import confirm
+from .notices import confirm, withdraw
 from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
+NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
 KIND_CLASS = {
     "user": "tree--user",
@@ -350,9 +351,10 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         row = self.outline.next_fork_row(self.cursor_row, step)
         if row >= 0:
             self.set_cursor(row, center=True)
+            withdraw(self, NO_FORK)  # said at the other end; this jump found one
         else:
             self.app.bell()
-            confirm(self, f"No fork {'above' if step < 0 else 'below'} this row under this filter")
+            confirm(self, f"{NO_FORK} {'above' if step < 0 else 'below'} this row under this filter")
 
     def action_fold(self) -> None:
         i = self.current_position()
@@ -535,7 +537,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._leaf_row = (self._version, tree.leaf, leaf_row)
         marker = ""
         if row == leaf_row:
-            marker = " ← active" if i == tree.leaf else " ← active (hidden below)"
+            marker = " ← active" if i == tree.leaf else " ← active below"  # folded or filtered away
         elif i == self.previous_leaf:
             marker = " ← was active"
         return RowLook(
@@ -639,7 +641,7 @@ class RowLook(NamedTuple):
     when: str | None  # only from 100 columns
     stub: str | None  # a folded entry's `▸ 12 entries · 3h ago`
     label: str | None
-    marker: str  # ` ← active`, ` ← active (hidden below)`, ` ← was active` or nothing
+    marker: str  # ` ← active`, ` ← active below`, ` ← was active` or nothing
     size: str | None  # the tokens column, when shown
     match: bool
 
