@@ -64,7 +64,9 @@ async def test_summary_dialog_keeps_its_buttons_in_view_at_80x24(tmp_path):
         for selector in ("#confirm", "#cancel", ".dialog-keys"):
             region = screen.query_one(selector).region
             assert region.height > 0 and screen.region.contains_region(region), selector
-        assert "Ctrl+S" in str(screen.query_one(".dialog-keys").render())
+        keys = screen.query_one(".dialog-keys")
+        assert str(keys.render()).split("\n") == ["^S move · ^D draft", "Esc cancels"]
+        assert keys.size.width >= len("^S move · ^D draft") and keys.size.height >= 2  # unwrapped
         # the same number as the tokens column at the entry the leaf lands on
         from sessiontree.context import estimate_context_tokens
 

@@ -91,7 +91,9 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         with Vertical(id="summary-dialog", classes="dialog"):
             # Docked first: the buttons and their keys stay in view however small the terminal.
             with Horizontal(classes="dialog-buttons"):
-                yield Static("Ctrl+S move · Ctrl+D draft · Esc cancel", classes="dialog-keys")
+                # Two lines cut where they read well: beside the buttons at 80 columns one line
+                # wrapped as "Ctrl+S move · Ctrl+D" over "draft · Esc cancel".
+                yield Static("^S move · ^D draft\nEsc cancels", classes="dialog-keys")
                 yield Button("Move", variant="primary", id="confirm")
                 yield Button("Cancel", id="cancel")
             with VerticalScroll(id="summary-body"):
