@@ -20,6 +20,7 @@ from .model.errors import SessionError
 from .model.messages import assistant_text, content_text
 from .opening import open_session
 from .query import Query, Term
+from .session import Session
 from .storage.index import ASSISTANT, USER
 
 __all__ = [
@@ -150,6 +151,13 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
     except OSError as exc:
         listing.error = exc.strerror or str(exc)
     return listing, texts
+
+
+def first_words(session: Session) -> str:
+    """The text of the session's first user message ("" if none): what the picker lists an
+    unnamed session by, and the browser's header names it by."""
+    first = session.tree.role.find(USER)
+    return _text(session, first, USER) if first >= 0 else ""
 
 
 def _text(session, i: int, role: int) -> str:

@@ -88,6 +88,22 @@ async def test_a_long_session_name_is_cut_to_leave_the_leaf_in_the_header(demo):
         assert f"{name} — leaf {leaf} · 47 entries" in screen_lines(app)[0]
 
 
+async def test_an_unnamed_session_is_named_in_the_header_as_the_picker_lists_it(tmp_path):
+    """The picker lists an unnamed session by its first user message; the header said
+    "(unnamed session)" for the same file, which read as another one."""
+    from sessiontree.catalog import describe
+
+    path = tmp_path / "old.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    title = describe(path).title
+    assert title == "/mode"  # its first user message
+    app = make_app(path)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(app, pilot)
+        top = screen_lines(app)[0]
+        assert f" {title} — leaf " in top and "(unnamed session)" not in top
+
+
 async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(tmp_path, monkeypatch):
     """Each `f` changes the header's line only: a footer label that named the filter made
     Textual's Footer rebuild all its keys on every press."""

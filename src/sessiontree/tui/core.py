@@ -15,6 +15,7 @@ from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widgets import Static
 
+from ..catalog import first_words
 from ..display import inert, one_line
 from ..model.errors import SessionError
 from ..outline import Filter
@@ -44,6 +45,7 @@ class BrowserBase(Screen[None]):
         self._match_rows_cache: list[int] = []
         self._new_entries = 0  # appended by another process since the cursor was at the leaf
         self._banner_text = ""  # what the read-only banner says
+        self._first_words = ""  # an unnamed session's first user message, once read
         self.follow = True
 
     def _tree(self) -> SessionTreeView:
@@ -61,7 +63,9 @@ class BrowserBase(Screen[None]):
         location = Path(session.storage.location or "?").name
         # A long name would push the leaf off a narrow header: it leaves 40 columns, for the
         # icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries".
-        name = session.session_name or "(unnamed session)"
+        if not self._first_words:  # as the picker lists it: by its first user message
+            self._first_words = first_words(session)
+        name = session.session_name or self._first_words or "(unnamed session)"
         self.title = one_line(name, max(self.app.size.width - NOT_THE_NAME, 16))
         leaf = session.leaf_id or "(none)"
         # What changes first, what is known from the command line last: a narrow terminal cuts
