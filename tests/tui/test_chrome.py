@@ -69,6 +69,8 @@ async def test_the_header_shows_the_leaf_and_the_size_at_80_columns(demo):
         await settle(app, pilot)
         title = str(app.browser.query_one("#preview-title").render())
         assert title == "context · up to 3a7c55c4 · v: entry"
+        # from the left, right after the icon: centred, it moved as its length changed
+        assert screen_lines(app)[0].startswith(" ├ Fix flaky date parsing in weather-cli — leaf")
 
 
 async def test_a_long_session_name_is_cut_to_leave_the_leaf_in_the_header(demo):

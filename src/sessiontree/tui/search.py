@@ -209,7 +209,9 @@ class SearchMixin(BrowserBase):
             row = rows[-1] if wrapped else rows[k]
         tree.set_cursor(row, center=True)
         self._update_header()
-        if wrapped and len(rows) > 1:  # as vim says it: the header's "match 1/9" alone looks like a jump
+        # As vim says it: the header's "match 1/9" alone looks like a jump. Not for a search's
+        # first landing (`include_current`), whose message says how many it found.
+        if wrapped and len(rows) > 1 and not include_current:
             confirm(self, f"{WRAPPED} to the {'first' if step > 0 else 'last'} match")
         else:
             withdraw(self, WRAPPED)
