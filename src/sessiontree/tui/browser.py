@@ -35,7 +35,6 @@ PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palet
 
 STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
 READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
-NOTHING_SHOWN = "Nothing is shown under the"
 
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
@@ -255,7 +254,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         tree.rebuild()
         self._update_header()
         if not len(tree.outline):
-            confirm(self, f"{NOTHING_SHOWN} {value} filter; press 1 for the default one")
+            confirm(self, f"Nothing is shown under the {value} filter; press 1 for the default one")
         else:  # the header names the filter too, but not what it left
             confirm(self, f"Filter: {value} · {counted(len(tree.outline), 'row', 'rows')} shown")
 

@@ -63,9 +63,11 @@ class BrowserBase(Screen[None]):
         location = Path(session.storage.location or "?").name
         # A long name would push the leaf off a narrow header: it leaves 40 columns, for the
         # icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries".
-        if not self._first_words:  # as the picker lists it: by its first user message
-            self._first_words = first_words(session)
-        name = session.session_name or self._first_words or "(unnamed session)"
+        name = session.session_name
+        if not name:  # as the picker lists it: by its first user message
+            if not self._first_words:
+                self._first_words = first_words(session)
+            name = self._first_words or "(unnamed session)"
         self.title = one_line(name, max(self.app.size.width - NOT_THE_NAME, 16))
         leaf = session.leaf_id or "(none)"
         # What changes first, what is known from the command line last: a narrow terminal cuts

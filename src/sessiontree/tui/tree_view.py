@@ -169,7 +169,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         # since, goes back to the entry.
         self._displaced: tuple[int, int] | None = None
         self.previous_leaf: int | None = None  # marked after a move, until the next one
-        self._stubs: LRUCache[int, str] = LRUCache(1024)
+        self._stubs: LRUCache[int, tuple[int, str]] = LRUCache(1024)
         self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
         self.sizes = ContextSizes(session)
         self._sizes_missing = False  # a drawn row lacked its size: compute the screen's in a worker
@@ -376,7 +376,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             return
         self.rebuild(keep=i)
         if not message:  # counted as the stub row counts them, whatever the filter shows
-            below = counted(subtree_size(self.session.tree, i, self._runs)[0] - 1, "entry", "entries")
+            below = counted(self._folded_away(i)[0], "entry", "entries")
             if i in self.folded:
                 message = f"Folded {below} below {entry_id} (space unfolds)"
                 if self.outline.on_path(i) and i != self.session.tree.leaf:
@@ -506,17 +506,22 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     def _stub(self, i: int) -> str:
         """What a folded entry hides: `▸ 12 entries · 3h ago`."""
-        stub = self._stubs.get(i)
-        if stub is None:
+        return self._folded_away(i)[1]
+
+    def _folded_away(self, i: int) -> tuple[int, str]:
+        """(how many entries a fold of `i` hides, its stub), kept until the next rebuild: `space`
+        says the count as the stub row is drawn, and counting a subtree near the root of a
+        long session walks its runs."""
+        kept = self._stubs.get(i)
+        if kept is None:
             count, latest = subtree_size(self.session.tree, i, self._runs)
             hidden = count - 1
             when = ""
             if latest != i:
                 with contextlib.suppress(SessionError):
                     when = " · " + _age(self.session.entry_at(latest).timestamp)
-            stub = f"▸ {counted(hidden, 'entry', 'entries')}{when} "
-            self._stubs[i] = stub
-        return stub
+            kept = self._stubs[i] = (hidden, f"▸ {counted(hidden, 'entry', 'entries')}{when} ")
+        return kept
 
     def _look(self, row: int, width: int) -> RowLook:
         """Everything a row's strip is drawn from. Strips are cached by it, not by row number,
