@@ -121,6 +121,34 @@ def _is_ancestor(index, i: int, j: int) -> bool:
     return False
 
 
+def footer_keys(app) -> list[tuple[str, str]]:
+    return [(w.key, w.description) for w in app.screen.query_one("Footer").query("FooterKey")]
+
+
+async def test_the_footer_says_what_enter_and_esc_do_in_the_search_box(demo):
+    """While typing, the footer showed `/ Find` alone: the only key the box did not take, and
+    typing it there writes a slash. Esc in the box closes it and nothing else."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await search(app, pilot, "slash", "conftest")
+        assert len(app.browser._matches) == 3
+        await pilot.press("slash", *"a/b")
+        await settle(app, pilot)
+        assert app.browser.query_one("#search", Input).value == "a/b"
+        assert footer_keys(app) == [("enter", "Find"), ("escape", "Close")]
+        await pilot.press("escape")  # the box closes; the highlights stay for the next Esc
+        await settle(app, pilot)
+        assert not app.browser.query_one("#search").display
+        assert len(app.browser._matches) == 3
+        assert ("slash", "Find") in footer_keys(app)
+        await pilot.press("ampersand")
+        await settle(app, pilot)
+        assert footer_keys(app) == [("enter", "Filter"), ("escape", "Close")]
+        await pilot.press(*"conftest", "enter")
+        await settle(app, pilot)
+        assert tree(app).restrict is not None
+
+
 async def test_words_are_anded_and_phrases_match_literally(large):
     app = make_app(large)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Static
 
 from ..archive import set_archived
 from ..display import counted
@@ -29,6 +29,7 @@ from .moves import MovesMixin
 from .notices import StatusLine, confirm
 from .preview_pane import PreviewPane
 from .search import SearchMixin
+from .search_box import SearchBox
 from .tree_view import SessionTreeView
 
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
@@ -119,12 +120,12 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         yield StatusLine(READ_ONLY_HINT if self.session.read_only else STATUS_HINT, id="status")
         with Vertical(id="search-bar"):
             # `/` selects the last query itself, at once (`SearchMixin._open_search`).
-            yield Input(id="search", select_on_focus=False)
+            yield SearchBox(id="search", select_on_focus=False)
             yield Static("", id="search-status")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#search", Input).display = False
+        self.query_one(SearchBox).display = False
         self.query_one("#search-status", Static).display = False
         session = self.session
         self._update_header()
@@ -228,7 +229,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return self.session.format_version < 3 and self.session.location is not None
         if action == "next_match":
             return bool(self._matches) or None
-        return True
+        # `/` and `&` typed into the search box are characters (the footer shows its keys)
+        return action not in ("search", "search_filter") or not isinstance(self.focused, SearchBox)
 
     def on_key(self, event: events.Key) -> None:
         """A write key pressed in a read-only session: its binding is hidden, so say why

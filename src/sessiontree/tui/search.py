@@ -14,7 +14,6 @@ from bisect import bisect_left, bisect_right
 
 from rich.text import Text
 from textual import on, work
-from textual.actions import SkipAction
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
 from textual.worker import get_current_worker
@@ -27,13 +26,13 @@ from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
 from .notices import confirm, withdraw
+from .search_box import Mode, SearchBox
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
 WRAPPED = "Search wrapped"  # what `n` and `N` say past the last or first match
 
 
 class SearchMixin(BrowserBase):
-    _search_mode = "find"  # or "filter"
     _restore_position: int | None = None  # the cursor's entry before a filter narrowed the tree
 
     def action_search(self) -> None:
@@ -42,13 +41,9 @@ class SearchMixin(BrowserBase):
     def action_search_filter(self) -> None:
         self._open_search("filter", "show only matching entries (Enter; Esc restores the tree)")
 
-    def _open_search(self, mode: str, placeholder: str) -> None:
-        if isinstance(self.focused, Input):  # `/` or `&` typed into the box: a character
-            raise SkipAction()
-        self._search_mode = mode
-        search = self.query_one("#search", Input)
-        search.placeholder = placeholder
-        search.display = True
+    def _open_search(self, mode: Mode, placeholder: str) -> None:
+        search = self.query_one(SearchBox)
+        search.open(mode, placeholder)
         # Now, not via `focus()`'s message or the input's own select-on-focus: the keys typed
         # right after `/` (a fast typist, a paste) are already queued behind it. They went to
         # the tree as commands, or a late selection of what they had typed made the next key
@@ -81,22 +76,27 @@ class SearchMixin(BrowserBase):
         query = self._compile(text)
         if query is None:
             return  # the message stays under the box; the user fixes the expression
-        self.query_one("#search", Input).display = False
+        search = self.query_one(SearchBox)
+        search.display = False
         self._tree().focus()
         if query.is_empty:
             self._set_matches([])
             self._clear_filter()
             return
         tree = self._tree()
-        if self._search_mode == "filter":
+        if search.mode == "filter":
             if self._restore_position is None:
                 self._restore_position = tree.current_position()
             self._run_search(query, None, bytes(tree.outline.vis))
         else:
             self._run_search(query, tree.outline, None)
 
+    @on(SearchBox.Closed)
+    def _search_closed(self) -> None:
+        self.key_escape()
+
     def key_escape(self) -> None:
-        search = self.query_one("#search", Input)
+        search = self.query_one(SearchBox)
         was_open = search.display
         if was_open:
             search.display = False
