@@ -133,10 +133,9 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             after = tree.next_sibling
             listing.leaf_count = sum(1 for c in tree.first_child if c < 0)
             listing.fork_count = sum(1 for c in tree.first_child if c >= 0 and after[c] >= 0)
-            first, last = tree.role.find(USER), tree.role.rfind(USER)
-            if first >= 0:
-                listing.first_message = _text(session, first, USER)
-                listing.last_message = _text(session, last, USER)
+            listing.first_message = first_words(session)
+            last = tree.role.rfind(USER)
+            listing.last_message = _text(session, last, USER) if last >= 0 else ""
             if texts is not None:
                 for i, role in enumerate(tree.role):
                     if role in (USER, ASSISTANT):
@@ -160,7 +159,7 @@ def first_words(session: Session) -> str:
     return _text(session, first, USER) if first >= 0 else ""
 
 
-def _text(session, i: int, role: int) -> str:
+def _text(session: Session, i: int, role: int) -> str:
     """The text of the message at position `i`; "" when its line cannot be decoded (the
     damage is already counted among the session's diagnostics)."""
     try:
