@@ -70,7 +70,7 @@ def fork_session(
         session, path, session_id=session_id, parent_session=parent_session, timestamp=timestamp
     )
     # a session file like any other sessiontree creates: private to its owner
-    written = write_file(target, lines, force=force, mode=0o600)
+    written = write_file(target, lines, force=force, mode=0o600, sources=session.files)
     return ForkResult(written, session_id, end, resend, path)
 
 

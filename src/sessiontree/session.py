@@ -178,6 +178,11 @@ class Session:
         return self.storage.location or "<memory>"
 
     @property
+    def files(self) -> tuple[str, ...]:
+        """The files holding the session (none for memory and PostgreSQL)."""
+        return self.storage.files
+
+    @property
     def format_version(self) -> int:
         """The format version as stored (Pi's older JSONL files are v1/v2 until upgraded)."""
         return self.storage.format_version

@@ -80,6 +80,35 @@ def test_existing_output_is_refused_unless_forced(tmp_path):
     assert target.read_text().startswith("# Session")
 
 
+def test_no_output_replaces_the_session_it_copies_even_forced(tmp_path):
+    """`-o` naming the source (or a link to it) with `--force` swapped the session for a copy of
+    one path: its other branches were gone."""
+    path, _ = make(tmp_path)
+    (tmp_path / "link.jsonl").symlink_to(path)
+    db = tmp_path / "s.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/p")) as s:
+        s.append_message(U("in a database"))
+        sid = s.session_id
+    before = {p: p.read_bytes() for p in (path, db)}
+    runs = [
+        ("export", str(path), "-o", str(path), "--force", "--format", "jsonl"),
+        ("export", str(path), "-o", str(tmp_path / "link.jsonl"), "--force"),
+        ("fork", str(path), "-o", str(path), "--force", leaf_of(path)),
+        ("export", f"{db}#{sid}", "-o", str(db), "--force", "--format", "jsonl"),
+    ]
+    for args in runs:
+        done = run(*args, check=False)
+        assert done.returncode == 2 and done.stdout == "", args
+        assert done.stderr.count("\n") == 1 and "holds the session being read" in done.stderr, args
+    assert {p: p.read_bytes() for p in (path, db)} == before
+    assert (tmp_path / "link.jsonl").is_symlink()
+
+
+def leaf_of(path: Path) -> str:
+    with open_session(path, read_only=True) as s:
+        return s.leaf_id or ""
+
+
 @pytest.mark.parametrize(
     "where",
     ["missing-dir/out.md", "is-a-dir", "s.jsonl/out.md"],

@@ -98,7 +98,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if note:
             err(f"sessiontree: note: {note}")
         if args.output:
-            written = write_file(args.output, data, force=args.force)
+            written = write_file(args.output, data, force=args.force, sources=session.files)
             out(f"wrote {written} ({fmt}, {sum(len(c) for c in data):,} bytes)")
         else:
             for chunk in data:

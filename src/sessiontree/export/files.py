@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..model.errors import SessionError
 from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
@@ -20,14 +20,24 @@ PURPOSE = "export"
 
 
 def write_file(
-    target: str | os.PathLike[str], chunks: bytes | Iterable[bytes], *, force: bool = False, mode: int = 0o666
+    target: str | os.PathLike[str],
+    chunks: bytes | Iterable[bytes],
+    *,
+    force: bool = False,
+    mode: int = 0o666,
+    sources: Collection[str] = (),
 ) -> str:
     """Write `chunks` to `target` atomically; returns the path written. Without `force` an
-    existing file (or symlink, or anything else) at `target` is refused. `mode` is filtered by
-    the umask like any new file's; a replaced file keeps its own permission bits."""
+    existing file (or symlink, or anything else) at `target` is refused; with it, still one of
+    `sources` (the files of the session the data comes from). `mode` is filtered by the umask
+    like any new file's; a replaced file keeps its own permission bits."""
     path = os.fspath(target)
     if os.path.isdir(path):
         raise SessionError("invalid_argument", "is a directory; name a file to write", path=path)
+    if _one_of(path, sources):
+        raise SessionError(
+            "invalid_argument", "holds the session being read; name another file to write", path=path
+        )
     if not force and os.path.lexists(path):
         raise SessionError("invalid_argument", "already exists; use --force to replace it", path=path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -67,6 +77,16 @@ def write_file(
     with contextlib.suppress(OSError):
         fsync_dir(path)
     return path
+
+
+def _one_of(path: str, files: Collection[str]) -> bool:
+    """Whether `path` is one of `files` (by device and inode, so a symlink or another spelling
+    of the name counts too)."""
+    for other in files:
+        with contextlib.suppress(OSError):
+            if os.path.samefile(path, other):
+                return True
+    return False
 
 
 def _link_new(tmp: str, path: str) -> None:

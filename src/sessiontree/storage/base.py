@@ -29,6 +29,9 @@ class SessionStorage(ABC):
     header: SessionHeader
     read_only_reason: str | None = None
     location: str | None = None  # file path / db path, for messages
+    # The files holding the session, which nothing written from it may replace (an export with
+    # `-o` naming its own source would swap the session for a copy of one path)
+    files: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._diagnostics: list[Diagnostic] = []

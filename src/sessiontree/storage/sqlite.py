@@ -349,6 +349,7 @@ class SqliteStorage(SessionStorage):
         super().__init__()
         self.db_path = db_path
         self.location = f"{db_path}#{session_id}"
+        self.files = tuple(db_path + suffix for suffix in ("", "-wal", "-shm", "-journal"))
         self.session_id = session_id
         self._conn: sqlite3.Connection | None = conn
         self._lock = lock

@@ -112,6 +112,7 @@ class JsonlStorage(SessionStorage):
         super().__init__()
         self.path = path
         self.location = path
+        self.files = (path,)
         self._fd: int | None = fd
         self._ino = os.fstat(fd).st_ino
         self._lock = lock
