@@ -287,6 +287,24 @@ class Session:
             i = tree.parent[i]
         return None
 
+    def tool_results_of(self, position: int) -> dict[str, dict[str, Any]]:
+        """The tool result messages answering the assistant message at `position`, by call id:
+        the chain of results Pi writes right below it (the one `tool_call_of` walks up)."""
+        tree = self.tree
+        found: dict[str, dict[str, Any]] = {}
+        if tree.role[position] != ASSISTANT:
+            return found
+        i = tree.first_child[position]
+        for _ in range(TOOL_CALL_SEARCH):
+            if i < 0 or (tree.role[i] != TOOL_RESULT and tree.kind[i] not in WALKED_PAST):
+                break
+            if tree.role[i] == TOOL_RESULT:
+                message = self.entry_at(i).get("message")
+                if isinstance(message, dict) and isinstance(message.get("toolCallId"), str):
+                    found.setdefault(message["toolCallId"], message)
+            i = tree.first_child[i]
+        return found
+
     def get_entries(self) -> list[Entry]:
         """The append log: every entry of every branch, in file order."""
         return list(self.storage.iter_entries())

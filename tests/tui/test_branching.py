@@ -33,6 +33,31 @@ async def test_copy_each_kind_to_the_clipboard(demo):
         assert copied["call"].startswith("read(") and "→" in copied["call"]
 
 
+async def test_copy_from_an_assistant_turn_takes_its_calls_in_full(demo):
+    """The entry's text and its calls were the row's one-line summary, arguments cut at 80
+    characters, and the calls came without their results."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c28ef")  # text, then an `edit` call with long arguments
+        session = app.session
+        message = session.entry_at(session.tree.pos["3a7c28ef"]).message
+        text = next(b["text"] for b in message["content"] if b["type"] == "text")
+        call = next(b for b in message["content"] if b["type"] == "toolCall")
+        arguments = json.dumps(call["arguments"], ensure_ascii=False, indent=2)
+        result = next(
+            e.message for e in session.get_entries() if e.get("message", {}).get("toolCallId") == call["id"]
+        )
+        copied = []
+        for n in (1, 2):
+            await pilot.press("c", str(n))
+            await pilot.pause()
+            copied.append(app.clipboard)
+        assert copied[0] == f"{text}\n\n{call['name']}({arguments})"
+        assert copied[1] == f"{call['name']}({arguments})\n\n→ {result['content'][0]['text']}"
+        assert "…" not in copied[0] + copied[1]
+
+
 async def test_a_tool_call_is_offered_only_where_there_is_one(demo):
     """The copy dialog lists every choice under the same number; where the entry has no tool
     call (a user message) that one is greyed out and its number only rings the bell."""

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..compare import compare_contexts, comparison_lines
 from ..display import entry_summary, one_line
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
-from ..model.messages import content_text, tool_calls
+from ..model.messages import assistant_text, content_text, tool_calls
 from .core import BrowserBase
 from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
 from .notices import confirm
@@ -23,6 +24,14 @@ COPY_CHOICES = [
     ("sent", "the context here, as sent to the model (JSON)"),
     ("id", "the entry id"),
 ]
+
+
+def _call_text(call: dict[str, Any], result: dict[str, Any] | None = None) -> str:
+    """A tool call with its arguments in full, and its result's text when there is one."""
+    text = f"{call.get('name')}({json.dumps(call.get('arguments'), ensure_ascii=False, indent=2)})"
+    if result is not None:
+        text += f"\n\n→ {content_text(result.get('content'))}"
+    return text
 
 
 class BranchingMixin(BrowserBase):
@@ -64,15 +73,19 @@ class BranchingMixin(BrowserBase):
         if what == "sent":
             return json.dumps(session.build_context(at=entry_id).to_llm(), ensure_ascii=False, indent=2)
         entry = session.entry_at(position)
+        message = entry.get("message")
+        calls = tool_calls(message) if isinstance(message, dict) else []
         if what == "text":
-            return entry_summary(entry)
+            if not calls:
+                return entry_summary(entry)
+            # In full: the row's summary cuts each call's arguments to a line.
+            parts = [assistant_text(message), *(_call_text(c) for c in calls)]
+            return "\n\n".join(part for part in parts if part.strip())
+        if calls:  # the assistant message: each call with the result written below it
+            results = session.tool_results_of(position)
+            return "\n\n".join(_call_text(c, results.get(c.get("id", ""))) for c in calls)
         call = session.tool_call_of(position)
-        if call is None:  # on the assistant message: its calls, without results; elsewhere none
-            message = entry.get("message")
-            return entry_summary(entry) if isinstance(message, dict) and tool_calls(message) else ""
-        result = content_text(entry.get("message", {}).get("content"))
-        arguments = json.dumps(call.get("arguments"), ensure_ascii=False, indent=2)
-        return f"{call.get('name')}({arguments})\n\n→ {result}"
+        return "" if call is None else _call_text(call, message)
 
     # --- fork ---------------------------------------------------------------------------------
 
