@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
@@ -235,6 +236,17 @@ class Target:
             PostgresStorage.list_sessions(self.location)
         elif os.path.exists(self.location):
             SqliteStorage.list_sessions(self.location)
+        else:  # a database to create: a file made and removed where it will be
+            directory = os.path.dirname(os.path.abspath(self.location))
+            try:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                fd, probe = tempfile.mkstemp(dir=directory, prefix=".sessiontree-probe-")
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise SessionError(
+                    "storage", f"cannot create the database here: {exc.strerror or exc}", path=self.location
+                ) from None
 
     def open_session(self, header: SessionHeader) -> tuple[SessionStorage, bool]:
         """The target's session with the header's id, created (and True) when it has none."""

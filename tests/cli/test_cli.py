@@ -6,6 +6,9 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session
@@ -81,3 +84,13 @@ def test_upgrade_fixture(tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     done = run("context", str(tmp_path / "nope.jsonl"), check=False)
     assert done.returncode == 2 and "no such session file" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's /sys")
+@pytest.mark.parametrize("where", ["db.sqlite", "new-dir/db.sqlite"])
+def test_import_into_a_place_nobody_may_write_is_one_line(tmp_path, where):
+    """A database that cannot be created there ended in a traceback (a read-only mount)."""
+    path = make(tmp_path)[0]
+    done = run("import", str(path), "--to", f"/sys/kernel/{where}", check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "cannot create the database here" in done.stderr

@@ -99,5 +99,5 @@ def test_import_reports_damage_with_file_and_line(tmp_path, where, request):
     done = run("import", str(damaged), "--to", target)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"{damaged}:6: skipped, the line is not valid JSON" in done.stderr
-    assert "1 line(s) skipped" in done.stderr
+    assert "1 line skipped" in done.stderr
     assert f"imported {len(lines) - 2:,} entries" in done.stdout

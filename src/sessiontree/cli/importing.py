@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ..display import inert
+from ..display import counted, inert
 from ..importing import FileResult, ImportProgress, Target, find_sources, import_file
 from .output import err, out
 
@@ -95,8 +95,8 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
     err(
-        f"{len(results)} file(s) into {target.display}: {', '.join(parts)}; {added:,} entries added"
-        f"{rate}; {skipped} line(s) skipped{rerooted}"
+        f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {added:,} entries added"
+        f"{rate}; {counted(skipped, 'line')} skipped{rerooted}"
     )
 
 

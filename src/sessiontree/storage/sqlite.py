@@ -372,8 +372,13 @@ class SqliteStorage(SessionStorage):
         if not create and not os.path.exists(db_path):
             raise SessionError("not_found", "no such database", path=db_path)
         if create and not os.path.exists(db_path):
-            os.makedirs(os.path.dirname(os.path.abspath(db_path)), mode=0o700, exist_ok=True)
-            os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(db_path)), mode=0o700, exist_ok=True)
+                os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            except OSError as exc:
+                raise SessionError(
+                    "storage", f"cannot create the database: {exc.strerror or exc}", path=db_path
+                ) from None
         try:
             if read_only:
                 # pathname2url escapes what a URI would misread in a path (?, #, %)
