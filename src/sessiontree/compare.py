@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .context import SessionContext, estimate_tokens
 from .display import counted, one_line
@@ -130,50 +130,77 @@ def message_line(message: Message, width: int = 100) -> str:
     return one_line(f"{role if isinstance(role, str) else '?'}: {text}", width)
 
 
-def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> list[str]:
-    """The comparison as text lines (see the module docstring). Runs of messages shared by
-    both tails longer than 2×`context` are collapsed to their first and last `context`."""
-    a, b = c.a, c.b
+class Row(NamedTuple):
+    """One line of a comparison, drawn at any width (`line`): a text, or a text followed by a
+    message cut to fit."""
 
-    def head(sign: str, side: Side, tail: list[Message]) -> str:
+    prefix: str
+    message: Message | None = None
+
+    def line(self, width: int) -> str:
+        if self.message is None:
+            return self.prefix
+        return self.prefix + message_line(self.message, max(20, width - len(self.prefix)))
+
+
+def comparison_rows(c: Comparison, *, context: int = 2) -> list[Row]:
+    """The comparison as rows (see the module docstring): one per message of the tails, so a
+    viewer draws the ones on screen, at its width. Runs of messages shared by both tails
+    longer than 2×`context` are collapsed to their first and last `context`."""
+    a, b = c.a, c.b
+    tail_a, tail_b = c.tail_a, c.tail_b
+
+    def head(sign: str, side: Side, tail: list[Message]) -> Row:
         # Two different counts, named apart: the context's is Pi's (the last usage an assistant
         # reported, system prompt and tools included, plus estimates after it); the tail's is
         # an estimate of its messages' text alone. Unnamed, a context sharing nothing read
         # "~1,498 tokens (5 after the shared part, ~266 tokens)". The shared part's count is
         # the text's too: beside a context's usage-based count it can be the larger.
         ctx = side.context
-        return one_line(
+        text = (
             f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens in"
-            f" context · {len(tail)} after the shared part, their text ~"
+            f" context · {len(tail):,} after the shared part, their text ~"
             f"{sum(estimate_tokens(m) for m in tail):,} tokens"
-            f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}",
-            400,
+            f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}"
         )
+        return Row(one_line(text, 400))
 
-    lines = [head("---", a, c.tail_a), head("+++", b, c.tail_b)]
+    rows = [head("---", a, tail_a), head("+++", b, tail_b)]
     if c.shared:
-        last = message_line(c.shared_messages[-1], max(20, width - 40))
         shared = counted(c.shared, "shared message")
-        lines.append(f"= {shared}, their text ~{c.shared_tokens:,} tokens, ending with {last}")
+        rows.append(
+            Row(f"= {shared}, their text ~{c.shared_tokens:,} tokens, ending with ", c.shared_messages[-1])
+        )
     else:
-        lines.append("= nothing shared: the contexts differ from the first message")
-    tail_a, tail_b = c.tail_a, c.tail_b
+        rows.append(Row("= nothing shared: the contexts differ from the first message"))
     for tag, i1, i2, j1, j2 in c.ops:
         if tag == "equal":
             run = tail_a[i1:i2]
             if len(run) > 2 * context:
-                shown = [" " + message_line(m, width) for m in run[:context]]
-                shown.append(f"  … {len(run) - 2 * context} more messages both hold …")
-                shown += [" " + message_line(m, width) for m in run[-context:]]
+                rows += [Row(" ", m) for m in run[:context]]
+                rows.append(Row(f"  … {len(run) - 2 * context:,} more messages both hold …"))
+                rows += [Row(" ", m) for m in run[-context:]]
             else:
-                shown = [" " + message_line(m, width) for m in run]
-            lines += shown
+                rows += [Row(" ", m) for m in run]
             continue
-        lines += ["-" + message_line(m, width) for m in tail_a[i1:i2]]
-        lines += ["+" + message_line(m, width) for m in tail_b[j1:j2]]
+        rows += [Row("-", m) for m in tail_a[i1:i2]]
+        rows += [Row("+", m) for m in tail_b[j1:j2]]
     if not tail_a and not tail_b:
-        lines.append("(the two contexts are identical)")
-    return lines
+        rows.append(Row("(the two contexts are identical)"))
+    return rows
 
 
-__all__ = ["Comparison", "Side", "compare_contexts", "comparison_lines", "message_line"]
+def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> list[str]:
+    """`comparison_rows` as text lines of at most `width` cells (the headers aside)."""
+    return [row.line(width) for row in comparison_rows(c, context=context)]
+
+
+__all__ = [
+    "Comparison",
+    "Row",
+    "Side",
+    "compare_contexts",
+    "comparison_lines",
+    "comparison_rows",
+    "message_line",
+]

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.pilot import cursor_id, make_app, put_cursor, settle, status
-from sessiontree import open_session
+from harness.pilot import cursor_id, make_app, put_cursor, screen_lines, settle, status
+from helpers import A, U
+from sessiontree import JsonlStorage, Session, open_session
+from sessiontree.tui.lines_view import LinesView
 from sessiontree.tui.modals import ChoiceScreen, ConfirmScreen, LinesScreen
 
 pytestmark = pytest.mark.usefixtures("utc")
@@ -130,14 +132,45 @@ async def test_compare_two_entries_shows_both_tails(demo):
         await pilot.press("a")  # to the leaf
         await settle(app, pilot)
         await pilot.press("d")
-        await pilot.pause()
+        await settle(app, pilot)
         assert isinstance(app.screen, LinesScreen)
         assert status(app).startswith("Compared 3a7c137e with ")  # the mark is used up
-        lines = app.screen.lines
+        lines = [row.line(100) for row in app.screen.rows]
         assert lines[0].startswith("---") and lines[1].startswith("+++")
         assert any(line.startswith("=") for line in lines)  # the shared prefix, collapsed
         await pilot.press("escape")
         assert cursor_id(app) == app.session.leaf_id
+
+
+async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
+    """Comparing a deep session's leaf with its start lists every message of the leaf's
+    context: as one `Static` that froze the app for 40-60 s at 72,726 lines, and again on a
+    resize. Only the lines on screen are made, cut to the width there is."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        first = s.append_message(U("the start " + "x" * 300))
+        for k in range(1500):
+            s.append_message(A(f"answer {k} " + "y" * 300))
+            s.append_message(U(f"question {k} " + "z" * 300))
+    app = make_app(path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        app.browser.action_compare()  # the leaf marked
+        await put_cursor(app, pilot, first)
+        await pilot.press("d")
+        await settle(app, pilot)
+        view = app.screen.query_one(LinesView)
+        assert len(view.rows) == 3 + 3000  # the headers, the shared part, the leaf's tail
+        assert 0 < len(view._made) <= view.size.height
+        await pilot.press("end")
+        await settle(app, pilot)
+        bottom = [line for line in screen_lines(app) if "question 1499" in line]
+        assert len(bottom) == 1 and "z…" in bottom[0]  # cut to the view's width, not wrapped
+        await pilot.resize_terminal(80, 24)
+        await settle(app, pilot)
+        shown = screen_lines(app)
+        assert sum("-user: question" in line for line in shown) >= 5
+        assert all(len(line.rstrip()) <= 80 for line in shown)
 
 
 async def test_export_html_from_the_palette_writes_next_to_the_session(demo):
@@ -187,3 +220,20 @@ def _subtree(index, i: int) -> set[int]:
             stack.append(c)
             c = index.next_sibling[c]
     return out
+
+
+async def test_the_keys_under_a_dialog_are_its_own(demo):
+    """The browser's footer stayed on the bottom row under every dialog, listing keys that do
+    not work there; the dialog's own keys line says which do."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        footer = app.browser.query_one("Footer")
+        assert "Move" in screen_lines(app)[-1]
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ChoiceScreen) and not footer.visible
+        assert "Move" not in screen_lines(app)[-1]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert footer.visible and "Move" in screen_lines(app)[-1]

@@ -9,14 +9,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..compare import compare_contexts, comparison_lines
+from textual import work
+from textual.worker import get_current_worker
+
+from ..compare import Row, compare_contexts, comparison_rows
 from ..display import entry_summary, one_line
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
 from ..model.messages import assistant_text, content_text, tool_calls
+from . import deliver
 from .core import BrowserBase
 from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
-from .notices import confirm
+from .notices import confirm, withdraw
 
 COPY_CHOICES = [
     ("text", "the entry's text"),
@@ -141,16 +145,28 @@ class BranchingMixin(BrowserBase):
             confirm(self, f"Marked {target.entry_id}: move to another entry and press d to compare")
             return
         self._compare_mark = None
+        # Two whole contexts: about a second each on a deep 100k session, so in a thread, with
+        # the status line saying so meanwhile (the keys still answer).
+        confirm(self, f"Comparing {mark} with {target.entry_id}…", timeout=3600)
+        self._compare(mark, target.entry_id)
+
+    @work(thread=True, exclusive=True, group="compare")
+    def _compare(self, a: str, b: str) -> None:
         try:
-            comparison = compare_contexts(self.session, mark, target.entry_id)
+            rows = comparison_rows(compare_contexts(self.session, a, b))
         except SessionError as exc:
-            self.notify(f"Cannot compare: {exc}", severity="error", markup=False)
+            deliver(self.app, self._not_compared, exc)
             return
-        width = max(self.app.size.width - 12, 40)
-        lines = comparison_lines(comparison, width=width)
-        title = f"Context at {mark} (−) against {target.entry_id} (+)"
-        self.app.push_screen(LinesScreen(title, lines))
-        confirm(self, f"Compared {mark} with {target.entry_id}: d marks an entry again")  # the mark is used
+        if not get_current_worker().is_cancelled:
+            deliver(self.app, self._compared, a, b, rows)
+
+    def _not_compared(self, exc: SessionError) -> None:
+        withdraw(self, "Comparing ")
+        self.notify(f"Cannot compare: {exc}", severity="error", markup=False)
+
+    def _compared(self, a: str, b: str, rows: list[Row]) -> None:
+        self.app.push_screen(LinesScreen(f"Context at {a} (−) against {b} (+)", rows))
+        confirm(self, f"Compared {a} with {b}: d marks an entry again")  # the mark is used
 
     # --- export -------------------------------------------------------------------------------
 

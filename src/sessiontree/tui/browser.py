@@ -172,6 +172,14 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             footer.show_command_palette = show
             footer.refresh(recompose=True)  # the reactive alone waits for the keys to change
 
+    # A dialog over this screen has a keys line of its own: the footer's keys, dimmed under it,
+    # read as keys that work there. Hidden, not removed, so nothing behind the dialog moves.
+    def on_screen_suspend(self) -> None:
+        self.query_one(Footer).visible = False
+
+    def on_screen_resume(self) -> None:
+        self.query_one(Footer).visible = True
+
     def on_unmount(self) -> None:
         self.workers.cancel_node(self)
         self.session.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -21,8 +21,10 @@ from textual.widgets._toast import ToastRack  # Textual's toast layer, which has
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from ..compare import Row
 from ..display import counted, inert, one_line
 from . import deliver
+from .lines_view import LinesView
 
 
 def plain(text: str) -> Text:
@@ -434,24 +436,19 @@ class ChoiceScreen(Dialog[str | None]):
 
 
 class LinesScreen(Dialog[None]):
-    """Read-only lines (a comparison of two contexts) in a scrollable dialog."""
+    """Read-only rows (a comparison of two contexts) in a scrollable dialog."""
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
-    def __init__(self, title: str, lines: list[str]) -> None:
+    def __init__(self, title: str, rows: Sequence[Row]) -> None:
         super().__init__()
         self.title_text = title
-        self.lines = lines
+        self.rows = rows
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
-            with VerticalScroll(id="lines-body"):
-                text = Text()
-                for line in self.lines:
-                    style = {"-": "red", "+": "green", "=": "dim"}.get(line[:1], "")
-                    text.append(inert(line) + "\n", style=style)
-                yield Static(text, markup=False)
+            yield LinesView(self.rows, id="lines-body")
             yield Static("↑ ↓ PgUp PgDn scroll · Esc closes", classes="dialog-keys")
 
     def on_mount(self) -> None:
