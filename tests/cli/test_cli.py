@@ -94,3 +94,19 @@ def test_import_into_a_place_nobody_may_write_is_one_line(tmp_path, where):
     done = run("import", str(path), "--to", f"/sys/kernel/{where}", check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "cannot create the database here" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["context"], ["context", "--json"], ["context", "--llm"], ["tree"]])
+def test_reading_a_damaged_session_says_so_and_exits_1(tmp_path, command):
+    """A line cut short cut the path to the leaf too: `context` gave another thinking level and
+    no tools, silently and with exit status 0."""
+    path, _u1, _a1 = make(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2][:40] + b"\n"  # the first answer, the parent of what follows
+    path.write_bytes(b"".join(lines))
+    done = run(*command, str(path), check=False)
+    assert done.returncode == 1 and done.stdout
+    assert done.stderr.count("\n") == 1 and "is damaged" in done.stderr and "line 3" in done.stderr
+    (tmp_path / "clean").mkdir()
+    clean = make(tmp_path / "clean")[0]
+    assert run(*command, str(clean)).stderr == ""

@@ -139,4 +139,4 @@ def cmd_diff(args: argparse.Namespace) -> int:
         else:
             for line in comparison_lines(comparison, width=max(40, args.width)):
                 out(line)
-        return _damaged(session, damage_line(session))
+        return _damaged(session, damage_line(session, done="compared"))

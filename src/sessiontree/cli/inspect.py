@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..display import entry_glyph, entry_preview, short_time
+from ..display import counted, entry_glyph, entry_preview, short_time
+from ..export.common import damage_line
 from ..model.errors import SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
-from .output import json_out, json_out_streamed, out
+from .output import err, json_out, json_out_streamed, out
 
 COMMANDS = ("context", "tree", "check")
 
@@ -45,9 +46,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
         context = session.build_context(at=args.at)
         leaf = args.at or session.leaf_id
+        damaged = _warn(damage_line(session, done="built the context from"))
         if args.llm:
             json_out(context.to_llm())
-            return 0
+            return damaged
         if args.json:
             model = context.model
             named = None if model is None else {"provider": model.provider, "modelId": model.model_id}
@@ -62,7 +64,7 @@ def cmd_context(args: argparse.Namespace) -> int:
                 "messages",
                 context.messages,
             )
-            return 0
+            return damaged
         tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
         out(
             f"leaf {leaf or '(none)'} · {len(context.messages)} messages · ~{context.tokens} tokens"
@@ -72,7 +74,16 @@ def cmd_context(args: argparse.Namespace) -> int:
             role = msg.get("role", "?")
             out(f"\n── {role} " + "─" * max(0, 60 - len(str(role))))
             out(_message_body(msg))
+        return damaged
+
+
+def _warn(problem: str | None) -> int:
+    """Say on stderr what of a damaged session was left out (at once: the output may be long);
+    the exit status then, 1 as for `export`."""
+    if problem is None:
         return 0
+    err(f"sessiontree: warning: {problem}")
+    return 1
 
 
 def _message_body(msg: dict[str, Any]) -> str:
@@ -102,9 +113,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
             text = entry_preview(entry, width)
             return f"{entry_glyph(entry)} {entry.id} {short_time(entry.timestamp)}{tag} {text}{active}"
 
+        damaged = _warn(damage_line(session, done="drew"))
         for line in render_plain(outline, describe):
             out(line)
-        return 0
+        return damaged
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -127,8 +139,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         stats = session.stats()
         version = session.format_version
         out(
-            f"{location}: format v{version}, {stats.entry_count} entries, {stats.message_count}"
-            f" messages, {stats.fork_count} forks, leaf {session.leaf_id or '(none)'}"
+            f"{location}: format v{version}, {counted(stats.entry_count, 'entry', 'entries')},"
+            f" {counted(stats.message_count, 'message')}, {counted(stats.fork_count, 'fork')},"
+            f" leaf {session.leaf_id or '(none)'}"
         )
         if version < 3:
             out(f"note: run `sessiontree upgrade {args.file}` to convert it to v3 (a backup is kept)")

@@ -137,8 +137,11 @@ def _problem(d: Diagnostic) -> str:
     return d.message
 
 
-def damage_line(session: Session, path: PathExport | None = None, *, limit: int = 3) -> str | None:
-    """One line saying what of a damaged source an export skipped, or None when nothing was."""
+def damage_line(
+    session: Session, path: PathExport | None = None, *, done: str = "exported", limit: int = 3
+) -> str | None:
+    """One line saying what of a damaged source was skipped by what was `done` with the rest,
+    or None when nothing was."""
     problems = damage(session)
     parts: list[str] = []
     if path is not None and path.cut_above is not None:
@@ -158,4 +161,4 @@ def damage_line(session: Session, path: PathExport | None = None, *, limit: int 
         parts.append("skipped: " + "; ".join(shown))
     if not parts:
         return None
-    return one_line(f"{session.location} is damaged; exported what is readable: " + "; ".join(parts), 600)
+    return one_line(f"{session.location} is damaged; {done} what is readable: " + "; ".join(parts), 600)
