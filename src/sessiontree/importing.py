@@ -24,12 +24,10 @@ batches, and the next import goes on from there.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import count
 from pathlib import Path
 from typing import Literal
 
@@ -148,7 +146,7 @@ class _Source:
         fd = open_regular(self.path, os.O_RDONLY)
         try:
             header, header_end, header_line = read_header(fd, self.path)
-            legacy = read_legacy(fd, header, header_end, header_line, new_id=_stable_ids(header.id))
+            legacy = read_legacy(fd, header, header_end, header_line)
         finally:
             os.close(fd)
         self.header = header.upgraded()
@@ -176,23 +174,6 @@ class _Source:
     def close(self) -> None:
         if self._storage is not None:
             self._storage.close()
-
-
-def _stable_ids(session_id: str) -> Callable[[set[str]], str]:
-    """Ids for v1 entries, in the shape of Pi's (8 hex digits): a hash of the session id and
-    the entry's place among the file's entries, which does not change as the file grows."""
-    order = count()
-
-    def new_id(used: set[str]) -> str:
-        k = next(order)
-        for salt in count():
-            seed = f"{session_id}\x00{k}\x00{salt}".encode("utf-8", "surrogatepass")
-            candidate = hashlib.blake2b(seed, digest_size=4).hexdigest()
-            if candidate not in used:
-                return candidate
-        raise AssertionError("unreachable")
-
-    return new_id
 
 
 # --- targets ------------------------------------------------------------------------------------

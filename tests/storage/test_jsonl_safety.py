@@ -360,6 +360,17 @@ def test_a_session_on_a_read_only_mount_opens_read_only(read_only_mount):
         assert err.value.code == "read_only"
 
 
+def test_an_old_format_file_on_a_read_only_mount_says_why_it_cannot_be_upgraded(read_only_mount):
+    """Its reason was the old format's ("Run `sessiontree upgrade FILE`"), which is what failed."""
+    shutil.copy(PI_FIXTURES / "large-session.jsonl", read_only_mount.parent / "rw" / "v1.jsonl")
+    path = read_only_mount / "v1.jsonl"
+    with open_session(path) as s:
+        assert s.format_version == 1 and "read-only file system" in (s.read_only_reason or "")
+    with pytest.raises(SessionError) as err:
+        JsonlStorage.upgrade(path)
+    assert "read-only file system" in str(err.value) and "upgrade" not in str(err.value)
+
+
 # --- leftovers of killed writers ------------------------------------------------------------------
 
 

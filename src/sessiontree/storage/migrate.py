@@ -4,12 +4,14 @@
 v1 entries have no ids: each gets a fresh id and the previous entry as parent (one chain), and a
 compaction's `firstKeptEntryIndex` (header = index 0) becomes `firstKeptEntryId`. v2 → v3 renames
 the message role `hookMessage` to `custom`. The file is never touched here; `JsonlStorage.upgrade`
-writes the result explicitly. v1 ids are random, so they differ on every load until upgraded.
+writes the result explicitly. v1 ids come from `stable_ids`: the same on every load.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from itertools import count
 from typing import Any
 
 
@@ -57,3 +59,22 @@ def migrate_entries(
             obj = {**obj, "message": {**message, "role": "custom"}}
         migrated.append(obj)
     return migrated
+
+
+def stable_ids(session_id: str) -> Callable[[set[str]], str]:
+    """Ids for v1 entries, in the shape of Pi's (8 hex digits): a hash of the session id and
+    the entry's place among the file's entries, which does not change as the file grows. Pi's
+    migration draws random ones; these are the same on every read, so an id printed for a v1
+    file names the same entry in the next command, an import, and the upgraded file."""
+    order = count()
+
+    def new_id(used: set[str]) -> str:
+        k = next(order)
+        for salt in count():
+            seed = f"{session_id}\x00{k}\x00{salt}".encode("utf-8", "surrogatepass")
+            candidate = hashlib.blake2b(seed, digest_size=4).hexdigest()
+            if candidate not in used:
+                return candidate
+        raise AssertionError("unreachable")
+
+    return new_id

@@ -17,8 +17,7 @@ import msgspec
 from ...model.entries import Entry, entry_from_dict, validate_entry
 from ...model.errors import Diagnostic
 from ...model.header import SessionHeader
-from ...model.ids import new_entry_id
-from ..migrate import migrate_entries
+from ..migrate import migrate_entries, stable_ids
 from ..scan import add_dict, full_decode
 from .indexer import LineIndex
 
@@ -41,8 +40,7 @@ def read_legacy(
     new_id: Callable[[set[str]], str] | None = None,
 ) -> Legacy:
     """Read and migrate a v1/v2 file. `new_id` names v1 entries, which have no ids (default:
-    random ones, as Pi's migration makes; an import passes a stable one so that importing the
-    same file again recognises what it imported)."""
+    `stable_ids` of the session)."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size - header_end, header_end)
     out = Legacy(end=size)
@@ -67,9 +65,7 @@ def read_legacy(
             continue
         objects.append(obj)
         line_of.append(line_no)
-    migrated = migrate_entries(
-        header.version, objects, new_id or (lambda used: new_entry_id(used.__contains__))
-    )
+    migrated = migrate_entries(header.version, objects, new_id or stable_ids(header.id))
     for obj, line in zip(migrated, line_of, strict=True):
         reason = validate_entry(obj)
         if reason is not None:

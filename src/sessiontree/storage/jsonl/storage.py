@@ -243,8 +243,6 @@ class JsonlStorage(SessionStorage):
         except BaseException:
             os.close(fd)
             raise
-        if reason is not None:
-            storage.read_only_reason = reason
         storage._verify_later = verify == "later"
         storage._cache_index = cache_index
         try:
@@ -255,6 +253,8 @@ class JsonlStorage(SessionStorage):
         except BaseException:
             storage.close()
             raise
+        if reason is not None:  # after the scan: over an old format's, which says to upgrade
+            storage.read_only_reason = reason
         return storage
 
     def _open_scan(self, progress: Progress | None) -> None:
