@@ -101,22 +101,21 @@ def open_session(
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
         sid = session_id or address.session_id
-        if sid is None:
-            raise SessionError(
-                "invalid_argument", _which_session(address.location), path=redact(address.location)
-            )
         from .storage.postgres import PostgresStorage  # loaded only for that kind of address
 
+        if sid is None:
+            sessions = PostgresStorage.list_sessions(address.location)
+            raise SessionError("invalid_argument", _which_session(sessions), path=redact(address.location))
         return Session(PostgresStorage.open(address.location, sid, read_only=read_only, durable=durable))
     if address.kind == "sqlite":
         from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
 
         db = address.location
         sid = session_id or address.session_id
-        if sid is None:
+        if sid is None:  # its only session; of several, the user says which
             sessions = SqliteStorage.list_sessions(db)
-            if not sessions:
-                raise SessionError("not_found", "the database holds no sessions", path=db)
+            if len(sessions) != 1:
+                raise SessionError("invalid_argument", _which_session(sessions), path=db)
             sid = sessions[0]["id"]
         return Session(SqliteStorage.open(db, sid, read_only=read_only, durable=durable))
     _check_no_hash_on_a_file(address.location)
@@ -140,11 +139,8 @@ def _check_no_hash_on_a_file(path: str) -> None:
         )
 
 
-def _which_session(url: str) -> str:
-    """The message for a PostgreSQL address without `#SESSION_ID`, naming a few sessions."""
-    from .storage.postgres import PostgresStorage  # loaded only for that kind of address
-
-    sessions = PostgresStorage.list_sessions(url)
+def _which_session(sessions: list[dict[str, Any]]) -> str:
+    """The message for a database's address without `#SESSION_ID`, naming a few sessions."""
     if not sessions:
         return "the address names no session (add #SESSION_ID), and the database holds none"
     shown = ", ".join(s["id"] for s in sessions[:3])

@@ -370,6 +370,25 @@ class Session:
             for i, t in itertools.islice(reversed(tree.leaf_targets.items()), skip, stop)
         ]
 
+    def resolve_id(self, text: str) -> str:
+        """The id of the entry `text` names: the id itself, or the start of exactly one id (as
+        git takes a commit's); `not_found` when none, `invalid_argument` when several."""
+        tree = self.tree
+        if text in tree.pos:
+            return text
+        shown = repr(text if len(text) <= 40 else text[:39] + "…")
+        found = [eid for eid in tree.ids if eid.startswith(text)] if text else []
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise SessionError("not_found", f"no entry {shown} in this session", path=self.location)
+        some = ", ".join(found[:3]) + (", …" if len(found) > 3 else "")
+        raise SessionError(
+            "invalid_argument",
+            f"{shown} starts {len(found):,} entries' ids ({some}); give more of it",
+            path=self.location,
+        )
+
     def position(self, entry_id: str) -> int:
         """The position of `entry_id` in `tree` (file order); `not_found` if unknown."""
         i = self.tree.pos.get(entry_id)

@@ -76,9 +76,16 @@ def test_upgrade_fixture(tmp_path):
     path = tmp_path / "old.jsonl"
     shutil.copy(PI_FIXTURES / "large-session.jsonl", path)
     assert "upgrade" in run("check", str(path)).stdout
+    # v1 entries have no ids: the ones shown are the same on every run and after the upgrade,
+    # so one printed by a command works in the next (they were random on each read)
+    shown = run("tree", str(path)).stdout
+    assert run("tree", str(path)).stdout == shown
+    some = shown.splitlines()[40].split()[1]
+    assert "Entry" not in run("context", str(path), "--at", some).stderr
     out = run("upgrade", str(path)).stdout
     assert "old.jsonl.bak" in out
     assert json.loads(path.read_text().splitlines()[0])["version"] == 3
+    assert run("tree", str(path)).stdout == shown
 
 
 def test_missing_file_is_a_clear_error(tmp_path):

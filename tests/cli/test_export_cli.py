@@ -230,3 +230,29 @@ def test_diff(tmp_path):
     assert data["shared"]["messages"] == 2 and [m["role"] for m in data["b"]["tail"]] == ["user", "assistant"]
     bad = run("diff", str(path), ids["a2"], "nope", check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_a_database_of_several_sessions_needs_the_id(tmp_path):
+    """Without `#ID` one of them was read, unsaid; with one session there is nothing to choose."""
+    db = tmp_path / "s.sqlite"
+    ids = []
+    for text in ("first", "second"):
+        with Session(SqliteStorage.create(db, cwd="/p")) as s:
+            s.append_message(U(text))
+            ids.append(s.session_id)
+        if len(ids) == 1:
+            assert "first" in run("context", str(db)).stdout
+    done = run("context", str(db), check=False)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "add #SESSION_ID" in done.stderr and all(sid in done.stderr for sid in ids)
+    assert "second" in run("context", f"{db}#{ids[1]}").stdout
+
+
+def test_ids_may_be_shortened_while_they_name_one_entry(tmp_path):
+    path, ids = make(tmp_path)
+    a2 = ids["a2"]
+    short = next(a2[:k] for k in range(1, len(a2)) if sum(i.startswith(a2[:k]) for i in ids.values()) == 1)
+    assert "second answer" in run("export", str(path), "--at", short).stdout
+    assert run("diff", str(path), short, ids["a3"][:7]).stdout.startswith(f"--- {a2}:")
+    done = run("context", str(path), "--at", "", check=False)
+    assert done.returncode == 2 and "no entry '' in this session" in done.stderr

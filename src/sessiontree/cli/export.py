@@ -85,15 +85,16 @@ def _damaged(session: Session, line: str | None) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     fmt = _format(args)
     with open_session(args.file, read_only=True) as session:
+        at = session.resolve_id(args.at) if args.at is not None else None
         data: list[bytes]
         if fmt == "md":
-            text, path = export_markdown(session, args.at, max_result_chars=args.max_result or None)
+            text, path = export_markdown(session, at, max_result_chars=args.max_result or None)
             data, note, problem = [text.encode()], path.note, damage_line(session, path)
         elif fmt == "jsonl":
-            body, path = export_jsonl(session, args.at)
+            body, path = export_jsonl(session, at)
             data, note, problem = [body], path.note, damage_line(session, path)
         else:
-            data, page = html_chunks(session, args.at)
+            data, page = html_chunks(session, at)
             note, problem = page.note, damage_line(session)
         if note:
             err(f"sessiontree: note: {note}")
@@ -109,7 +110,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
-        result = fork_session(session, args.id, output=args.output, force=args.force)
+        entry_id = session.resolve_id(args.id)
+        result = fork_session(session, entry_id, output=args.output, force=args.force)
         if args.json:
             json_out(
                 {
@@ -125,7 +127,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
             ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
             out(f"the fork {ends} ({len(result.source.entries)} entries); session {result.session_id}")
             if result.resend_text is not None:
-                out(f"{args.id} is a message the user sent, so the fork ends before it; send again:")
+                out(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")
                 for line in result.resend_text.split("\n"):
                     out(line)
         return _damaged(session, damage_line(session, result.source))
@@ -133,7 +135,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
-        comparison = compare_contexts(session, args.a, args.b)
+        comparison = compare_contexts(session, session.resolve_id(args.a), session.resolve_id(args.b))
         if args.json:
             json_out(comparison.to_json())
         else:

@@ -44,8 +44,9 @@ def register(sub: Any) -> None:
 
 def cmd_context(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
-        context = session.build_context(at=args.at)
-        leaf = args.at or session.leaf_id
+        at = session.resolve_id(args.at) if args.at is not None else None
+        context = session.build_context(at=at)
+        leaf = at or session.leaf_id
         damaged = _warn(damage_line(session, done="built the context from"))
         if args.llm:
             json_out(context.to_llm())
@@ -67,7 +68,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             return damaged
         tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
         out(
-            f"leaf {leaf or '(none)'} · {len(context.messages)} messages · ~{context.tokens} tokens"
+            f"leaf {leaf or '(none)'} · {counted(len(context.messages), 'message')}"
+            f" · ~{context.tokens:,} tokens"
             f" · model {context.model or '(none)'} · thinking {context.thinking_level} · tools {tools}"
         )
         for msg in context.messages:

@@ -30,6 +30,8 @@ def cmd_move(args: argparse.Namespace) -> int:
         target = None if args.start else args.id
         if target in ("root", "none") and session.get_entry(target) is None:
             target = None  # the old spelling of --start, kept where no entry has that id
+        elif target is not None:
+            target = session.resolve_id(target)
         new_leaf = session.move_to(target, args.summary)
         out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
         return 0
