@@ -179,9 +179,14 @@ async def test_export_html_from_the_palette_writes_next_to_the_session(demo):
         await settle(app, pilot)
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Export as HTML")
         command.callback()
-        await pilot.pause()
+        assert status(app).startswith("Exporting the path to ")  # in a thread: seconds at 100k
+        await settle(app, pilot)
         out = demo.with_name(f"demo.{app.session.leaf_id}.html")
         assert out.exists() and b"<html" in out.read_bytes()[:500].lower()
+        assert status(app) == f"Exported to {out}"
+        command.callback()  # again: said, as the CLI refuses without --force
+        await settle(app, pilot)
+        assert status(app) == f"Exported to {out} (over the last export of it)"
 
 
 async def test_archive_a_dead_branch_to_one_stub_row_and_back(demo):

@@ -171,22 +171,35 @@ class BranchingMixin(BrowserBase):
     # --- export -------------------------------------------------------------------------------
 
     def export_here(self, kind: str) -> None:
-        """Write root → cursor as a self-contained HTML page or as Markdown next to the session."""
+        """Write root → cursor as a self-contained HTML page or as Markdown next to the session,
+        in a thread: the page of a 100k-entry session takes seconds."""
         target = self._tree().current_target()
         location = self.session.location
         if target is None or location is None:
             return
-        from ..export import context_markdown, html_chunks, write_file  # on first export: ~20 ms of import
-
         base = Path(location)
         out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
+        what = "HTML" if kind == "html" else "Markdown"
+        confirm(self, f"Exporting the path to {target.entry_id} as {what}…", timeout=3600)
+        self._export(kind, target.entry_id, out)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, kind: str, entry_id: str, out: Path) -> None:
+        from ..export import context_markdown, html_chunks, write_file  # on first export: ~20 ms of import
+
+        replacing = out.exists()
         try:
             if kind == "html":
-                chunks, _page = html_chunks(self.session, target.entry_id)
+                chunks, _page = html_chunks(self.session, entry_id)
             else:
-                chunks = [context_markdown(self.session, target.entry_id).encode()]
-            write_file(out, chunks, force=True)
+                chunks = [context_markdown(self.session, entry_id).encode()]
+            write_file(out, chunks, force=True, sources=self.session.files)
         except SessionError as exc:
-            self.notify(f"Not exported: {exc}", severity="error", markup=False)
+            deliver(self.app, self._not_exported, exc)
             return
-        confirm(self, f"Exported to {out}", timeout=8)
+        again = " (over the last export of it)" if replacing else ""
+        deliver(self.app, confirm, self, f"Exported to {out}{again}", timeout=8)
+
+    def _not_exported(self, exc: SessionError) -> None:
+        withdraw(self, "Exporting ")
+        self.notify(f"Not exported: {exc}", severity="error", markup=False)
