@@ -61,7 +61,7 @@ def test_move_and_check(tmp_path):
     assert last["type"] == "branch_summary" and last["parentId"] == u1 and last["summary"] == "left it"
     assert run("check", str(path)).returncode == 0
     bad = run("move", str(path), "nope", check=False)
-    assert bad.returncode == 2 and "Entry nope not found" in bad.stderr
+    assert bad.returncode == 2 and "no entry 'nope' in this session" in bad.stderr
 
 
 def test_check_reports_damage(tmp_path):

@@ -73,7 +73,7 @@ def test_context_header_names_are_inert(hostile: Path):
 
 def test_error_messages_echoing_ids_are_inert(hostile: Path):
     done = run("move", str(hostile), "x" + EVIL)
-    assert done.returncode == 2 and "not found" in done.stderr
+    assert done.returncode == 2 and "no entry" in done.stderr
     assert_inert(done.stderr)
     done = run("context", str(hostile), "--at", "nope" + EVIL)
     assert done.returncode == 2

@@ -256,3 +256,17 @@ def test_ids_may_be_shortened_while_they_name_one_entry(tmp_path):
     assert run("diff", str(path), short, ids["a3"][:7]).stdout.startswith(f"--- {a2}:")
     done = run("context", str(path), "--at", "", check=False)
     assert done.returncode == 2 and "no entry '' in this session" in done.stderr
+
+
+def test_an_output_name_that_says_another_format_is_refused(tmp_path):
+    """`-o out.pdf` wrote Markdown and `fork -o fork.md` a session file, unsaid."""
+    path, ids = make(tmp_path)
+    for args, said in [
+        (("export", str(path), "-o", str(tmp_path / "out.pdf")), "cannot tell the format from .pdf"),
+        (("fork", str(path), ids["a1"], "-o", str(tmp_path / "fork.md")), "ends in .jsonl"),
+    ]:
+        done = run(*args, check=False)
+        assert done.returncode == 2 and said in done.stderr and done.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    run("export", str(path), "-o", str(tmp_path / "out.pdf"), "--format", "md")
+    assert (tmp_path / "out.pdf").read_text().startswith("# Session")

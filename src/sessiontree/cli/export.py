@@ -17,6 +17,7 @@ from ..compare import compare_contexts, comparison_lines
 from ..export import damage_line, export_jsonl, export_markdown, html_chunks, write_file
 from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
+from ..model.errors import SessionError
 from ..opening import open_session
 from ..session import Session
 from .output import err, json_out, out
@@ -69,10 +70,14 @@ def register(sub: Any) -> None:
 def _format(args: argparse.Namespace) -> str:
     if args.format:
         return str(args.format)
-    if args.output:
-        suffix = os.path.splitext(args.output)[1].lstrip(".").lower()
-        return FORMATS.get(suffix, "md")
-    return "md"
+    suffix = os.path.splitext(args.output or "")[1].lstrip(".").lower()
+    if suffix and suffix not in FORMATS:  # out.pdf got Markdown, unsaid
+        raise SessionError(
+            "invalid_argument",
+            f"cannot tell the format from .{suffix}; add --format md, html or jsonl",
+            path=args.output,
+        )
+    return FORMATS.get(suffix, "md")
 
 
 def _damaged(session: Session, line: str | None) -> int:
@@ -109,6 +114,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    if args.output and not args.output.endswith(".jsonl"):  # Pi lists only *.jsonl sessions
+        raise SessionError("invalid_argument", "a session file's name ends in .jsonl", path=args.output)
     with open_session(args.file, read_only=True) as session:
         entry_id = session.resolve_id(args.id)
         result = fork_session(session, entry_id, output=args.output, force=args.force)
