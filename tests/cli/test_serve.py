@@ -217,6 +217,16 @@ def test_serve_needs_the_port_free(session_file):
             timeout=60,
         )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "cannot serve" in done.stderr
+    assert done.stdout == ""  # no banner saying it serves, nor "Press Ctrl+C to quit"
+
+
+def test_the_banner_says_what_is_served_and_where(session_file):
+    """textual-serve's named the command each tab runs: this interpreter's path."""
+    with serving(str(session_file)) as (url, proc):
+        pass
+    out = proc.stdout.read() if proc.stdout else ""
+    assert f"sessiontree: serving {session_file} at {url.rstrip('/')} (Ctrl+C stops)" in out
+    assert "--child" not in out and sys.executable not in out
 
 
 def test_the_child_is_only_started_by_serve():

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shlex
+import socket
 import sys
 from typing import Any
 
@@ -69,13 +70,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     command = shlex.join([sys.executable, "-m", "sessiontree", "serve", "--child"])
     server = Server(command, host=host, port=args.port, title="sessiontree", public_url=args.public_url)
+    what = "the bundled demo" if args.path is None else args.path
+
+    async def started(_app: object) -> None:
+        # In place of textual-serve's banner, which names the command each tab runs (this
+        # interpreter's path) and comes before the port is taken: "Press Ctrl+C to quit",
+        # then "cannot serve" when it is in use.
+        print(f"sessiontree: serving {what} at {server.public_url} (Ctrl+C stops)", flush=True)
+
+    server.on_startup = started  # type: ignore[method-assign,assignment]
     try:
+        _check_port(host, args.port)
         server.serve()
     except OSError as exc:  # the port is taken, the address is not this machine's, ...
         raise SessionError(
             "invalid_argument", f"cannot serve on {host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Raise OSError now if `host:port` cannot be listened on (aiohttp says so only after the
+    server's start-up has run)."""
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp binds
+            probe.bind(address)
 
 
 def _check_address(path: str) -> None:
