@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from harness.pilot import (
     cursor_id,
@@ -456,6 +457,30 @@ async def test_rename(demo):
         await settle(app, pilot)
         assert app.browser.title == "Time zones"
         assert lines(demo)[-1]["name"] == "Time zones"
+
+
+@pytest.mark.parametrize("opener", ["r", "m"])
+async def test_keys_typed_right_after_r_or_m_go_to_the_prompt(demo, opener):
+    """As after `/`: a burst of `r`, a name and Enter ran the name's letters as commands on the
+    tree, and Enter saved the prompt's first value (QA: the name cleared, or "e")."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        here = app.session.leaf_id  # the cursor's entry
+        for key, character in [
+            (opener, opener),
+            *((c, c) for c in "Tz"),
+            ("space", " "),
+            ("n", "n"),
+            ("enter", "\r"),
+        ]:
+            app.post_message(events.Key(key, character))
+        await settle(app, pilot)
+        assert app.screen is app.browser and not app.browser.query_one("SessionTreeView").show_sizes
+        if opener == "r":
+            assert app.session.session_name == "Tz n"  # typed over the name, selected at first
+        else:
+            assert app.session.get_label(here) == "Tz n"
 
 
 async def move_leaf(app, pilot, *entry_ids: str) -> None:

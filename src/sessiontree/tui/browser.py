@@ -37,6 +37,7 @@ PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palet
 STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
 READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
 
+TYPED = {"search", "search_filter", "label", "rename"}  # actions of priority keys that are letters too
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
 
@@ -75,8 +76,12 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         Binding("n", "next_match(1)", "Next match", show=False, id="next-match"),
         Binding("N", "next_match(-1)", "Previous match", show=False, id="previous-match"),
         Binding("b", "leaf_back", "Back", tooltip="back to the previous leaf", id="back"),
-        Binding("m", "label", "Label", tooltip="set or clear a label", id="label"),
-        Binding("r", "rename", "Rename", show=False, tooltip="rename the session", id="rename"),
+        # With priority as `/`, and for the same reason: the keys typed right after go to the
+        # prompt these open (a burst of "r", a name and Enter cleared the session's name).
+        Binding("m", "label", "Label", tooltip="set or clear a label", id="label", priority=True),
+        Binding(
+            "r", "rename", "Rename", show=False, tooltip="rename the session", id="rename", priority=True
+        ),
         Binding("H", "history", "History", show=False, tooltip="navigation history", id="history"),
         Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
         Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
@@ -237,8 +242,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return self.session.format_version < 3 and self.session.location is not None
         if action == "next_match":
             return bool(self._matches) or None
-        # `/` and `&` typed into the search box are characters (the footer shows its keys)
-        return action not in ("search", "search_filter") or not isinstance(self.focused, SearchBox)
+        # typed into the search box, these are characters (the footer shows its keys)
+        return action not in TYPED or not isinstance(self.focused, SearchBox)
 
     def on_key(self, event: events.Key) -> None:
         """A write key pressed in a read-only session: its binding is hidden, so say why
