@@ -459,6 +459,21 @@ async def test_rename(demo):
         assert lines(demo)[-1]["name"] == "Time zones"
 
 
+async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):
+    """Its label took a row whole at 80 columns, the "← active" marker too."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("m")
+        await pilot.press(*"a very long label name that goes on and on and on forever", "enter")
+        await settle(app, pilot)
+        row = next(r for r in rows(app) if "[a very" in r)
+        assert "…]" in row and "← active" in row
+        tree_width = app.browser.query_one("SessionTreeView").size.width
+        assert row.index("]") - row.index("[") - 1 <= tree_width // 4  # its share of the row
+        assert "Changelog" in row  # the entry's own text still shows
+
+
 @pytest.mark.parametrize("opener", ["r", "m"])
 async def test_keys_typed_right_after_r_or_m_go_to_the_prompt(demo, opener):
     """As after `/`: a burst of `r`, a name and Enter ran the name's letters as commands on the

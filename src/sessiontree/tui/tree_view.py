@@ -587,7 +587,10 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if look.stub is not None:
             left.append(Segment(look.stub, row_style + self._style("tree--fold")))
         if look.label:
-            left.append(Segment(f"[{inert(look.label)}] ", row_style + self._style("tree--label")))
+            label = inert(look.label)
+            if cell_len(label) > (most := max(width // 4, LABEL_MIN)):  # the row keeps its text and marker
+                label = set_cell_size(label, most - 1) + "…"
+            left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))
 
         right: list[Segment] = []
         if look.marker:
@@ -612,6 +615,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if exact and used <= width:  # the segments fill the row exactly
             return Strip(segments, width)
         return Strip(segments).crop_extend(0, width, row_style)
+
+
+LABEL_MIN = 8  # cells a label may take on any row; from 32 columns on, a quarter of the row
 
 
 def fit(text: str, room: int) -> tuple[str, bool]:
