@@ -117,3 +117,19 @@ def test_reading_a_damaged_session_says_so_and_exits_1(tmp_path, command):
     (tmp_path / "clean").mkdir()
     clean = make(tmp_path / "clean")[0]
     assert run(*command, str(clean)).stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["tree", "--width", "0"], "0 is less than 40"),
+        (["diff", "--width", "-5", "a", "b"], "-5 is less than 40"),
+        (["export", "--max-result", "-1"], "-1 is less than 0"),
+        (["tree", "--width", "wide"], "'wide' is not a whole number"),
+    ],
+)
+def test_number_options_out_of_range_are_refused(tmp_path, args, said):
+    """They were taken: `--width 0` drew at 40 without a word, `--max-result -1` cut nothing."""
+    path = make(tmp_path)[0]
+    done = run(args[0], str(path), *args[1:], check=False)
+    assert done.returncode == 2 and said in done.stderr and done.stdout == ""

@@ -652,6 +652,10 @@ async def test_help(demo):
         assert sections["Session"][0] == ("?", "Help")
         assert ("tab", "Focus the next pane (the tree, the preview)") in sections["Everywhere"]
         assert "Focus Next" not in rows and "Copy selected text" not in rows
+        # "Everywhere" lists what the panes do not: ? and q were there again, the palette's twice
+        everywhere = [key for key, _ in sections["Everywhere"]]
+        panes = {key for title, entries in sections.items() if title != "Everywhere" for key, _ in entries}
+        assert len(everywhere) == len(set(everywhere)) and not panes & set(everywhere)
         await pilot.press("escape")
         assert isinstance(app.screen.query_one(SessionTreeView), SessionTreeView)
 

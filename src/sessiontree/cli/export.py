@@ -14,12 +14,14 @@ import sys
 from typing import Any
 
 from ..compare import compare_contexts, comparison_lines
+from ..display import counted
 from ..export import damage_line, export_jsonl, export_markdown, html_chunks, write_file
 from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
 from ..model.errors import SessionError
 from ..opening import open_session
 from ..session import Session
+from .numbers import at_least
 from .output import err, json_out, out
 
 COMMANDS = ("export", "fork", "diff")
@@ -43,7 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     p.add_argument(
         "--max-result",
-        type=int,
+        type=at_least(0),
         default=DEFAULT_MAX_RESULT,
         metavar="CHARS",
         help=f"md: characters of a tool result shown before it is cut (default {DEFAULT_MAX_RESULT}; 0: all)",
@@ -51,7 +53,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("fork", help="a new session file holding the path root → ID; prints its path")
-    p.add_argument("file")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     p.add_argument("id", help="entry to fork at (a user message: the fork ends at its parent)")
     p.add_argument("-o", "--output", metavar="NEW", help="the new file (default: next to the source)")
     p.add_argument("--force", action="store_true", help="replace NEW if it exists")
@@ -59,11 +61,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_fork)
 
     p = sub.add_parser("diff", help="compare what the model sees at two entries")
-    p.add_argument("file")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     p.add_argument("a", help="first entry id")
     p.add_argument("b", help="second entry id")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
-    p.add_argument("--width", type=int, default=100, help="width of a message line")
+    p.add_argument("--width", type=at_least(40), default=100, help="width of a message line (40 or more)")
     p.set_defaults(func=cmd_diff)
 
 
@@ -132,7 +134,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         else:
             out(result.path)
             ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
-            out(f"the fork {ends} ({len(result.source.entries)} entries); session {result.session_id}")
+            size = counted(len(result.source.entries), "entry", "entries")
+            out(f"the fork {ends} ({size}); session {result.session_id}")
             if result.resend_text is not None:
                 out(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")
                 for line in result.resend_text.split("\n"):
@@ -146,6 +149,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if args.json:
             json_out(comparison.to_json())
         else:
-            for line in comparison_lines(comparison, width=max(40, args.width)):
+            for line in comparison_lines(comparison, width=args.width):
                 out(line)
         return _damaged(session, damage_line(session, done="compared"))

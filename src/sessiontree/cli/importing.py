@@ -73,11 +73,12 @@ def _report(result: FileResult) -> None:
         err(f"{result.path}: … and {len(result.problems) - PROBLEMS_SHOWN} more problems")
     sid = result.session_id or "?"
     if result.status == "new":
-        out(f"{result.path} → {sid}: imported {result.added:,} entries (new session)")
+        out(f"{result.path} → {sid}: imported {counted(result.added, 'entry', 'entries')} (new session)")
     elif result.status == "appended":
-        out(f"{result.path} → {sid}: {result.added:,} new entries ({result.total:,} in all)")
+        added = counted(result.added, "new entry", "new entries")
+        out(f"{result.path} → {sid}: {added} ({result.total:,} in all)")
     elif result.status == "unchanged":
-        out(f"{result.path} → {sid}: unchanged ({result.total:,} entries)")
+        out(f"{result.path} → {sid}: unchanged ({counted(result.total, 'entry', 'entries')})")
     elif result.status == "refused":
         err(f"{result.path}: refused: {result.message}")
     else:

@@ -11,6 +11,7 @@ from ..model.errors import SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
+from .numbers import at_least
 from .output import err, json_out, json_out_streamed, out
 
 COMMANDS = ("context", "tree", "check")
@@ -26,19 +27,19 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_context)
 
     p = sub.add_parser("tree", help="print the whole tree")
-    p.add_argument("file")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     p.add_argument(
         "--filter",
         dest="filter_value",
         default="all",
         type=_filter,
-        help=f"which entries to show: {', '.join(f.value for f in Filter)} (default: all)",
+        help=f"which entries to show: {', '.join(f.value for f in Filter)} (default: all, every entry)",
     )
-    p.add_argument("--width", type=int, default=100, help="preview width")
+    p.add_argument("--width", type=at_least(40), default=100, help="preview width (40 or more)")
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser("check", help="report damage; exit status 1 if any")
-    p.add_argument("file")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     p.set_defaults(func=cmd_check)
 
 
@@ -105,7 +106,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         labels = session.labels()
         outline = Outline(index, args.filter_value, labels)
         leaf = index.leaf
-        width = max(40, args.width)
+        width = args.width
 
         def describe(i: int) -> str:
             entry = session.entry_at(i)

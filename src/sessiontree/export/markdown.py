@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from ..context import SessionContext, bash_execution_text
-from ..display import inert, one_line
+from ..display import counted, inert, one_line
 from ..model.entries import (
     ActiveToolsChangeEntry,
     BranchSummaryEntry,
@@ -278,7 +278,7 @@ def render_markdown(
         f"- Started: {one_line(header.timestamp, 40)}",
         f"- Source: {code(source_name(session) or session.location)}",
         f"- Path: root → {code(path.target_id) if path.target_id else '(empty)'},"
-        f" {len(path.entries)} entries",
+        f" {counted(len(path.entries), 'entry', 'entries')}",
     ]
     if path.note:
         lines.append(f"- Note: {one_line(path.note, 300)}")

@@ -299,7 +299,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
                 return
             hits = [i for i, eid in enumerate(session.tree.ids) if eid.startswith(wanted)]
             if len(hits) != 1:
-                what = "No entry has" if not hits else f"{len(hits)} entries have"
+                what = "No entry has" if not hits else f"{len(hits):,} entries have"
                 self.notify(f"{what} an id starting with {wanted!r}", severity="warning", markup=False)
                 return
             tree = self._tree()

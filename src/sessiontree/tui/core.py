@@ -80,7 +80,7 @@ class BrowserBase(Screen[None]):
             cursor = tree.cursor_row
             k = bisect_left(rows, cursor)
             here = k + 1 if k < len(rows) and rows[k] == cursor else "-"
-            parts.append(f"match {here}/{len(rows)}" if rows else "matches hidden by the filter")
+            parts.append(f"match {here}/{len(rows):,}" if rows else "matches hidden by the filter")
         if self._new_entries:
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:
