@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from harness.pilot import screen_lines
 from helpers import A, U
-from sessiontree import JsonlStorage, Session
+from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
@@ -170,17 +170,22 @@ async def test_sessions_of_one_name_are_told_apart_by_their_files(root, size):
     weather = root / "--home-dev-weather--" / "weather.jsonl"
     copy = weather.with_name("weather-copy-kept-before-trying-the-dateutil-parser-instead.jsonl")
     shutil.copyfile(weather, copy)
+    elsewhere = root / "w" / "weather.jsonl"  # the same file name too: told apart by the path
+    elsewhere.parent.mkdir()
+    shutil.copyfile(weather, elsewhere)
     app = picker_app(root)
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
         t = table(app)
         width = next(c.width for c in t.columns.values() if c.key.value == "title")
-        for path in (weather, copy):
-            title = str(t.get_row(str(path))[0])
+        titles = [str(t.get_row(str(path))[0]) for path in (weather, copy, elsewhere)]
+        for path, title in zip((weather, copy, elsewhere), titles, strict=True):
             name, _, file = title.partition(" · ")
-            # the whole title: a long file name is the one cut, to half the cell at most
-            assert name == "Weather: flaky dates" and path.name.startswith(file.rstrip("…")), title
+            # the whole title: a long path is the one cut (its start), to half the cell at most
+            where = str(path.relative_to(root))
+            assert name == "Weather: flaky dates" and where.endswith(file.lstrip("…")), title
             assert len(file) <= width // 2
+        assert titles[2] == "Weather: flaky dates · w/weather.jsonl" and len(set(titles)) == 3
         assert str(t.get_row(str(root / "--srv-api--" / "api.jsonl"))[0]) == "deploy the api"
 
 
@@ -719,7 +724,8 @@ async def test_the_bundled_pi_fixtures(tmp_path):
         await settle(app, pilot)
         assert len(names(app)) == 2
         assert "/Users/badlogic/workspaces/pi-mono" in preview(app)
-        assert "leaf (v1 file, no ids)" in preview(app)
+        with open_session(PI_FIXTURES / "large-session.jsonl", read_only=True) as v1:
+            assert f"leaf {v1.leaf_id}" in preview(app)  # the same at every read
         await search_for(app, pilot, "invalidate")
         await settle(app, pilot)
         assert "large-session.jsonl" in names(app)

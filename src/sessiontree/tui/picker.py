@@ -299,7 +299,7 @@ class PickerScreen(Screen[Path | None]):
                 # Two sessions of one name (a copy, a fork) would be two identical rows; the
                 # file's name takes at most half the cell (a title read so far may be that name).
                 shared = listing.title in self._shared and listing.title != listing.path.name
-                file = one_line(f"· {listing.path.name}", column.width // 2) if shared else ""
+                file = "· " + _tail(self._file_of(listing.path), column.width // 2 - 2) if shared else ""
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
                 title = one_line(listing.title, room)
                 if listing.error:
@@ -323,6 +323,14 @@ class PickerScreen(Screen[Path | None]):
             elif column.key == "cwd":
                 cells.append(Text(_tail(one_line(listing.cwd, 400), column.width), style="dim"))
         return tuple(cells)
+
+    def _file_of(self, path: Path) -> str:
+        """A file as a row names it: by its path below the directory (copies of one file in
+        two project directories share their name too), its end shown when cut."""
+        try:
+            return str(path.relative_to(self.directory))
+        except ValueError:
+            return path.name
 
     def _fill(self, *, rebuild: bool = False) -> None:
         """Bring the table up to date with as little redrawing as possible: cells are updated in
@@ -809,8 +817,7 @@ def preview_text(
         line("last  ›", listing.last_message)
     branches = counted(listing.leaf_count, "leaf", "leaves")
     forks = counted(listing.fork_count, "fork")
-    # Entries of v1/v2 files have no ids in the file: the ones read now differ at every read.
-    leaf = (listing.leaf_id or "(none)") if listing.version >= 3 else f"(v{listing.version} file, no ids)"
+    leaf = listing.leaf_id or "(none)"  # a v1 file's too: its entries are named the same at every read
     counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {leaf}"
     line("", f"{counts} · {_size(listing.size)}")
     if width is None:
