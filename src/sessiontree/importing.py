@@ -15,8 +15,8 @@ What the file gives is a pure function of its bytes, so a second import sees the
   written on its own terms: its id used again, its move target not imported, or a value the
   target cannot store; an entry whose parent was not imported (a damaged line above it) is
   imported as a root, reported too, so one damaged line costs only that line;
-- v1 entries (no ids) get ids derived from the session id and their order, where Pi's own
-  migration would pick random ones.
+- v1 entries (no ids) get the ids every read gives them (`storage.migrate.stable_ids`), where
+  Pi's own migration would pick random ones.
 
 Entries are appended in batches, each one transaction; an interrupted import leaves whole
 batches, and the next import goes on from there.

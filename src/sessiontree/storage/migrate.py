@@ -1,10 +1,10 @@
 """Pi coding-agent v1/v2 → v3, in memory (as pi-coding-agent's `migrateSessionEntries` in
 `core/session-manager.ts` does).
 
-v1 entries have no ids: each gets a fresh id and the previous entry as parent (one chain), and a
+v1 entries have no ids: each gets one (`stable_ids`) and the previous entry as parent (one chain), and a
 compaction's `firstKeptEntryIndex` (header = index 0) becomes `firstKeptEntryId`. v2 → v3 renames
 the message role `hookMessage` to `custom`. The file is never touched here; `JsonlStorage.upgrade`
-writes the result explicitly. v1 ids come from `stable_ids`: the same on every load.
+writes the result explicitly.
 """
 
 from __future__ import annotations
