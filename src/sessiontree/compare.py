@@ -143,36 +143,40 @@ class Row(NamedTuple):
         return self.prefix + message_line(self.message, max(20, width - len(self.prefix)))
 
 
-def comparison_rows(c: Comparison, *, context: int = 2) -> list[Row]:
-    """The comparison as rows (see the module docstring): one per message of the tails, so a
-    viewer draws the ones on screen, at its width. Runs of messages shared by both tails
-    longer than 2×`context` are collapsed to their first and last `context`."""
-    a, b = c.a, c.b
-    tail_a, tail_b = c.tail_a, c.tail_b
+def comparison_head(c: Comparison) -> list[Row]:
+    """What the comparison is of: a line per context, then what they share."""
 
     def head(sign: str, side: Side, tail: list[Message]) -> Row:
         # Two different counts, named apart: the context's is Pi's (the last usage an assistant
-        # reported, system prompt and tools included, plus estimates after it); the tail's is
-        # an estimate of its messages' text alone. Unnamed, a context sharing nothing read
-        # "~1,498 tokens (5 after the shared part, ~266 tokens)". The shared part's count is
-        # the text's too: beside a context's usage-based count it can be the larger.
+        # reported, system prompt and tools included, plus estimates after it); the others
+        # estimate the messages' text by its length. Unnamed, a context sharing nothing read
+        # "~1,498 tokens (5 after the shared part, ~266 tokens)"; beside the context's count,
+        # the shared text's can be the larger (a QA pass read that as a bug).
         ctx = side.context
         text = (
-            f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens in"
-            f" context · {len(tail):,} after the shared part, their text ~"
-            f"{sum(estimate_tokens(m) for m in tail):,} tokens"
-            f" · model {ctx.model or '(none)'} · thinking {ctx.thinking_level}"
+            f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens"
+            f" (the model's count) · {len(tail):,} after the shared part,"
+            f" ~{sum(estimate_tokens(m) for m in tail):,} tokens by length"
+            f" · {ctx.model or 'no model'}, thinking {ctx.thinking_level}"
         )
         return Row(one_line(text, 400))
 
-    rows = [head("---", a, tail_a), head("+++", b, tail_b)]
+    rows = [head("---", c.a, c.tail_a), head("+++", c.b, c.tail_b)]
     if c.shared:
         shared = counted(c.shared, "shared message")
-        rows.append(
-            Row(f"= {shared}, their text ~{c.shared_tokens:,} tokens, ending with ", c.shared_messages[-1])
-        )
+        last = c.shared_messages[-1]
+        rows.append(Row(f"= {shared}, ~{c.shared_tokens:,} tokens by length, ending with ", last))
     else:
         rows.append(Row("= nothing shared: the contexts differ from the first message"))
+    return rows
+
+
+def comparison_body(c: Comparison, *, context: int = 2) -> list[Row]:
+    """The tails lined up, a row per message (see the module docstring), so a viewer draws
+    the ones on screen, at its width. Runs of messages both tails hold, longer than
+    2×`context`, are collapsed to their first and last `context`."""
+    tail_a, tail_b = c.tail_a, c.tail_b
+    rows: list[Row] = []
     for tag, i1, i2, j1, j2 in c.ops:
         if tag == "equal":
             run = tail_a[i1:i2]
@@ -191,8 +195,9 @@ def comparison_rows(c: Comparison, *, context: int = 2) -> list[Row]:
 
 
 def comparison_lines(c: Comparison, *, width: int = 100, context: int = 2) -> list[str]:
-    """`comparison_rows` as text lines of at most `width` cells (the headers aside)."""
-    return [row.line(width) for row in comparison_rows(c, context=context)]
+    """The head and the body as text lines of at most `width` cells (the head's aside)."""
+    rows = comparison_head(c) + comparison_body(c, context=context)
+    return [row.line(width) for row in rows]
 
 
 __all__ = [
@@ -200,7 +205,8 @@ __all__ = [
     "Row",
     "Side",
     "compare_contexts",
+    "comparison_body",
+    "comparison_head",
     "comparison_lines",
-    "comparison_rows",
     "message_line",
 ]

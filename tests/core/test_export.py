@@ -526,7 +526,7 @@ def test_compare_two_branches(tree):
     assert [m["role"] for m in c.tail_b] == ["branchSummary", "user", "assistant", "toolResult", "assistant"]
     assert lines[0].startswith("--- " + ids["a_abandoned"]) and lines[1].startswith("+++ " + ids["a2"])
     tail_text = sum(estimate_tokens(m) for m in c.tail_b)
-    assert f"tokens in context · 5 after the shared part, their text ~{tail_text:,} tokens" in lines[1]
+    assert f"5 after the shared part, ~{tail_text:,} tokens by length" in lines[1]
     assert lines[2].startswith("= 2 shared messages")
     assert sum(line.startswith("-") and not line.startswith("---") for line in lines) == 2
     assert sum(line.startswith("+") and not line.startswith("+++") for line in lines) == 5

@@ -27,7 +27,7 @@ async def test_copy_each_kind_to_the_clipboard(demo):
             await pilot.press("c")
             assert isinstance(app.screen, ChoiceScreen)
             await pilot.press(str(n))
-            await pilot.pause()
+            await settle(app, pilot)  # the context as sent is made in a thread
             copied[key] = app.clipboard
         assert copied["id"] == "3a7c0da5"
         sent = json.loads(copied["sent"])
@@ -37,7 +37,7 @@ async def test_copy_each_kind_to_the_clipboard(demo):
 
 async def test_copy_from_an_assistant_turn_takes_its_calls_in_full(demo):
     """The entry's text and its calls were the row's one-line summary, arguments cut at 80
-    characters, and the calls came without their results."""
+    characters, and the calls came without their results. The text is the text alone."""
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
@@ -55,7 +55,7 @@ async def test_copy_from_an_assistant_turn_takes_its_calls_in_full(demo):
             await pilot.press("c", str(n))
             await pilot.pause()
             copied.append(app.clipboard)
-        assert copied[0] == f"{text}\n\n{call['name']}({arguments})"
+        assert copied[0] == text  # the call is the next choice
         assert copied[1] == f"{call['name']}({arguments})\n\n→ {result['content'][0]['text']}"
         assert "…" not in copied[0] + copied[1]
 
@@ -135,9 +135,11 @@ async def test_compare_two_entries_shows_both_tails(demo):
         await settle(app, pilot)
         assert isinstance(app.screen, LinesScreen)
         assert status(app).startswith("Compared 3a7c137e with ")  # the mark is used up
-        lines = [row.line(100) for row in app.screen.rows]
-        assert lines[0].startswith("---") and lines[1].startswith("+++")
-        assert any(line.startswith("=") for line in lines)  # the shared prefix, collapsed
+        head = app.screen.head  # above the listing, wrapped to the dialog's width
+        assert head[0].startswith("---") and head[1].startswith("+++") and head[2].startswith("=")
+        assert any(row.prefix == "+" for row in app.screen.rows)
+        shown = "\n".join(screen_lines(app))
+        assert shown.count("thinking medium") == 2  # the ends of the head lines, wrapped
         await pilot.press("escape")
         assert cursor_id(app) == app.session.leaf_id
 
@@ -160,7 +162,7 @@ async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
         await pilot.press("d")
         await settle(app, pilot)
         view = app.screen.query_one(LinesView)
-        assert len(view.rows) == 3 + 3000  # the headers, the shared part, the leaf's tail
+        assert len(view.rows) == 3000  # the leaf's tail: a row per message
         assert 0 < len(view._made) <= view.size.height
         await pilot.press("end")
         await settle(app, pilot)
@@ -169,7 +171,7 @@ async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
         await pilot.resize_terminal(80, 24)
         await settle(app, pilot)
         shown = screen_lines(app)
-        assert sum("-user: question" in line for line in shown) >= 5
+        assert sum("-user: question" in line or "-assistant: answer" in line for line in shown) >= 4
         assert all(len(line.rstrip()) <= 80 for line in shown)
 
 
@@ -242,3 +244,20 @@ async def test_the_keys_under_a_dialog_are_its_own(demo):
         await pilot.press("escape")
         await pilot.pause()
         assert footer.visible and "Move" in screen_lines(app)[-1]
+
+
+async def test_d_twice_on_one_entry_clears_its_mark_and_colon_goes_to_an_id(demo):
+    """`d` again on the marked entry said nothing and kept the mark; going to an id was in the
+    palette alone and said nothing either."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("d", "d")
+        assert status(app) == "Mark on 3a7c137e cleared" and app.browser._compare_mark is None
+        await pilot.press("colon", *"3a7c17", "enter")
+        await settle(app, pilot)
+        assert cursor_id(app) == "3a7c1764" and status(app) == "At 3a7c1764"
+        await pilot.press("colon", *"3a7c", "enter")  # the start of every id here
+        await settle(app, pilot)
+        assert cursor_id(app) == "3a7c1764" and "give more of it" in list(app._notifications)[-1].message

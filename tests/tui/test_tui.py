@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -467,11 +468,15 @@ async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):
         await pilot.press("m")
         await pilot.press(*"a very long label name that goes on and on and on forever", "enter")
         await settle(app, pilot)
-        row = next(r for r in rows(app) if "[a very" in r)
+        row = next(r for r in rows(app) if "[a " in r)
         assert "…]" in row and "← active" in row
         tree_width = app.browser.query_one("SessionTreeView").size.width
         assert row.index("]") - row.index("[") - 1 <= tree_width // 4  # its share of the row
         assert "Changelog" in row  # the entry's own text still shows
+        await pilot.press("t")  # the tokens column takes its part of the row too
+        await settle(app, pilot)
+        row = next(r for r in rows(app) if "[a " in r)
+        assert re.search(r"…\] \S.*← active below +[\d.]+k +\+[\d.]+k?$", row.rstrip()), row
 
 
 @pytest.mark.parametrize("opener", ["r", "m"])

@@ -12,7 +12,7 @@ from typing import Any
 from textual import work
 from textual.worker import get_current_worker
 
-from ..compare import Row, compare_contexts, comparison_rows
+from ..compare import Row, compare_contexts, comparison_body, comparison_head
 from ..display import entry_summary, one_line
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
@@ -22,6 +22,8 @@ from .core import BrowserBase
 from .modals import ChoiceScreen, ConfirmScreen, LinesScreen
 from .notices import confirm, withdraw
 
+HEAD_WIDTH = 200  # a comparison's head lines, wrapped by its dialog: what it compares, in full
+CALLS = "the tool calls with their results"  # the second choice's label on a turn of several
 COPY_CHOICES = [
     ("text", "the entry's text"),
     ("call", "the tool call with its result"),
@@ -47,44 +49,71 @@ class BranchingMixin(BrowserBase):
         target = self._tree().current_target()
         if target is None:
             return
+        try:  # an entry without a tool call lists that choice greyed out
+            calls = self._calls(target.position)
+        except SessionError:
+            calls = 0
+        choices = [(key, CALLS if key == "call" and calls > 1 else label) for key, label in COPY_CHOICES]
 
         def chosen(what: str | None) -> None:
             if what is None:
+                return
+            label = dict(choices)[what]
+            if what == "sent":  # a whole context as JSON: seconds on a deep session
+                confirm(self, f"Copying {label}…", timeout=3600)
+                self._copy_sent(target.entry_id, label)
                 return
             try:
                 text = self._copy_text(target.position, target.entry_id, what)
             except SessionError as exc:
                 self.notify(f"Nothing copied: {exc}", severity="error", markup=False)
                 return
-            if not text:
-                self.notify("Nothing to copy there.", severity="warning", markup=False)
-                return
-            self.app.copy_to_clipboard(text)
-            size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
-            confirm(self, f"Copied {dict(COPY_CHOICES)[what]}: {size}")
+            self._copied(label, text)
 
-        try:  # an entry without a tool call lists that choice greyed out
-            has_call = bool(self._copy_text(target.position, target.entry_id, "call"))
-        except SessionError:
-            has_call = False
-        off = () if has_call else ("call",)
-        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", COPY_CHOICES, off), chosen)
+        off = () if calls else ("call",)
+        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", choices, off), chosen)
+
+    def _copied(self, label: str, text: str) -> None:
+        if not text:
+            withdraw(self, "Copying ")
+            self.notify("Nothing to copy there.", severity="warning", markup=False)
+            return
+        self.app.copy_to_clipboard(text)
+        size = f"{len(text):,} characters" if len(text) > 80 else one_line(text, 80)
+        confirm(self, f"Copied {label}: {size}")
+
+    @work(thread=True, exclusive=True, group="copy")
+    def _copy_sent(self, entry_id: str, label: str) -> None:
+        try:
+            text = json.dumps(self.session.build_context(at=entry_id).to_llm(), ensure_ascii=False, indent=2)
+        except SessionError as exc:
+            deliver(self.app, self._not_copied, exc)
+            return
+        deliver(self.app, self._copied, label, text)
+
+    def _not_copied(self, exc: SessionError) -> None:
+        withdraw(self, "Copying ")
+        self.notify(f"Nothing copied: {exc}", severity="error", markup=False)
+
+    def _calls(self, position: int) -> int:
+        """The tool calls the copy dialog offers at `position`: an assistant message's own, or
+        the one a tool result answers."""
+        message = self.session.entry_at(position).get("message")
+        own = len(tool_calls(message)) if isinstance(message, dict) else 0
+        return own or int(self.session.tool_call_of(position) is not None)
 
     def _copy_text(self, position: int, entry_id: str, what: str) -> str:
         session = self.session
         if what == "id":
             return entry_id
-        if what == "sent":
-            return json.dumps(session.build_context(at=entry_id).to_llm(), ensure_ascii=False, indent=2)
         entry = session.entry_at(position)
         message = entry.get("message")
         calls = tool_calls(message) if isinstance(message, dict) else []
         if what == "text":
             if not calls:
                 return entry_summary(entry)
-            # In full: the row's summary cuts each call's arguments to a line.
-            parts = [assistant_text(message), *(_call_text(c) for c in calls)]
-            return "\n\n".join(part for part in parts if part.strip())
+            # Its text; a turn that only calls tools, its calls in full (the row cuts them).
+            return assistant_text(message).strip() or "\n\n".join(_call_text(c) for c in calls)
         if calls:  # the assistant message: each call with the result written below it
             results = session.tool_results_of(position)
             return "\n\n".join(_call_text(c, results.get(c.get("id", ""))) for c in calls)
@@ -140,7 +169,11 @@ class BranchingMixin(BrowserBase):
         if target is None:
             return
         mark = self._compare_mark
-        if mark is None or mark == target.entry_id or mark not in self.session.tree.pos:
+        if mark == target.entry_id:  # d again: the mark goes
+            self._compare_mark = None
+            confirm(self, f"Mark on {mark} cleared")
+            return
+        if mark is None or mark not in self.session.tree.pos:
             self._compare_mark = target.entry_id
             confirm(self, f"Marked {target.entry_id}: move to another entry and press d to compare")
             return
@@ -153,19 +186,21 @@ class BranchingMixin(BrowserBase):
     @work(thread=True, exclusive=True, group="compare")
     def _compare(self, a: str, b: str) -> None:
         try:
-            rows = comparison_rows(compare_contexts(self.session, a, b))
+            comparison = compare_contexts(self.session, a, b)
+            head = [row.line(HEAD_WIDTH) for row in comparison_head(comparison)]
+            body = comparison_body(comparison)
         except SessionError as exc:
             deliver(self.app, self._not_compared, exc)
             return
         if not get_current_worker().is_cancelled:
-            deliver(self.app, self._compared, a, b, rows)
+            deliver(self.app, self._compared, a, b, head, body)
 
     def _not_compared(self, exc: SessionError) -> None:
         withdraw(self, "Comparing ")
         self.notify(f"Cannot compare: {exc}", severity="error", markup=False)
 
-    def _compared(self, a: str, b: str, rows: list[Row]) -> None:
-        self.app.push_screen(LinesScreen(f"Context at {a} (−) against {b} (+)", rows))
+    def _compared(self, a: str, b: str, head: list[str], body: list[Row]) -> None:
+        self.app.push_screen(LinesScreen(f"Context at {a} (−) against {b} (+)", body, head))
         confirm(self, f"Compared {a} with {b}: d marks an entry again")  # the mark is used
 
     # --- export -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Static
 
 from ..archive import set_archived
 from ..display import counted
+from ..model.errors import SessionError
 from ..outline import Filter
 from ..session import Session
 from . import deliver
@@ -83,6 +84,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "r", "rename", "Rename", show=False, tooltip="rename the session", id="rename", priority=True
         ),
         Binding("H", "history", "History", show=False, tooltip="navigation history", id="history"),
+        Binding("colon", "go_to_id", "Go to id", show=False, tooltip="go to an entry by its id", id="go-to"),
         Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
         Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
         Binding("v", "preview_scope", "Entry", show=False, tooltip="this entry / the context", id="scope"),
@@ -297,17 +299,20 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             wanted = (value or "").strip()
             if not wanted:
                 return
-            hits = [i for i, eid in enumerate(session.tree.ids) if eid.startswith(wanted)]
-            if len(hits) != 1:
-                what = "No entry has" if not hits else f"{len(hits):,} entries have"
-                self.notify(f"{what} an id starting with {wanted!r}", severity="warning", markup=False)
+            try:
+                entry_id = session.resolve_id(wanted)  # as the command line takes ids
+            except SessionError as exc:
+                self.notify(exc.detail, severity="warning", markup=False)
                 return
+            position = session.tree.pos[entry_id]
             tree = self._tree()
-            if tree.outline.row_of[hits[0]] < 0:
+            shown = tree.outline.row_of[position] >= 0
+            if not shown:
                 tree.filter = Filter.ALL
                 tree.rebuild()
                 self.refresh_bindings()
-            tree.go_to_position(hits[0])
+            tree.go_to_position(position)
+            confirm(self, f"At {entry_id}" + ("" if shown else " (the filter hid it: now all)"))
 
         self.app.push_screen(TextPrompt("Go to entry id (or a unique prefix)", enter="goes there"), done)
 

@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 from ..compare import Row
 from ..display import counted, inert, one_line
 from . import deliver
-from .lines_view import LinesView
+from .lines_view import STYLES, LinesView
 
 
 def plain(text: str) -> Text:
@@ -302,7 +302,7 @@ class HistoryScreen(Dialog[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog"):
-            yield Label(plain(f"Navigation history ({self.total:,} moves)"), classes="dialog-title")
+            yield Label(plain(f"Navigation history ({counted(self.total, 'move')})"), classes="dialog-title")
             if not self.total:
                 yield Static("No leaf moves are recorded in this session yet.", classes="dialog-help")
             yield OptionList(*self._options(self.items, 0), id="history-list", markup=False)
@@ -436,18 +436,25 @@ class ChoiceScreen(Dialog[str | None]):
 
 
 class LinesScreen(Dialog[None]):
-    """Read-only rows (a comparison of two contexts) in a scrollable dialog."""
+    """Read-only rows (a comparison of two contexts) in a scrollable dialog, under a few head
+    lines wrapped to its width (what is compared: cut to a row, they lost their ends)."""
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
-    def __init__(self, title: str, rows: Sequence[Row]) -> None:
+    def __init__(self, title: str, rows: Sequence[Row], head: Sequence[str] = ()) -> None:
         super().__init__()
         self.title_text = title
         self.rows = rows
+        self.head = head
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
+            if self.head:
+                head = Text("\n").join(
+                    Text(inert(line), style=STYLES.get(line[:1], "")) for line in self.head
+                )
+                yield Static(head, id="lines-head", markup=False)
             yield LinesView(self.rows, id="lines-body")
             yield Static("↑ ↓ PgUp PgDn scroll · Esc closes", classes="dialog-keys")
 

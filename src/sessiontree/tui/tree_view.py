@@ -586,11 +586,6 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         left.append(Segment(look.glyph + " ", kind_style))
         if look.stub is not None:
             left.append(Segment(look.stub, row_style + self._style("tree--fold")))
-        if look.label:
-            label = inert(look.label)
-            if cell_len(label) > (most := max(width // 4, LABEL_MIN)):  # the row keeps its text and marker
-                label = set_cell_size(label, most - 1) + "…"
-            left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))
 
         right: list[Segment] = []
         if look.marker:
@@ -602,6 +597,13 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             right.append(Segment(f" {look.when}", row_style + self._style("tree--time")))
 
         used = sum(cell_len(s.text) for s in left) + sum(cell_len(s.text) for s in right)
+        if look.label:  # a quarter of the row at most, and half of what the rest leaves
+            label = inert(look.label)
+            most = max(min(width // 4, (width - used) // 2 - 3), LABEL_MIN)
+            if cell_len(label) > most:
+                label = set_cell_size(label, most - 1) + "…"
+            left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))
+            used += cell_len(label) + 3
         room = max(width - used, 0)
         text, exact = fit(look.preview, room)
         text_style = kind_style if kind in ("compaction", "branch_summary") else row_style
@@ -617,7 +619,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         return Strip(segments).crop_extend(0, width, row_style)
 
 
-LABEL_MIN = 8  # cells a label may take on any row; from 32 columns on, a quarter of the row
+LABEL_MIN = 4  # cells a label may take on any row (a quarter of it at most, half of what is left)
 
 
 def fit(text: str, room: int) -> tuple[str, bool]:
