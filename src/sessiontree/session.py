@@ -423,17 +423,24 @@ class Session:
         *,
         at: str | None = None,
         limit: int | None = None,
+        root_path: Sequence[Entry] | None = None,
     ) -> SessionContext:
         """Messages from the bounded path; thinking level, model and active tools from the full
         root path, as Pi derives them, so a compaction does not reset them.
 
         `limit` caps how many context entries are decoded: the newest `limit` are kept (plus the
         compaction summary that heads them) and `omitted` says how many older ones were left
-        out — for previews of huge sessions. Transforms then see only the kept entries."""
+        out — for previews of huge sessions. Transforms then see only the kept entries.
+        `root_path`: every entry from the root to `at` (or the leaf), decoded already by the
+        caller (an export), which the bounded path is the end of: not decoded again."""
         if at is None and self.leaf_id is None:
             return SessionContext(messages=[], entries=[])
         omitted = 0
-        if limit is None:
+        if root_path is not None and limit is None:
+            start = self.tree.leaf if at is None else self.position(at)
+            bounded = list(root_path[len(root_path) - len(self.tree.bounded_path(start)) :])
+            entries = self._transform(select_context_entries(bounded), transforms)
+        elif limit is None:
             entries = self.build_context_entries(transforms, at=at)
         else:
             entries, omitted = self._limited_context_entries(at, limit)

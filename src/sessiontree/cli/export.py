@@ -15,7 +15,7 @@ from typing import Any
 
 from ..compare import compare_contexts, comparison_lines
 from ..display import counted
-from ..export import damage_line, export_jsonl, export_markdown, html_chunks, write_file
+from ..export import collect_path, damage_line, export_jsonl, html_chunks, markdown_parts, write_file
 from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
 from ..model.errors import SessionError
@@ -95,8 +95,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         at = session.resolve_id(args.at) if args.at is not None else None
         data: list[bytes]
         if fmt == "md":
-            text, path = export_markdown(session, at, max_result_chars=args.max_result or None)
-            data, note, problem = [text.encode()], path.note, damage_line(session, path)
+            path = collect_path(session, at)
+            parts = markdown_parts(session, path, max_result_chars=args.max_result or None)
+            data, note, problem = [part.encode() for part in parts], path.note, damage_line(session, path)
         elif fmt == "jsonl":
             body, path = export_jsonl(session, at)
             data, note, problem = [body], path.note, damage_line(session, path)

@@ -12,7 +12,7 @@ from .common import PathExport, collect_path, damage, damage_line, describe_entr
 from .files import write_file
 from .html import HtmlExport, html_chunks, render_html
 from .jsonl import export_jsonl, session_lines
-from .markdown import context_markdown, export_markdown, render_markdown
+from .markdown import context_markdown, export_markdown, markdown_parts, render_markdown
 
 __all__ = [
     "HtmlExport",
@@ -25,6 +25,7 @@ __all__ = [
     "export_jsonl",
     "export_markdown",
     "html_chunks",
+    "markdown_parts",
     "render_html",
     "render_markdown",
     "resolve_target",
