@@ -4,11 +4,15 @@ bisection over the session's compactions, which must agree with looking at every
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import A, U
-from sessiontree import MemoryStorage, Session
+from helpers import PI_FIXTURES, A, U
+from sessiontree import MemoryStorage, Session, open_session
+from sessiontree.storage.index import COMPACTION, LEAF
 
 
 @settings(max_examples=150, deadline=None)
@@ -40,3 +44,37 @@ def test_limited_context_is_the_tail_of_the_full_one(steps):
                 expected = head + (messages[len(messages) - keep :] if keep else [])
             assert cut.messages == expected
             assert cut.omitted == len(full.messages) - len(expected)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted(PI_FIXTURES.glob("*.jsonl")), Path(__file__).parents[2] / "src/sessiontree/demo/demo.jsonl"],
+    ids=lambda p: p.name,
+)
+def test_a_context_from_a_root_path_decoded_already_is_the_same(path):
+    """An export decodes the root path, then needed the context at its end: decoding it again
+    doubled the export's memory. Built from the path it has, the context is the same at every
+    point, compactions included (the path is cut where they bound it)."""
+    with open_session(path, read_only=True) as s:
+        tree = s.tree
+        checked = 0
+        for i in range(0, len(tree), max(1, len(tree) // 40)):
+            positions = tree.path_to_root(i)
+            root_path = [s.entry_at(k) for k in positions]
+            eid = tree.ids[i]
+            if tree.kind[i] == LEAF:
+                continue
+            fresh, given = s.build_context(at=eid), s.build_context(at=eid, root_path=root_path)
+            assert given.messages == fresh.messages and [e.id for e in given.entries] == [
+                e.id for e in fresh.entries
+            ]
+            assert (given.thinking_level, given.model, given.active_tool_names) == (
+                fresh.thinking_level,
+                fresh.model,
+                fresh.active_tool_names,
+            )
+            checked += 1
+        assert checked >= 10
+        compactions = [k for k in range(len(tree)) if tree.kind[k] == COMPACTION]
+        if path.name == "demo.jsonl":
+            assert compactions  # the point of the demo's case: a bounded path
