@@ -761,6 +761,19 @@ async def test_read_only_mode_refuses_moves(demo):
     assert demo.read_bytes() == before
 
 
+async def test_u_on_a_current_format_file_says_there_is_nothing_to_upgrade(demo):
+    """`U` is hidden from the footer there, and pressing it did nothing, unsaid."""
+    before = demo.read_bytes()
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("U")
+        await settle(app, pilot)
+        assert status(app).startswith("This file is in the current format (v3)")
+        assert app.screen is app.browser
+    assert demo.read_bytes() == before
+
+
 async def test_locked_file_opens_read_only(demo):
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(demo)], stdout=subprocess.PIPE, text=True)
     try:

@@ -248,19 +248,23 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         return action not in TYPED or not isinstance(self.focused, SearchBox)
 
     def on_key(self, event: events.Key) -> None:
-        """A write key pressed in a read-only session: its binding is hidden, so say why
-        nothing happens instead of ignoring the key."""
-        if not self.session.read_only or not isinstance(self.focused, SessionTreeView):
+        """A key whose binding is hidden (a write in a read-only session, `U` on a file in the
+        current format): say why nothing happens instead of ignoring the key."""
+        if not isinstance(self.focused, SessionTreeView):
             return
         bindings = self._bindings.copy()
         if self.app._keymap:
             bindings.apply_keymap(self.app._keymap)
-        writes = [b for b in bindings.key_to_bindings.get(event.key, []) if b.action in WRITES]
-        if writes:
-            event.stop()
-            # One line: the banner above the tree says why (four rows of a toast at 80x24 did).
-            what = writes[0].description or event.key
-            confirm(self, f"Read-only: {what} would write; it is off (the banner says why)")
+        actions = [b for b in bindings.key_to_bindings.get(event.key, []) if b.action in WRITES | {"upgrade"}]
+        if not actions or self.check_action(actions[0].action, ()) is not False:
+            return
+        event.stop()
+        if actions[0].action == "upgrade":
+            confirm(self, "This file is in the current format (v3): there is nothing to upgrade")
+            return
+        # One line: the banner above the tree says why (four rows of a toast at 80x24 did).
+        what = actions[0].description or event.key
+        confirm(self, f"Read-only: {what} would write; it is off (the banner says why)")
 
     def action_cycle_filter(self) -> None:
         self.action_set_filter(self._tree().filter.next().value)
