@@ -28,6 +28,7 @@ from harness.pilot import (
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
+from sessiontree.storage.index import LABEL
 from sessiontree.tui import launch
 from sessiontree.tui.browser import READ_ONLY_HINT
 from sessiontree.tui.help import HelpScreen
@@ -832,6 +833,33 @@ async def test_live_follow(demo):
         assert app.session.leaf_id == "feed0001"
         assert cursor_id(app) == "feed0001"  # the cursor followed the leaf
         assert any("appended by another process" in r for r in rows(app))
+
+
+async def test_follow_goes_on_when_the_leaf_is_an_entry_the_filter_hides(demo):
+    """After `m` the leaf is the label entry, hidden: the cursor on the row standing for it
+    ("← active below") was not at the leaf for live follow, which stopped following (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("m", *"lbl", "enter")
+        await settle(app, pilot)
+        label = app.session.leaf_id
+        assert app.session.tree.kind[app.session.tree.leaf] == LABEL
+        record = {
+            "type": "message",
+            "id": "feed0002",
+            "parentId": label,
+            "timestamp": "2026-03-14T10:00:00.000Z",
+            "message": {"role": "user", "content": "after the label", "timestamp": 1},
+        }
+        with open(demo, "ab") as f:
+            f.write(json.dumps(record).encode() + b"\n")
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.leaf_id == "feed0002":
+                break
+        await settle(app, pilot)
+        assert cursor_id(app) == "feed0002" and "new" not in app.browser.sub_title
 
 
 async def test_follow_adds_turns_at_the_leaf_as_a_rebuild_would_and_rebuilds_for_a_fork(demo):

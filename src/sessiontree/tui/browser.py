@@ -218,7 +218,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     @on(SessionTreeView.Highlighted)
     def _highlighted(self, event: SessionTreeView.Highlighted) -> None:
         self.query_one(PreviewPane).show(event.target)
-        if self._new_entries and event.target.position == self.session.tree.leaf:
+        if self._new_entries and self._tree().at_leaf():
             self._new_entries = 0  # caught up with what arrived
             self._update_header()
         elif self._matches:  # "match 2/5" follows the cursor

@@ -42,7 +42,7 @@ class FollowMixin(BrowserBase):
             tree = self._tree()
         except NoMatches:  # the interval fired while the screen shuts down
             return
-        followed_leaf = tree.current_position() == session.tree.leaf
+        followed_leaf = tree.at_leaf()
         try:
             added = session.refresh()
         except SessionError as exc:

@@ -285,6 +285,22 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         """Changes whenever the rows (or what they show) change."""
         return self._version
 
+    def leaf_row(self) -> int:
+        """The leaf's row: its own, or the one that stands for it when the filter or a fold
+        hides it ("← active below"); -1 for none. Kept until the rows or the leaf change."""
+        tree = self.session.tree
+        version, leaf, row = self._leaf_row
+        if version != self._version or leaf != tree.leaf:
+            row = self.outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
+            self._leaf_row = (self._version, tree.leaf, row)
+        return row
+
+    def at_leaf(self) -> bool:
+        """Whether the cursor is on `leaf_row`: following the conversation, even where its leaf
+        is an entry the filter hides (a label, whose row was never the cursor's)."""
+        row = self.leaf_row()
+        return row >= 0 and self.cursor_row == row
+
     def current_position(self) -> int | None:
         if not len(self.outline):
             return None
@@ -536,10 +552,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             stub = self._stub(i)
             if i in self.archived:
                 stub = "archived · " + stub
-        version, leaf, leaf_row = self._leaf_row
-        if version != self._version or leaf != tree.leaf:
-            leaf_row = outline.row_for(tree.leaf) if tree.leaf >= 0 else -1
-            self._leaf_row = (self._version, tree.leaf, leaf_row)
+        leaf_row = self.leaf_row()
         marker = ""
         if row == leaf_row:
             marker = " ← active" if i == tree.leaf else " ← active below"  # folded or filtered away
