@@ -835,6 +835,25 @@ async def test_live_follow(demo):
         assert any("appended by another process" in r for r in rows(app))
 
 
+async def test_a_damaged_line_arriving_turns_the_write_keys_off_at_once(demo):
+    """A line of garbage appended while following made the session read-only, but nothing said
+    so (and the footer kept Move and Label) until a good line came after it (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert "Move" in screen_lines(app)[-1]
+        with open(demo, "ab") as f:
+            f.write(b"garbage line\n")
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.read_only:
+                break
+        await settle(app, pilot)
+        assert app.browser.query_one("#banner").display
+        assert "Move" not in screen_lines(app)[-1] and "Label" not in screen_lines(app)[-1]
+        assert any(n.title == "Read-only" for n in app._notifications)
+
+
 async def test_follow_goes_on_when_the_leaf_is_an_entry_the_filter_hides(demo):
     """After `m` the leaf is the label entry, hidden: the cursor on the row standing for it
     ("← active below") was not at the leaf for live follow, which stopped following (QA)."""

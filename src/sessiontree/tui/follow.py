@@ -43,6 +43,7 @@ class FollowMixin(BrowserBase):
         except NoMatches:  # the interval fired while the screen shuts down
             return
         followed_leaf = tree.at_leaf()
+        was_read_only = session.read_only
         try:
             added = session.refresh()
         except SessionError as exc:
@@ -50,6 +51,8 @@ class FollowMixin(BrowserBase):
             self._update_header()
             self.notify(f"{exc}; live follow stopped", severity="warning", markup=False)
             return
+        if session.read_only and not was_read_only:  # a damaged line arrived: said now, keys off
+            tree.post_message(tree.Damaged())
         if not added:
             return
         start = time.monotonic()
