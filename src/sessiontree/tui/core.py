@@ -127,7 +127,9 @@ class BrowserBase(Screen[None]):
         try:
             operation()
         except SessionError as exc:
-            self.notify(f"{exc} (nothing was written)", title="Not done", severity="error", markup=False)
+            said = str(exc)  # the storage's messages mostly say so already
+            note = "" if "nothing was written" in said else " (nothing was written)"
+            self.notify(f"{said}{note}", title="Not done", severity="error", markup=False)
             return False
         return True
 
