@@ -390,20 +390,31 @@ async def test_invalid_regex_shows_one_line_and_keeps_the_rows(root):
         assert names(app) == ["weather.jsonl"] and app.is_running
 
 
-async def test_escape_clears_the_search_then_goes_back(root, tmp_path):
+async def test_escape_clears_the_search_then_the_project_and_never_quits(root, tmp_path):
+    """A second Esc, after the one that cleared a search, quit the whole app; with a project
+    chosen it quit too, where it should have shown every project again (QA). q quits."""
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
+        await pilot.press("p")  # one project
+        await settle(app, pilot)
+        one_project = len(names(app))
         await pilot.press("slash", *"helm")
         await settle(app, pilot)
-        assert names(app) == ["api.jsonl"]
         assert app.screen.active_bindings["escape"].binding.description == "Clear search"
         await pilot.press("escape")
         await settle(app, pilot)
-        assert len(names(app)) == 4 and picker(app).query_one(Input).value == ""
+        assert len(names(app)) == one_project < 4 and picker(app).query_one(Input).value == ""
         assert isinstance(app.focused, DataTable)
+        assert app.screen.active_bindings["escape"].binding.description == "All projects"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert len(names(app)) == 4 and picker(app).memory.project is None
         assert app.screen.active_bindings["escape"].binding.action == "escape('quit')"
-        await pilot.press("escape")  # nothing to clear, no session behind: quit
+        await pilot.press("escape")  # nothing to clear, no session behind: it says how to quit
+        await pilot.pause()
+        assert app.is_running and "q quits" in list(app._notifications)[-1].message
+        await pilot.press("q")
         await pilot.pause()
     assert not app.is_running
 

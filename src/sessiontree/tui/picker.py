@@ -152,7 +152,10 @@ class PickerScreen(Screen[Path | None]):
         Binding("g,ctrl+home", "edge(0)", "First", show=False),
         Binding("G,ctrl+end", "edge(-1)", "Last", show=False),
         Binding("escape", "escape('clear')", "Clear search"),
+        Binding("escape", "escape('project')", "All projects"),
         Binding("escape", "escape('back')", "Back"),
+        # With nothing to clear or go back to, Esc says how to quit: a second Esc after the one
+        # that cleared a search quit the whole app (QA).
         Binding("escape", "escape('quit')", "Quit", show=False),
     ]
 
@@ -684,6 +687,8 @@ class PickerScreen(Screen[Path | None]):
             return "back" if self.can_go_back else "quit"
         if search.value or self.focused is search:
             return "clear"
+        if self.memory.project is not None:
+            return "project"
         return "back" if self.can_go_back else "quit"
 
     def action_escape(self, mode: str) -> None:
@@ -693,6 +698,11 @@ class PickerScreen(Screen[Path | None]):
             self._error = None
             self._start_search(compile_query(""))
             self.query_one(DataTable).focus()
+        elif mode == "project":
+            self.memory.project = None
+            self.action_project(0)
+        elif mode == "quit":
+            self.notify("Nothing to clear here: q quits", timeout=3, markup=False)
         else:
             self._leave(None)
 
