@@ -16,7 +16,9 @@ database path (for a URL: its first `#`), never at a later one.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -124,6 +126,16 @@ def open_session(
             address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
         )
     )
+
+
+def is_one_of(path: str | os.PathLike[str], files: Collection[str]) -> bool:
+    """Whether `path` is one of `files` (a session's, `Session.files`), by device and inode: a
+    symlink or another spelling of the name counts too."""
+    for other in files:
+        with contextlib.suppress(OSError):
+            if os.path.samefile(path, other):
+                return True
+    return False
 
 
 def _check_no_hash_on_a_file(path: str) -> None:

@@ -855,3 +855,36 @@ def test_branch_counts_agree_with_session_stats(root, demo):
             assert listing.entry_count == s.entry_count() and listing.version == s.format_version
             if s.format_version >= 3:  # older files get made-up ids at every read
                 assert listing.leaf_id == s.leaf_id
+
+
+async def test_a_file_that_cannot_open_leaves_the_picker_where_it_was(root):
+    """The picker came back in the failed file's own directory, three sessions of ten (QA)."""
+    broken = root / "--srv-api--" / "zero.jsonl"
+    broken.write_bytes(b"")
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        picker(app).query_one(SessionTable).move_cursor(row=names(app).index("zero.jsonl"))
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickerScreen) and picker(app).directory == root
+        assert "zero.jsonl" in names(app) and "weather.jsonl" in names(app)
+        assert "empty" in list(app._notifications)[-1].message
+
+
+async def test_choosing_the_session_open_here_goes_back_to_it(root):
+    """Opened again, it came up read-only, as a second writer does (QA)."""
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    before = snapshot(root)
+    app = build_app(str(weather))
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        first = app.browser
+        await pilot.press("o")
+        await settle(app, pilot)
+        picker(app).query_one(SessionTable).move_cursor(row=names(app).index("weather.jsonl"))
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.browser is first and app.screen is first and not first.session.read_only
+        assert "the session open here" in list(app._notifications)[-1].message
+    assert snapshot(root) == before

@@ -14,6 +14,7 @@ import os
 from collections.abc import Collection, Iterable
 
 from ..model.errors import SessionError
+from ..opening import is_one_of
 from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
 
 PURPOSE = "export"
@@ -34,7 +35,7 @@ def write_file(
     path = os.fspath(target)
     if os.path.isdir(path):
         raise SessionError("invalid_argument", "is a directory; name a file to write", path=path)
-    if _one_of(path, sources):
+    if is_one_of(path, sources):
         raise SessionError(
             "invalid_argument", "holds the session being read; name another file to write", path=path
         )
@@ -77,16 +78,6 @@ def write_file(
     with contextlib.suppress(OSError):
         fsync_dir(path)
     return path
-
-
-def _one_of(path: str, files: Collection[str]) -> bool:
-    """Whether `path` is one of `files` (by device and inode, so a symlink or another spelling
-    of the name counts too)."""
-    for other in files:
-        with contextlib.suppress(OSError):
-            if os.path.samefile(path, other):
-                return True
-    return False
 
 
 def _link_new(tmp: str, path: str) -> None:

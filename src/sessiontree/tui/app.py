@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 
 from ..display import inert
 from ..model.errors import SessionError
-from ..opening import open_or_read_only, upgrade_session
+from ..opening import is_one_of, open_or_read_only, upgrade_session
 from ..outline import Filter
 from ..session import Session
 from .browser import BrowserScreen
@@ -115,9 +115,7 @@ class SessionTreeApp(App[None]):
             self._open_in_background(self._opening)
             return
         if session is None:
-            from .picker import PickerScreen
-
-            self.push_screen(PickerScreen(self.picker_dir or Path.cwd()), self._picked)
+            self._pick(self.picker_dir or Path.cwd(), can_go_back=False)
             return
         self._show(session, self.note)
 
@@ -168,18 +166,27 @@ class SessionTreeApp(App[None]):
         else:
             self.switch_screen(screen)  # the old browser unmounts and closes its session
 
-    async def _picked(self, path: Path | None) -> None:
+    def _pick(self, directory: Path, *, can_go_back: bool) -> None:
+        from .picker import PickerScreen
+
+        self.push_screen(PickerScreen(directory, can_go_back=can_go_back), partial(self._picked, directory))
+
+    async def _picked(self, directory: Path, path: Path | None) -> None:
         if path is None:
             if self.browser is None:
                 self.exit()
             return
+        browser = self.browser
+        if browser is not None and is_one_of(path, browser.session.files):
+            # The session open already: back to it as it is (opened again, it was read-only,
+            # as a second writer is)
+            self.notify(f"{path.name} is the session open here", markup=False, timeout=4)
+            return
         try:
             session = self.opener(path)
         except SessionError as exc:
-            from .picker import PickerScreen
-
             self.notify(str(exc), severity="error", markup=False)
-            self.push_screen(PickerScreen(path.parent, can_go_back=self.browser is not None), self._picked)
+            self._pick(directory, can_go_back=browser is not None)  # the list it was chosen from
             return
         if session is not None:
             self._show(session)
@@ -297,9 +304,7 @@ class SessionTreeApp(App[None]):
         session = self.session
         if directory is None and session is not None and session.storage.location:
             directory = Path(session.storage.location).parent
-        from .picker import PickerScreen
-
-        self.push_screen(PickerScreen(directory or Path.cwd(), can_go_back=True), self._picked)
+        self._pick(directory or Path.cwd(), can_go_back=True)
 
     def action_help(self) -> None:
         from .help import HelpScreen
