@@ -34,6 +34,7 @@ from sessiontree.tui.browser import READ_ONLY_HINT
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
+from sessiontree.tui.notices import StatusLine
 from sessiontree.tui.picker import PickerScreen
 from sessiontree.tui.preview import PreviewMode, PreviewView
 from sessiontree.tui.preview_pane import PreviewPane
@@ -1142,3 +1143,24 @@ async def test_a_tool_result_is_named_by_its_call_in_the_summary_dialog_and_the_
         await settle(app, pilot)
         assert isinstance(app.screen, HistoryScreen)
         assert app.screen.items[0].to_id == "3a7c0da5" and app.screen.items[0].to_text == row
+
+
+async def test_an_empty_session_says_so_in_the_tree_and_for_each_key(tmp_path):
+    """A header-only file was a blank pane where Enter, s, m, c, X, d and A did nothing, unsaid."""
+    path = tmp_path / "empty.jsonl"
+    Session(JsonlStorage.create(path, cwd="/p")).close()
+    before = path.read_bytes()
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert rows(app)[0].strip().startswith("No entries yet:")
+        for key in ("enter", "s", "m", "c", "X", "d", "A"):
+            app.browser.query_one(StatusLine).say("")
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert status(app).startswith("No entries yet:"), key
+            assert app.screen is app.browser, key
+        await pilot.press("3")  # a filter over nothing says the same
+        await settle(app, pilot)
+        assert rows(app)[0].strip().startswith("No entries yet:")
+    assert path.read_bytes() == before

@@ -46,7 +46,7 @@ class BranchingMixin(BrowserBase):
     # --- copy ---------------------------------------------------------------------------------
 
     def action_copy(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None:
             return
         try:  # an entry without a tool call lists that choice greyed out
@@ -123,7 +123,7 @@ class BranchingMixin(BrowserBase):
     # --- fork ---------------------------------------------------------------------------------
 
     def action_fork(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None:
             return
         session = self.session
@@ -165,7 +165,7 @@ class BranchingMixin(BrowserBase):
     # --- compare ------------------------------------------------------------------------------
 
     def action_compare(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None:
             return
         mark = self._compare_mark
@@ -208,7 +208,7 @@ class BranchingMixin(BrowserBase):
     def export_here(self, kind: str) -> None:
         """Write root → cursor as a self-contained HTML page or as Markdown next to the session,
         in a thread: the page of a 100k-entry session takes seconds."""
-        target = self._tree().current_target()
+        target = self._target()
         location = self.session.location
         if target is None or location is None:
             return

@@ -285,7 +285,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def action_archive(self) -> None:
         """Archive the branch below the cursor (it becomes one stub row except under "all"), or
         unarchive it; the log only grows: a `custom` record is appended either way."""
-        target = self._tree().current_target()
+        target = self._target()
         if target is None or not self._writable():
             return
         on = target.position not in self._tree().archived

@@ -22,7 +22,7 @@ from ..outline import Filter
 from ..session import Session
 from .notices import confirm
 from .preview_pane import PreviewPane
-from .tree_view import SessionTreeView
+from .tree_view import RowTarget, SessionTreeView
 
 NOT_THE_NAME = 40  # header columns kept from the session's name (`_update_header`)
 
@@ -50,6 +50,15 @@ class BrowserBase(Screen[None]):
 
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
+
+    def _target(self) -> RowTarget | None:
+        """The cursor's entry, or None after saying on the status line why there is none (an
+        empty session, a filter that shows nothing): the key did nothing, said."""
+        tree = self._tree()
+        target = tree.current_target()
+        if target is None:
+            confirm(self, tree.empty_text())
+        return target
 
     # --- header and banner --------------------------------------------------------------------
 

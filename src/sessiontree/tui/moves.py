@@ -22,7 +22,7 @@ class MovesMixin(BrowserBase):
     _back_cursor: int | None = None  # where `b` goes next; reset by any other move
 
     def action_move(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None or not self._writable():
             return
         self._navigate(target, None)
@@ -48,7 +48,7 @@ class MovesMixin(BrowserBase):
         self._after_write(keep=keep, message=message)
 
     def action_move_with_summary(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None or not self._writable():
             return
         session = self.session
@@ -130,7 +130,7 @@ class MovesMixin(BrowserBase):
         self.app.push_screen(HistoryScreen(page, session.move_count()), chosen)
 
     def action_label(self) -> None:
-        target = self._tree().current_target()
+        target = self._target()
         if target is None or not self._writable():
             return
         session = self.session

@@ -9,6 +9,7 @@ strip cache, so cursor moves cost a couple of rendered lines whatever the sessio
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -487,9 +488,22 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     # --- drawing ------------------------------------------------------------------------------
 
+    def empty_text(self) -> str:
+        """What an empty tree says on its first row, and the status line for a key that needs
+        an entry: an empty tree was a blank pane where keys did nothing, unsaid."""
+        if not len(self.session.tree):
+            return "No entries yet: the session has only its header (new ones show as they come)"
+        if self.restrict is not None:
+            return "No entry is shown: Esc restores the tree"
+        return f"Nothing is shown under the {self.filter.value} filter: 1 shows the default one"
+
     def render_line(self, y: int) -> Strip:
         row = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
+        if not len(self.outline) and width > 2:  # what the empty pane means, wrapped
+            said = textwrap.wrap(self.empty_text(), width - 2)
+            text, _ = fit(" " + said[row] if row < len(said) else "", width)
+            return Strip([Segment(text, self._style("") + self._style("tree--off-path"))], width)
         if row >= len(self.outline) or width <= 0:
             return Strip.blank(width, self._style(""))
         look = self._look(row, width)
