@@ -410,7 +410,7 @@ async def test_escape_clears_the_search_then_the_project_and_never_quits(root, t
         await pilot.press("escape")
         await settle(app, pilot)
         assert len(names(app)) == 4 and picker(app).memory.project is None
-        assert app.screen.active_bindings["escape"].binding.action == "escape('quit')"
+        assert app.screen.active_bindings["escape"].binding.action == "escape('none')"
         await pilot.press("escape")  # nothing to clear, no session behind: it says how to quit
         await pilot.pause()
         assert app.is_running and "q quits" in list(app._notifications)[-1].message
@@ -668,11 +668,11 @@ async def test_help_lists_the_keys(root):
         await pilot.pause()
         assert not isinstance(app.screen, PickerScreen)
         assert "Reverse the sort" in "\n".join(screen_lines(app))
-        # Esc is listed once, for what it does now (nothing to clear, nowhere to go back: quit)
+        # Esc is listed once, for what it does now (nothing to clear, nowhere to go back)
         picker = app.screen_stack[-2]
         sections = HelpScreen.for_screen(picker).sections
         esc = [what for _, rows in sections for keys, what in rows if "esc" in keys]
-        assert esc == ["Quit"]
+        assert esc == ["Nothing to clear (q quits)"]
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, PickerScreen)

@@ -156,7 +156,7 @@ class PickerScreen(Screen[Path | None]):
         Binding("escape", "escape('back')", "Back"),
         # With nothing to clear or go back to, Esc says how to quit: a second Esc after the one
         # that cleared a search quit the whole app (QA).
-        Binding("escape", "escape('quit')", "Quit", show=False),
+        Binding("escape", "escape('none')", "Nothing to clear (q quits)", show=False),
     ]
 
     # Per directory (resolved), for as long as the process runs.
@@ -300,7 +300,7 @@ class PickerScreen(Screen[Path | None]):
         for column in self._columns:
             if column.key == "title":
                 # Two sessions of one name (a copy, a fork) would be two identical rows; the
-                # file's name takes at most half the cell (a title read so far may be that name).
+                # file's path takes at most half the cell (a title read so far may be its name).
                 shared = listing.title in self._shared and listing.title != listing.path.name
                 file = "· " + _tail(self._file_of(listing.path), column.width // 2 - 2) if shared else ""
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
@@ -684,12 +684,12 @@ class PickerScreen(Screen[Path | None]):
         try:
             search = self.query_one("#picker-search", Input)
         except NoMatches:  # the footer asks before the screen is composed
-            return "back" if self.can_go_back else "quit"
+            return "back" if self.can_go_back else "none"
         if search.value or self.focused is search:
             return "clear"
         if self.memory.project is not None:
             return "project"
-        return "back" if self.can_go_back else "quit"
+        return "back" if self.can_go_back else "none"
 
     def action_escape(self, mode: str) -> None:
         if mode == "clear":
@@ -701,7 +701,7 @@ class PickerScreen(Screen[Path | None]):
         elif mode == "project":
             self.memory.project = None
             self.action_project(0)
-        elif mode == "quit":
+        elif mode == "none":
             self.notify("Nothing to clear here: q quits", timeout=3, markup=False)
         else:
             self._leave(None)
