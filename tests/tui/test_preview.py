@@ -29,6 +29,7 @@ from sessiontree.tui.preview import (
     Scope,
     body_parts,
     diff_lines,
+    message_parts,
     plain_text,
     render_all,
     row_text,
@@ -744,6 +745,21 @@ def test_diff_lines():
 def test_cut_bodies_say_what_is_left():
     rendered = render_all(Plan(body_parts(("k",), "\n".join(map(str, range(30))), COLLAPSED)), 60)
     assert "… 16 more lines  (e: expand · v: entry)" in plain_text(rendered.rows)
+
+
+@pytest.mark.parametrize("width", [20, 33, 60])
+def test_a_message_heading_keeps_to_one_row(width):
+    """At 80 columns the preview is 33 wide: "── assistant ·" stood on a row of its own, the
+    model and the tokens on the next. What sits between the role and the tokens goes first."""
+    msg = {**A("hello"), "provider": "anthropic", "model": "claude-sonnet-4-5"}
+    rows = plain_text(render_all(Plan(message_parts(msg, ("m",), COLLAPSED)), width).rows).splitlines()
+    heading = rows[0]
+    assert heading.startswith("── assistant") and len(heading) <= width
+    assert rows[1].strip() == "hello"
+    if width >= 33:
+        assert heading.endswith(" tok ──")
+    if width >= 60:
+        assert "claude-sonnet-4-5" in heading
 
 
 def test_the_render_cache_is_bounded_by_rows():

@@ -33,7 +33,7 @@ from pygments.lexers import (  # type: ignore[import-untyped]
     find_lexer_class_for_filename,
 )
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
-from rich.cells import cell_len
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markdown import CodeBlock, Heading, ListItem, Markdown
 from rich.segment import Segment
@@ -401,6 +401,21 @@ class Renderer:
                 out.append(((*pad, (chunk, 0)), cls, k > 0))
         return out
 
+    def heading(self, title: str, cls: str) -> list[Row]:
+        """A message's heading on one row: on a narrow pane the parts between its role and its
+        token count go first, then the closing rule (wrapped, "── assistant ·" stood alone on
+        a row at 80 columns)."""
+        parts = title.split(" · ")
+        text = f"── {title} ──"
+        while cell_len(text) > self.width and len(parts) > 2:
+            del parts[-2]
+            text = f"── {' · '.join(parts)} ──"
+        if cell_len(text) > self.width:
+            text = f"── {' · '.join(parts)}"
+            if cell_len(text) > self.width:
+                text = set_cell_size(text, self.width - 1) + "…"
+        return [(((text, 0),), cls, False)]
+
     def rich(self, renderable: RenderableType, indent: int = 0) -> list[Row]:
         width = max(self.width - indent, 4)
         console = self.console
@@ -686,7 +701,7 @@ def _line(text: str, cls: str = "", indent: int = 0) -> Part:
 
 
 def _heading(title: str, role: str) -> Part:
-    return _line(f"── {inert(title)} ──", HEADING_STYLE.get(role, "preview--dim"))
+    return Part(lambda r: r.heading(inert(title), HEADING_STYLE.get(role, "preview--dim")))
 
 
 def _args(call: dict[str, Any]) -> dict[str, Any]:
