@@ -8,7 +8,6 @@ read-only, because appending v3 lines to a v1/v2 file would make a file no versi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +36,9 @@ def read_legacy(
     header: SessionHeader,
     header_end: int,
     header_line: int,
-    new_id: Callable[[set[str]], str] | None = None,
 ) -> Legacy:
-    """Read and migrate a v1/v2 file. `new_id` names v1 entries, which have no ids (default:
-    `stable_ids` of the session)."""
+    """Read and migrate a v1/v2 file; v1 entries, which have no ids, are named by
+    `stable_ids` of the session."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size - header_end, header_end)
     out = Legacy(end=size)
@@ -65,7 +63,7 @@ def read_legacy(
             continue
         objects.append(obj)
         line_of.append(line_no)
-    migrated = migrate_entries(header.version, objects, new_id or stable_ids(header.id))
+    migrated = migrate_entries(header.version, objects, stable_ids(header.id))
     for obj, line in zip(migrated, line_of, strict=True):
         reason = validate_entry(obj)
         if reason is not None:
