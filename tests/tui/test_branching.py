@@ -144,6 +144,31 @@ async def test_compare_two_entries_shows_both_tails(demo):
         assert cursor_id(app) == app.session.leaf_id
 
 
+async def test_dialogs_fit_a_small_terminal(demo):
+    """At 50x15 a dialog's minimum width ran past the right edge and its padding pushed its
+    keys line out of sight: the compare dialog, help and the copy choices."""
+    app = make_app(demo)
+    async with app.run_test(size=(50, 15)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("d", "a")
+        await settle(app, pilot)
+        await pilot.press("d")
+        await settle(app, pilot)
+        for keys, shown_keys in (
+            ((), "Esc closes"),
+            (("escape", "question_mark"), "Esc closes"),
+            (("escape", "c"), "Esc: cancel"),
+        ):
+            await pilot.press(*keys)
+            await settle(app, pilot)
+            dialog = app.screen.query_one(".dialog")
+            assert dialog.region.right <= 50 and dialog.region.bottom <= 15
+            lines = screen_lines(app)
+            assert any(shown_keys in line for line in lines), lines
+            assert all(line.rstrip().endswith("█") for line in lines if line.startswith("█"))
+
+
 async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
     """Comparing a deep session's leaf with its start lists every message of the leaf's
     context: as one `Static` that froze the app for 40-60 s at 72,726 lines, and again on a
