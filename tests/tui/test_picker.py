@@ -214,7 +214,11 @@ async def test_sort_cycles_columns_and_reverses(root):
         assert picker(app).memory.sort == "entries" and not picker(app).memory.reverse
         assert names(app)[0] == "weather.jsonl" and names(app)[-1] == "broken.jsonl"
         assert str(table(app).columns["entries"].label) == "Entries ▼"
+        await pilot.pause()
+        assert any("Entries ▼" in line for line in screen_lines(app))  # drawn, not cut off
         await pilot.press("s")  # size, biggest first
+        await pilot.pause()
+        assert any("Size ▼" in line for line in screen_lines(app))
         sizes = [(root / p).stat().st_size for p in ("--home-dev-weather--/weather.jsonl", "broken.jsonl")]
         assert names(app)[0] == "weather.jsonl" and names(app)[-1] == "broken.jsonl" and sizes[0] > sizes[1]
         await pilot.press("s")  # project: grouped by working directory

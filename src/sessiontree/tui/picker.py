@@ -68,6 +68,12 @@ class _Memory:
     project: str | None = None
 
 
+# Room for "Entries ▼" and "1,000,000", and for "Size ▼": the sort's arrow was cut off the
+# label of both, and a million entries off their count.
+ENTRIES_WIDTH = 9
+SIZE_WIDTH = 6
+
+
 @dataclass(frozen=True, slots=True)
 class _Column:
     key: str  # title, id, modified, entries, size or cwd
@@ -855,19 +861,19 @@ def _columns_for(width: int) -> list[_Column]:
         rest = [
             _Column("id", 8),
             _Column("modified", 16),
-            _Column("entries", 7),
-            _Column("size", 5),
+            _Column("entries", ENTRIES_WIDTH),
+            _Column("size", SIZE_WIDTH),
             _Column("cwd", 30),
         ]
     elif width >= 100:
         rest = [
             _Column("modified", 16),
-            _Column("entries", 7),
-            _Column("size", 5),
+            _Column("entries", ENTRIES_WIDTH),
+            _Column("size", SIZE_WIDTH),
             _Column("cwd", 18),
         ]
     elif width >= 70:
-        rest = [_Column("modified", 11), _Column("entries", 7), _Column("size", 5)]
+        rest = [_Column("modified", 11), _Column("entries", ENTRIES_WIDTH), _Column("size", SIZE_WIDTH)]
     elif width >= 45:
         rest = [_Column("modified", 11)]
     else:
