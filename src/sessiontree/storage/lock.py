@@ -53,10 +53,32 @@ def flock_holder(fd: int) -> int | None:
     return None
 
 
+HOLDER_COMMAND_MOST = 48  # characters of the holder's command line a refusal quotes
+
+
+def process_command(pid: int) -> str | None:
+    """What process `pid` runs, from `/proc/PID/cmdline` (Linux): its program's name and its
+    arguments, cut to `HOLDER_COMMAND_MOST` characters; None when it cannot be read. A pid
+    alone did not say whether the writer was Pi, a served page's other tab or a script."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = [w.decode("utf-8", "replace") for w in f.read(4096).split(b"\0") if w]
+    except OSError:
+        return None
+    if not words:
+        return None
+    text = " ".join([os.path.basename(words[0]), *words[1:]])
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())  # one line
+    return text if len(text) <= HOLDER_COMMAND_MOST else text[: HOLDER_COMMAND_MOST - 1] + "…"
+
+
 def _refusal(what: str, pid: int | None) -> SessionError:
     if pid == os.getpid():
         return SessionError("locked", f"{what} is already open for writing in this process (pid {pid})")
     holder = f"pid {pid}" if pid is not None else "pid unknown"
+    command = process_command(pid) if pid is not None else None
+    if command is not None:
+        holder += f": {command}"
     return SessionError(
         "locked",
         f"{what} is being written by another process ({holder}); open it read-only, or wait until"
