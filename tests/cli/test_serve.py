@@ -97,6 +97,7 @@ def test_serve_loads_the_page_and_the_session(session_file):
             assert page.status == 200
         assert "textual.js" in html and f"ws://{url.split('//')[1]}ws" in html
         assert "sessiontree" in html  # the page's title, not the command line
+        assert "googleapis" not in html  # no font fetched from Google's servers
         text = asyncio.run(screen_text(url, NAME))
         assert NAME in text and "what the page shows" in text
         assert proc.poll() is None

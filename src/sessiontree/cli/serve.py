@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import socket
 import sys
@@ -28,6 +29,7 @@ COMMANDS = ("serve",)
 CHILD_ENV = "SESSIONTREE_SERVE_ARGS"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+PAGE = "app_index.html"  # textual-serve's template of the page
 
 
 def register(sub: Any) -> None:
@@ -69,7 +71,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         {"path": args.path, "read_only": args.read_only, "follow": not args.no_follow}
     )
     command = shlex.join([sys.executable, "-m", "sessiontree", "serve", "--child"])
-    server = Server(command, host=host, port=args.port, title="sessiontree", public_url=args.public_url)
+    server = _local_page(Server)(
+        command, host=host, port=args.port, title="sessiontree", public_url=args.public_url
+    )
     what = "the bundled demo" if args.path is None else args.path
 
     async def started(_app: object) -> None:
@@ -78,7 +82,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # then "cannot serve" when it is in use.
         print(f"sessiontree: serving {what} at {server.public_url} (Ctrl+C stops)", flush=True)
 
-    server.on_startup = started  # type: ignore[method-assign,assignment]
+    server.on_startup = started
     try:
         _check_port(host, args.port)
         server.serve()
@@ -87,6 +91,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "invalid_argument", f"cannot serve on {host}:{args.port}: {exc.strerror or exc}"
         ) from None
     return 0
+
+
+# textual-serve's page links a font from Google's servers: every visit told Google, and with no
+# network the page waited for it. The page's own fallbacks (menlo, monospace) are used instead.
+_REMOTE_FONT = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>", re.IGNORECASE)
+
+
+def _local_page(server_class: type[Any]) -> type[Any]:
+    """textual-serve's `Server` serving its page without the remote font link."""
+    import aiohttp_jinja2
+    import jinja2
+
+    class LocalPageServer(server_class):
+        async def _make_app(self) -> Any:
+            app = await super()._make_app()
+            env = aiohttp_jinja2.get_env(app)
+            assert env.loader is not None  # set by textual-serve's own `_make_app`
+            source = env.loader.get_source(env, PAGE)[0]
+            env.loader = jinja2.DictLoader({PAGE: _REMOTE_FONT.sub("", source)})
+            return app
+
+    return LocalPageServer
 
 
 def _check_port(host: str, port: int) -> None:
