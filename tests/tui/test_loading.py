@@ -4,14 +4,20 @@ it cleanly."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
 
 import orjson
 
 from harness.pilot import settle
+from sessiontree.outline import Filter
+from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.browser import BrowserScreen
+from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import LOADING_MIN, build_app
 from sessiontree.tui.loading import LoadingScreen
+from sessiontree.tui.tree_view import SessionTreeView
 
 SIZE = (100, 30)
 
@@ -108,3 +114,30 @@ async def test_a_small_session_opens_before_the_app_starts(demo):
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, BrowserScreen)
         await settle(app, pilot)
+
+
+async def test_keys_typed_while_the_session_opens_act_once_it_is_open(tmp_path, monkeypatch):
+    """They were dropped by the loading screen (and with them a served page's first keys);
+    `?` opened help over the loading screen, under which the browser then came up."""
+    big = tmp_path / "big.jsonl"
+    write_big(big, 20_000)
+    gate = asyncio.Event()
+    opened = SessionTreeApp._opened
+
+    async def held(self, *args):  # the open is done once the keys are in
+        await gate.wait()
+        result = opened(self, *args)
+        if inspect.isawaitable(result):
+            await result
+
+    monkeypatch.setattr(SessionTreeApp, "_opened", held)
+    app = build_app(str(big))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f", "question_mark")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, LoadingScreen)  # still opening: the keys wait
+        gate.set()
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen)  # `?`, over the browser
+        assert app.browser is not None and app.screen_stack[-2] is app.browser
+        assert app.browser.query_one(SessionTreeView).filter is Filter.NO_TOOLS  # `f` before it

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from textual import events, on, work
 from textual.app import App, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import get_current_worker
@@ -157,9 +158,18 @@ class SessionTreeApp(App[None]):
         if self._exit:  # quit while the last bytes were read
             session.close()
             return
-        self.switch_screen(
+        loading = self.screen
+        shown = self.switch_screen(
             BrowserScreen(session, summarizer=self.summarizer, follow=self.follow, note=note or self.note)
         )
+        if isinstance(loading, LoadingScreen) and loading.typed:
+            self.call_next(self._type_ahead, shown, loading.typed)
+
+    async def _type_ahead(self, shown: AwaitComplete, typed: list[events.Key]) -> None:
+        """The keys typed while the session opened, in order, once the browser is mounted."""
+        await shown
+        for key in typed:
+            self.post_message(key)
 
     def _show(self, session: Session, note: str | None = None) -> None:
         """The browser over `session`, in place of the current browser if there is one; `note`

@@ -8,15 +8,21 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
+TYPED_MOST = 64  # keys kept while the session opens
+LEAVING = frozenset({"escape", "q", "ctrl+q", "ctrl+c"})  # they act at once (quit), not later
+
 
 class LoadingScreen(Screen[None]):
-    """Opening `label`: a progress bar the opener's worker moves with `advance`."""
+    """Opening `label`: a progress bar the opener's worker moves with `advance`. Keys typed
+    meanwhile are kept in `typed`, for the browser once it is up (as a terminal keeps what is
+    typed ahead): they were lost, and a served page's first keys with them."""
 
     BINDINGS = [Binding("escape", "app.quit", "Quit", show=False)]
     AUTO_FOCUS = None
@@ -25,6 +31,7 @@ class LoadingScreen(Screen[None]):
         super().__init__()
         self.label = label
         self._started = time.monotonic()
+        self.typed: list[events.Key] = []
 
     def compose(self) -> ComposeResult:
         # Only plain widgets: a small session replaces this screen within milliseconds, and
@@ -33,7 +40,15 @@ class LoadingScreen(Screen[None]):
             yield Static(Text(f"Opening {self.label}"), id="loading-title")
             yield ProgressBar(total=None, show_eta=False, id="loading-bar")
             yield Static("reading…", id="loading-status")
-            yield Static("q or Esc quits", id="loading-keys")
+            yield Static("q or Esc quits; other keys act once it is open", id="loading-keys")
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key in LEAVING:
+            return  # on to the bindings
+        event.stop()  # not to the app's bindings now (help would open over this screen)
+        event.prevent_default()
+        if len(self.typed) < TYPED_MOST:
+            self.typed.append(events.Key(event.key, event.character))
 
     def advance(self, done: int, total: int) -> None:
         """`done` of `total` bytes indexed."""
