@@ -15,7 +15,7 @@ from typing import Any
 
 from ..compare import compare_contexts, comparison_lines
 from ..display import counted
-from ..export import collect_path, damage_line, export_jsonl, html_chunks, markdown_parts, write_file
+from ..export import Chunk, collect_path, damage_line, export_jsonl, html_chunks, markdown_parts, write_file
 from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
 from ..model.errors import SessionError
@@ -93,7 +93,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = _format(args)
     with open_session(args.file, read_only=True) as session:
         at = session.resolve_id(args.at) if args.at is not None else None
-        data: list[bytes]
+        data: list[Chunk]
         if fmt == "md":
             path = collect_path(session, at)
             parts = markdown_parts(session, path, max_result_chars=args.max_result or None)

@@ -9,12 +9,13 @@ damaged source left out (`damage_line`); `write_file` puts data in place atomica
 from __future__ import annotations
 
 from .common import PathExport, collect_path, damage, damage_line, describe_entry, resolve_target
-from .files import write_file
+from .files import Chunk, write_file
 from .html import HtmlExport, html_chunks, render_html
 from .jsonl import export_jsonl, session_lines
 from .markdown import context_markdown, export_markdown, markdown_parts, render_markdown
 
 __all__ = [
+    "Chunk",
     "HtmlExport",
     "PathExport",
     "collect_path",

@@ -18,11 +18,14 @@ from ..opening import is_one_of
 from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
 
 PURPOSE = "export"
+# A piece of a file to write: the HTML page hands over its growing buffers and views of them
+# rather than copies (`html_chunks`).
+Chunk = bytes | bytearray | memoryview
 
 
 def write_file(
     target: str | os.PathLike[str],
-    chunks: bytes | Iterable[bytes],
+    chunks: Chunk | Iterable[Chunk],
     *,
     force: bool = False,
     mode: int = 0o666,
@@ -52,7 +55,7 @@ def write_file(
         raise SessionError("storage", f"cannot write here: {exc.strerror or exc}", path=path) from None
     try:
         try:
-            for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
+            for chunk in [chunks] if isinstance(chunks, (bytes, bytearray, memoryview)) else chunks:
                 write_all(fd, chunk)
             os.fsync(fd)
             if force:

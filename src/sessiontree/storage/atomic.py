@@ -92,7 +92,7 @@ def remove_abandoned(target: str, purpose: str) -> list[str]:
     return removed
 
 
-def write_all(fd: int, data: bytes | memoryview) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
