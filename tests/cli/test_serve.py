@@ -103,9 +103,12 @@ def test_serve_loads_the_page_and_the_session(session_file):
         assert proc.poll() is None
 
 
-async def browse_headless(url: str, profile: Path, shot: Path, seconds: float = 45) -> str:
+async def browse_headless(
+    url: str, profile: Path, shot: Path, seconds: float = 45, requested: list[str] | None = None
+) -> str:
     """Load `url` in headless Chromium, driven over the DevTools protocol, until the page says
-    the app's first bytes arrived; save a screenshot; return the page's body classes."""
+    the app's first bytes arrived; save a screenshot; return the page's body classes. The URLs
+    the page requested are added to `requested`."""
     browser = subprocess.Popen(
         [
             CHROMIUM,
@@ -147,10 +150,13 @@ async def browse_headless(url: str, profile: Path, shot: Path, seconds: float = 
                     await cdp.send_json({"id": ident, "method": method, "params": params})
                     while True:
                         reply = await cdp.receive_json()
+                        if reply.get("method") == "Network.requestWillBeSent" and requested is not None:
+                            requested.append(reply["params"]["request"]["url"])
                         if reply.get("id") == ident:
                             return reply.get("result", {})
 
                 await call("Page.enable")
+                await call("Network.enable")
                 await call("Page.navigate", url=url)
                 classes = ""
                 deadline = time.monotonic() + seconds
@@ -174,11 +180,14 @@ async def browse_headless(url: str, profile: Path, shot: Path, seconds: float = 
     not Path(CHROMIUM).exists(), reason=f"no headless browser ({CHROMIUM}; apt-get install chromium)"
 )
 def test_the_page_runs_the_app_in_headless_chromium(session_file, tmp_path):
+    requested: list[str] = []
     with serving(str(session_file), "--read-only") as (url, _proc):
         shot = tmp_path / "served.png"
-        classes = asyncio.run(browse_headless(url, tmp_path / "profile", shot))
+        classes = asyncio.run(browse_headless(url, tmp_path / "profile", shot, requested=requested))
     # the page connected its websocket and received the app's first output
     assert "-first-byte" in classes, classes
+    # and asked nothing of any other server (textual-serve's page links a font from Google's)
+    assert requested and all(r.startswith(url) or r.startswith("data:") for r in requested), requested
     assert shot.stat().st_size > 10_000  # a drawn screen, not a blank page
 
 
