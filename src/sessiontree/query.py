@@ -1,4 +1,4 @@
-"""One search syntax for every search box (the tree search, the session picker).
+r"""One search syntax for every search box (the tree search, the session picker).
 
     flaky date          words: each must appear somewhere, in any order, ignoring case
     "date parsing"      a phrase: must appear as written, spaces and punctuation included
@@ -11,6 +11,12 @@ empty `re:` or `cwd:` is ignored, so the query reads sensibly at every keystroke
 typed. A literal word that starts with `re:` is written as a phrase: `"re:foo"`.
 
 Nothing here knows about sessions or Textual: callers decide what text a query is run on.
+
+A regular expression runs under the `regex` module, not `re`: with `re`, an expression that
+backtracks without end (`re:(\w+\s?)+!$` on a long message) held the interpreter lock for good,
+so the app froze and not even SIGTERM stopped it. `regex` reads the same syntax, lets other
+threads run while it matches and gives up after `REGEX_SECONDS` on one text, which stops the
+search with `QueryTimeout`. Words and phrases are escaped literals, which cannot backtrack: `re`.
 """
 
 from __future__ import annotations
@@ -18,18 +24,23 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Query", "QueryError", "Term", "compile_query"]
+__all__ = ["Query", "QueryError", "QueryTimeout", "Term", "compile_query"]
 
 Span = tuple[int, int]
 TermKind = Literal["word", "phrase", "regex"]
 
 _FLAGS = re.IGNORECASE
+REGEX_SECONDS = 1.0  # a regular expression's time on one text before the search gives up
 
 
 class QueryError(ValueError):
     """A query that cannot be compiled; `str()` is one line, fit to show under a search box."""
+
+
+class QueryTimeout(QueryError):
+    """A regular expression that ran past `REGEX_SECONDS` on one text: the search stops."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +49,45 @@ class Term:
 
     kind: TermKind
     text: str
-    pattern: re.Pattern[str]
+    pattern: Any  # `re.Pattern[str]`, or `regex.Pattern[str]` for a regular expression
     field: str | None = None
 
     def search(self, text: str) -> Span | None:
-        """Where this term first occurs in `text`, or None."""
-        found = self.pattern.search(text)
+        """Where this term first occurs in `text`, or None. Raises `QueryTimeout`."""
+        found = self.first(text)
         return found.span() if found else None
+
+    def first(self, text: str) -> Any:
+        """The first match in `text` (a match object), or None. Raises `QueryTimeout`."""
+        if self.kind != "regex":
+            return self.pattern.search(text)
+        try:
+            return self.pattern.search(text, concurrent=True, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            raise self._too_slow() from None
+
+    def every(self, text: str, limit: int) -> list[Span]:
+        """The spans of its first `limit` matches in `text`. Raises `QueryTimeout`."""
+        found: list[Span] = []
+        hits = (
+            self.pattern.finditer(text)
+            if self.kind != "regex"
+            else self.pattern.finditer(text, concurrent=True, timeout=REGEX_SECONDS)
+        )
+        try:
+            for hit in hits:
+                if len(found) >= limit:
+                    break
+                found.append(hit.span())
+        except TimeoutError:
+            raise self._too_slow() from None
+        return found
+
+    def _too_slow(self) -> QueryTimeout:
+        return QueryTimeout(
+            f"re:{self.text} gave up after {REGEX_SECONDS:g} s on one entry (it backtracks"
+            " too much): the search stopped; try a simpler expression"
+        )
 
     def __str__(self) -> str:
         body = {"word": self.text, "phrase": f'"{self.text}"', "regex": f"re:{self.text}"}[self.kind]
@@ -66,7 +109,7 @@ class Query:
 
     def matches(self, text: str) -> bool:
         """Every free term occurs in `text` (an empty query matches everything)."""
-        return all(term.pattern.search(text) for term in self.terms)
+        return all(term.first(text) for term in self.terms)
 
     def find(self, text: str) -> Span | None:
         """The earliest occurrence in `text` of any free term (for highlighting), or None. Each
@@ -79,14 +122,16 @@ class Query:
         return best
 
     def spans(self, text: str, limit: int = 100) -> list[Span]:
-        """Occurrences of every free term in `text`, sorted, overlaps merged, at most `limit`."""
+        """Occurrences of every free term in `text`, sorted, overlaps merged, at most `limit`
+        (none of a regular expression that gives up: this never raises)."""
         found: list[Span] = []
         for term in self.terms:
-            for n, hit in enumerate(term.pattern.finditer(text)):
-                if n >= limit:
-                    break
-                if hit.end() > hit.start():  # a zero-width match has nothing to highlight
-                    found.append(hit.span())
+            try:
+                spans = term.every(text, limit)
+            except QueryTimeout:
+                continue  # highlights are a courtesy: the search itself says it gave up
+            # a zero-width match has nothing to highlight
+            found += [(start, end) for start, end in spans if end > start]
         merged: list[Span] = []
         for start, end in sorted(found):
             if merged and start <= merged[-1][1]:
@@ -100,7 +145,7 @@ class Query:
 
     def matches_field(self, field: str, value: str) -> bool:
         """Every `field:` term for this field occurs in `value`."""
-        return all(t.pattern.search(value) for t in self.field_terms if t.field == field)
+        return all(t.first(value) for t in self.field_terms if t.field == field)
 
     def __str__(self) -> str:
         return " ".join(str(t) for t in (*self.terms, *self.field_terms))
@@ -120,14 +165,16 @@ def compile_query(text: str, *, fields: Collection[str] = ()) -> Query:
     return Query(text, tuple(free), tuple(scoped))
 
 
-def _compile(kind: TermKind, body: str) -> re.Pattern[str]:
+def _compile(kind: TermKind, body: str) -> Any:
     if kind != "regex":
         return re.compile(re.escape(body), _FLAGS)
+    import regex  # on the first regular expression: its import takes ~12 ms
+
     try:
-        return re.compile(body, _FLAGS)
-    except re.error as exc:
-        where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise QueryError(f"invalid regular expression {body!r}: {exc.msg}{where}") from None
+        # V0: the syntax and behaviour of `re`, which the help and the picker describe
+        return regex.compile(body, regex.IGNORECASE | regex.V0)
+    except regex.error as exc:  # its message ends "at position N"
+        raise QueryError(f"invalid regular expression {body!r}: {exc}") from None
     except (OverflowError, RecursionError, ValueError) as exc:  # huge repeat counts, deep nesting
         raise QueryError(f"invalid regular expression {body!r}: {exc}") from None
 

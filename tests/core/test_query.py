@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from sessiontree.query import Query, QueryError, compile_query
+from sessiontree.query import Query, QueryError, QueryTimeout, compile_query
 
 
 def kinds(query: Query) -> list[tuple[str, str]]:
@@ -140,3 +143,38 @@ def test_the_module_does_not_import_textual():
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.startswith(("textual", "rich"))]
+
+
+def test_a_regular_expression_that_backtracks_without_end_gives_up_and_lets_others_run():
+    """Under `re`, `re:(a|aa)+c` on a run of a's held the interpreter lock for good: the app
+    froze, and not even SIGTERM stopped it."""
+    query = compile_query("re:(a|aa)+c")
+    text = "a" * 60 + "b"
+    ran: list[int] = []
+    outcome: list[BaseException] = []
+
+    def match() -> None:
+        try:
+            query.matches(text)
+        except QueryTimeout as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=match)
+    worker.start()
+    while worker.is_alive():  # this thread runs while the other one matches
+        ran.append(1)
+        time.sleep(0.01)
+    assert outcome and "gave up" in str(outcome[0]) and "re:(a|aa)+c" in str(outcome[0])
+    assert len(ran) > 10
+    assert query.spans(text) == []  # highlighting never raises
+    assert compile_query("re:a+c").matches("aaac")  # the same syntax as before
+
+
+def test_regular_expressions_keep_the_syntax_of_re():
+    for source, text in (
+        ("re:(?P<w>ab)(?P=w)", "xABAB"),
+        ("re:\\bfl[a-z]+y\\b", "a Flaky test"),
+        ("re:(?-i:Ab)", "Ab"),
+    ):
+        assert compile_query(source).matches(text), source
+    assert not compile_query("re:(?-i:Ab)").matches("ab")

@@ -892,3 +892,26 @@ async def test_choosing_the_session_open_here_goes_back_to_it(root):
         assert app.browser is first and app.screen is first and not first.session.read_only
         assert "the session open here" in list(app._notifications)[-1].message
     assert snapshot(root) == before
+
+
+async def test_a_search_whose_expression_backtracks_without_end_gives_up(tmp_path):
+    """Under `re` it held the interpreter lock for good: the picker froze, q included. Once in
+    a session's title (matched at once), once in its message text (the worker's part)."""
+    _write(tmp_path / "title.jsonl", "/p", lambda s: s.append_message(U("a" * 60 + "b")))
+    _write(
+        tmp_path / "text.jsonl",
+        "/p",
+        lambda s: (s.append_message(U("hello")), s.append_message(U("x" + "a" * 60 + "b"))),
+    )
+    for words in ("re:(a|aa)+c", "re:x(a|aa)+c"):
+        app = picker_app(tmp_path)
+        async with app.run_test(size=WIDE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("slash", *words)
+            for _ in range(40):
+                await pilot.pause(0.1)
+                if "gave up" in text_of(app, "#picker-message"):
+                    break
+            message = text_of(app, "#picker-message")
+            assert "gave up after" in message and words in message, message
+            assert len(names(app)) == 2  # every row again, as after an invalid query

@@ -9,7 +9,8 @@ from textual import events
 from textual.widgets import Input
 
 from harness.pilot import cursor_id, make_app, rows, settle, status
-from helpers import PI_FIXTURES
+from helpers import PI_FIXTURES, U
+from sessiontree import JsonlStorage, Session
 from sessiontree.tui.tree_view import SessionTreeView
 
 pytestmark = pytest.mark.usefixtures("utc")
@@ -224,3 +225,30 @@ async def test_the_tokens_column_shows_the_previews_numbers(large):
         assert not any(r.rstrip().endswith("      …") or "      …       " in r for r in rows(app))
         await pilot.press("t")
         assert short_tokens(expected) not in rows(app)[tree(app).cursor_row - int(tree(app).scroll_offset.y)]
+
+
+async def test_a_search_whose_expression_backtracks_without_end_gives_up_and_keys_still_work(tmp_path):
+    """`re:(\\w+\\s?)+!$` on Pi's large session froze the app for good under `re`: no key,
+    not even q, and not SIGTERM. The expression now gives up on the first entry it is stuck on,
+    and the tree answers keys meanwhile."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for k in range(30):
+            s.append_message(U(f"question {k}"))
+        s.append_message(U("a" * 60 + "b"))
+    app = make_app(path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"re:(a|aa)+c", "enter")
+        await pilot.pause(0.2)
+        row = tree(app).cursor_row
+        await pilot.press("k")  # answered while the search runs
+        await pilot.pause(0.1)
+        assert tree(app).cursor_row == row - 1
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if not [w for w in app.workers if w.group == "search" and not w.is_finished]:
+                break
+        await settle(app, pilot)
+        said = [n.message for n in app._notifications]
+        assert any("gave up after" in m and "re:(a|aa)+c" in m for m in said), said

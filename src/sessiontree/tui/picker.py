@@ -32,7 +32,7 @@ from textual.worker import get_current_worker
 
 from ..catalog import Catalog, Hit, SessionListing, listing_match, text_match
 from ..display import counted, inert, one_line
-from ..query import Query, QueryError, compile_query
+from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .help import HelpScreen
 
@@ -471,17 +471,22 @@ class PickerScreen(Screen[Path | None]):
             self.search = None
         else:
             search = _Search(query)
-            for key, listing in self.listings.items():
-                verdict = listing_match(query, listing) if listing.described else ((), None)
-                if verdict is None:
-                    continue
-                missing, hit = verdict
-                if listing.described and not missing:
-                    search.matched[key] = hit
-                else:
-                    search.pending.add(key)
+            try:
+                for key, listing in self.listings.items():
+                    verdict = listing_match(query, listing) if listing.described else ((), None)
+                    if verdict is None:
+                        continue
+                    missing, hit = verdict
+                    if listing.described and not missing:
+                        search.matched[key] = hit
+                    else:
+                        search.pending.add(key)
+            except QueryTimeout as exc:
+                self._error = str(exc)  # no search: the rows are all listed again
+                search.pending.clear()
+                search.matched.clear()
             search.total = len(search.pending)
-            self.search = search
+            self.search = search if self._error is None else None
             if search.pending:
                 # Rows on screen first, so what the user is looking at is decided first.
                 order = [k for k in self._order if k in search.pending]
@@ -507,19 +512,35 @@ class PickerScreen(Screen[Path | None]):
             if worker.is_cancelled:
                 return
             listing, texts = catalog.messages(path)
-            verdict = listing_match(query, listing)
             found, hit = False, None
-            if verdict is not None:
-                missing, hit = verdict
-                if not missing:
-                    found = True
-                else:
-                    in_text = text_match(missing, texts)
-                    found, hit = in_text is not None, in_text or hit
+            try:
+                verdict = listing_match(query, listing)
+                if verdict is not None:
+                    missing, hit = verdict
+                    if not missing:
+                        found = True
+                    else:
+                        in_text = text_match(missing, texts)
+                        found, hit = in_text is not None, in_text or hit
+            except QueryTimeout as exc:
+                deliver(app, self._search_failed, search, str(exc))
+                return
             batch.append((listing, hit, found))
             if n == len(paths) or time.monotonic() - sent > BATCH_SECONDS:
                 deliver(app, self._searched, search, batch, n)
                 batch, sent = [], time.monotonic()
+
+    def _search_failed(self, search: _Search, reason: str) -> None:
+        """A regular expression gave up on one session's text: the search stops there, its
+        reason under the search box as an invalid query's is."""
+        if not self.is_attached:
+            return
+        if search is self.search:
+            self.search = None
+            self._error = reason
+            self._fill()
+            self._show_message()
+            self._update_status()
 
     def _searched(self, search: _Search, batch: list[_Decided], done: int) -> None:
         if not self.is_attached or search is not self.search:

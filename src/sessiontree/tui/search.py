@@ -21,7 +21,7 @@ from textual.worker import get_current_worker
 from ..display import counted
 from ..finding import find
 from ..outline import Outline
-from ..query import Query, QueryError, compile_query
+from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
@@ -137,16 +137,25 @@ class SearchMixin(BrowserBase):
         def progress(done: int, total: int, matches: int) -> None:
             deliver(self.app, self._status, f"searching… {100 * done // total}% · {matches:,} found")
 
-        found = find(
-            self.session,
-            query,
-            positions,
-            cancelled=gated(self.app, lambda: worker.is_cancelled),  # waits out keys being handled
-            progress=progress,
-            every=PROGRESS_EVERY,
-        )
+        try:
+            found = find(
+                self.session,
+                query,
+                positions,
+                cancelled=gated(self.app, lambda: worker.is_cancelled),  # waits out keys being handled
+                progress=progress,
+                every=PROGRESS_EVERY,
+            )
+        except QueryTimeout as exc:
+            if not worker.is_cancelled:
+                deliver(self.app, self._search_gave_up, str(exc))
+            return
         if found is not None and not worker.is_cancelled:
             deliver(self.app, self._search_done, query, outline, found.positions, found.skipped)
+
+    def _search_gave_up(self, reason: str) -> None:
+        self._status("")
+        self.notify(reason, severity="error", markup=False, timeout=8)
 
     def _search_done(self, query: Query, outline: Outline | None, found: list[int], skipped: int) -> None:
         try:
