@@ -211,9 +211,30 @@ async def test_export_html_from_the_palette_writes_next_to_the_session(demo):
         out = demo.with_name(f"demo.{app.session.leaf_id}.html")
         assert out.exists() and b"<html" in out.read_bytes()[:500].lower()
         assert status(app) == f"Exported to {out}"
-        command.callback()  # again: said, as the CLI refuses without --force
+        command.callback()  # again: asked first, as the CLI refuses without --force
         await settle(app, pilot)
-        assert status(app) == f"Exported to {out} (over the last export of it)"
+        assert isinstance(app.screen, ConfirmScreen) and out.name in app.screen.question
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert status(app) == f"Exported to {out} (replaced)"
+
+
+async def test_export_from_the_palette_never_replaces_a_file_unasked(demo):
+    """A file of the export's name that the user wrote was replaced without a word, and the
+    status line called it "the last export of it" (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        mine = demo.with_name(f"demo.{app.session.leaf_id}.md")
+        mine.write_text("USER FILE, not an export\n")
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Export as Markdown")
+        command.callback()
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(app, pilot)
+        assert mine.read_text() == "USER FILE, not an export\n"
+        assert status(app) == f"Not exported: {mine.name} is left as it was"
 
 
 async def test_archive_a_dead_branch_to_one_stub_row_and_back(demo):

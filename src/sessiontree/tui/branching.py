@@ -214,15 +214,32 @@ class BranchingMixin(BrowserBase):
             return
         base = Path(location)
         out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
+        entry_id = target.entry_id
+        if not out.exists() and not out.is_symlink():
+            self._start_export(kind, entry_id, out, replacing=False)
+            return
+        # Whatever is there may be the user's own file of that name, not an earlier export:
+        # it was replaced without a word (QA), where the CLI refuses without --force.
+
+        def answered(replace: bool | None) -> None:
+            if replace:
+                self._start_export(kind, entry_id, out, replacing=True)
+            else:
+                confirm(self, f"Not exported: {out.name} is left as it was")
+
+        self.app.push_screen(
+            ConfirmScreen(f"{out.name} exists. Replace it?", detail=str(out), yes="Replace"), answered
+        )
+
+    def _start_export(self, kind: str, entry_id: str, out: Path, *, replacing: bool) -> None:
         what = "HTML" if kind == "html" else "Markdown"
-        confirm(self, f"Exporting the path to {target.entry_id} as {what}…", timeout=3600)
-        self._export(kind, target.entry_id, out)
+        confirm(self, f"Exporting the path to {entry_id} as {what}…", timeout=3600)
+        self._export(kind, entry_id, out, replacing)
 
     @work(thread=True, exclusive=True, group="export")
-    def _export(self, kind: str, entry_id: str, out: Path) -> None:
+    def _export(self, kind: str, entry_id: str, out: Path, replacing: bool) -> None:
         from ..export import context_markdown, html_chunks, write_file  # on first export: ~20 ms of import
 
-        replacing = out.exists()
         try:
             if kind == "html":
                 chunks, _page = html_chunks(self.session, entry_id)
@@ -232,8 +249,7 @@ class BranchingMixin(BrowserBase):
         except SessionError as exc:
             deliver(self.app, self._not_exported, exc)
             return
-        again = " (over the last export of it)" if replacing else ""
-        deliver(self.app, confirm, self, f"Exported to {out}{again}", timeout=8)
+        deliver(self.app, confirm, self, f"Exported to {out}{' (replaced)' if replacing else ''}", timeout=8)
 
     def _not_exported(self, exc: SessionError) -> None:
         withdraw(self, "Exporting ")
