@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from harness.pilot import cursor_id, make_app, put_cursor, screen_lines, settle, status
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.tui.lines_view import LinesView
-from sessiontree.tui.modals import ChoiceScreen, ConfirmScreen, LinesScreen
+from sessiontree.tui.modals import ChoiceScreen, ConfirmScreen, LinesScreen, TextPrompt
 
 pytestmark = pytest.mark.usefixtures("utc")
 
@@ -306,4 +307,10 @@ async def test_d_twice_on_one_entry_clears_its_mark_and_colon_goes_to_an_id(demo
         assert cursor_id(app) == "3a7c1764" and status(app) == "At 3a7c1764"
         await pilot.press("colon", *"3a7c", "enter")  # the start of every id here
         await settle(app, pilot)
-        assert cursor_id(app) == "3a7c1764" and "give more of it" in list(app._notifications)[-1].message
+        # The prompt stays open with the text kept, to be given more of (it closed, and the
+        # next letters typed went to the tree: QA).
+        assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "3a7c"
+        assert "give more of it" in str(app.screen.query_one("#prompt-problem").render())
+        await pilot.press(*"137", "enter")
+        await settle(app, pilot)
+        assert app.screen is app.browser and cursor_id(app) == "3a7c137e"

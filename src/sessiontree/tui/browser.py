@@ -299,15 +299,21 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         when the current one hides it."""
         session = self.session
 
+        def check(value: str) -> str | None:
+            """An id that names no entry, or several, keeps the prompt open to be corrected."""
+            if not value.strip():
+                return None
+            try:
+                session.resolve_id(value.strip())  # as the command line takes ids
+            except SessionError as exc:
+                return exc.detail
+            return None
+
         def done(value: str | None) -> None:
             wanted = (value or "").strip()
             if not wanted:
                 return
-            try:
-                entry_id = session.resolve_id(wanted)  # as the command line takes ids
-            except SessionError as exc:
-                self.notify(exc.detail, severity="warning", markup=False)
-                return
+            entry_id = session.resolve_id(wanted)
             position = session.tree.pos[entry_id]
             tree = self._tree()
             shown = tree.outline.row_of[position] >= 0
@@ -318,7 +324,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             tree.go_to_position(position)
             confirm(self, f"At {entry_id}" + ("" if shown else " (the filter hid it: now all)"))
 
-        self.app.push_screen(TextPrompt("Go to entry id (or a unique prefix)", enter="goes there"), done)
+        self.app.push_screen(
+            TextPrompt("Go to entry id (or a unique prefix)", enter="goes there", check=check), done
+        )
 
     def action_upgrade(self) -> None:
         """Rewrite an old-format (v1/v2) file as v3 — after a yes — and reopen it."""

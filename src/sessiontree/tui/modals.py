@@ -247,17 +247,31 @@ class TextPrompt(Dialog[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, value: str = "", help_text: str = "", *, enter: str = "saves") -> None:
+    def __init__(
+        self,
+        title: str,
+        value: str = "",
+        help_text: str = "",
+        *,
+        enter: str = "saves",
+        check: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """`check(value)`: why Enter cannot take `value` (said under the box, which stays open
+        with the text kept, to be corrected), or None."""
         super().__init__()
         self.title_text = title
         self.value = value
         self.help_text = help_text
         self.enter = enter  # what Enter does, for the keys line ("saves", "goes there")
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
             yield Label(plain(self.title_text), classes="dialog-title")
             yield Input(value=self.value, id="prompt-input")
+            problem = Static("", id="prompt-problem", classes="dialog-help")
+            problem.display = False
+            yield problem
             if self.help_text:
                 yield Static(plain(self.help_text), classes="dialog-help")
             yield Static(plain(f"Enter {self.enter} · Esc cancels"), classes="dialog-keys")
@@ -267,7 +281,13 @@ class TextPrompt(Dialog[str | None]):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
+        problem = self.check(event.value) if self.check is not None else None
+        if problem is None:
+            self.dismiss(event.value)
+            return
+        shown = self.query_one("#prompt-problem", Static)
+        shown.update(plain(problem))
+        shown.display = True
 
     def action_cancel(self) -> None:
         self.dismiss(None)
