@@ -6,7 +6,8 @@ message ends the new file at that message's *parent* and hands the message text 
 sent again (as Pi puts it into the editor), because continuing *after* a user message that was
 already answered is never what picking it means. Every other entry ends the file itself.
 
-The entries are copied unchanged (see `export.jsonl`); the header gets a fresh session id and
+The entries are copied unchanged (see `export.jsonl`), but for labels, which are written again
+after the path as Pi's fork writes them; the header gets a fresh session id and
 `parentSession` naming the source. By default the file goes next to the source, named the way
 Pi names session files, so Pi's session list shows it.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from .export.common import PathExport, path_to, resolve_target, source_file
 from .export.files import write_file
 from .export.jsonl import session_lines
+from .model.entries import LabelEntry
 from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
 from .opening import session_file_name
@@ -31,7 +33,7 @@ class ForkResult:
 
     path: str  # the new session file
     session_id: str
-    leaf_id: str | None  # the last entry of the new file (None: it holds no entries)
+    leaf_id: str | None  # the path's last entry in the new file (None: it holds no entries)
     resend_text: str | None  # the user/custom message text to send again, when forking at one
     source: PathExport  # what was copied, with any damage of the source
 
@@ -67,11 +69,12 @@ def fork_session(
     session_id, timestamp = new_session_id(), iso_now()
     target = os.fspath(output) if output is not None else default_fork_path(session, session_id, timestamp)
     lines = session_lines(
-        session, path, session_id=session_id, parent_session=parent_session, timestamp=timestamp
+        session, path, session_id=session_id, parent_session=parent_session, timestamp=timestamp, relabel=True
     )
     # a session file like any other sessiontree creates: private to its owner
     written = write_file(target, lines, force=force, mode=0o600, sources=session.files)
-    return ForkResult(written, session_id, end, resend, path)
+    ends = next((e.id for e in reversed(path.entries) if not isinstance(e, LabelEntry)), None)
+    return ForkResult(written, session_id, ends if end is not None else None, resend, path)
 
 
 __all__ = ["ForkResult", "default_fork_path", "fork_point", "fork_session"]

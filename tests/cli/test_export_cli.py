@@ -200,7 +200,12 @@ def test_fork(tmp_path):
     assert new.parent == tmp_path and new.exists()
     assert "send again" in lines[2] and lines[3] == "second"
     with open_session(new, read_only=True) as fork:
-        assert fork.leaf_id == ids["label"]  # the parent of the user message
+        # Up to the parent of the user message: the label entry, left out, and written again
+        # after the path, as Pi's own fork writes labels (which makes it the leaf)
+        assert fork.labels() == {ids["a1"]: "kept"}
+        leaf = fork.require_entry(fork.leaf_id)
+        assert leaf.type == "label" and leaf.parent_id == ids["a1"]
+        assert fork.build_context().messages[-1]["role"] == "assistant"  # a1
     data = json.loads(run("fork", str(path), ids["a2"], "--json", "-o", str(tmp_path / "f.jsonl")).stdout)
     assert (
         data["path"] == str(tmp_path / "f.jsonl")

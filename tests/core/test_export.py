@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -453,6 +454,44 @@ def test_pi_opens_copies_of_a_generated_session(tmp_path):
 # --- forks --------------------------------------------------------------------------------------
 
 
+def path_end(session: Session) -> str | None:
+    """The last entry of a fork's path: its leaf, or the entry the label entries written after
+    the path hang from (Pi's fork writes labels there, and the last becomes the leaf)."""
+    entry = session.require_entry(session.leaf_id) if session.leaf_id else None
+    while entry is not None and entry.type == "label":
+        entry = session.require_entry(entry.parent_id) if entry.parent_id else None
+    return entry.id if entry is not None else None
+
+
+def test_a_fork_keeps_the_labels_of_its_path_as_pis_fork_does(tmp_path):
+    """Every label was dropped (QA): a label set on the path from another branch, and so any
+    label at all unless its entry happened to lie on the path."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        u1 = s.append_message(U("one"))
+        a1 = s.append_message(A("two"))
+        s.append_label(u1, " first ")  # on the path, kept as Pi wrote it
+        u2 = s.append_message(U("three"))
+        s.append_label(u2, "gone")
+        s.append_label(u2, None)  # cleared since: not written
+        a2 = s.append_message(A("four"))
+        s.move_to(u1)
+        s.append_message(U("elsewhere"))
+        s.append_label(a1, "from another branch")
+        s.append_label(u1, "renamed")  # the latest wins, in the first one's place
+    with open_session(path, read_only=True) as s:
+        result = fork_session(s, a2, output=tmp_path / "f.jsonl")
+        want = s.build_context(at=a2).messages
+    assert result.leaf_id == a2
+    with open_session(tmp_path / "f.jsonl", read_only=True) as fork:
+        assert fork.labels() == {u1: "renamed", a1: "from another branch"}
+        kinds = [(e.type, e.get("targetId"), e.get("label")) for e in fork.get_entries()]
+        assert kinds[-2:] == [("label", u1, "renamed"), ("label", a1, "from another branch")]
+        assert [k for k, *_ in kinds[:-2]] == ["message"] * 4  # the path's own labels left out
+        assert path_end(fork) == a2 and fork.build_context().messages == want
+        assert fork.diagnostics == []
+
+
 def test_fork_at_a_user_message_ends_at_its_parent(tree):
     path, ids = tree
     with open_session(path, read_only=True) as s:
@@ -465,7 +504,7 @@ def test_fork_at_a_user_message_ends_at_its_parent(tree):
     assert result.leaf_id == ids["summary"] and result.resend_text == "second question"
     assert stat.S_IMODE(new.stat().st_mode) == 0o600
     with open_session(new, read_only=True) as fork:
-        assert fork.leaf_id == ids["summary"] and fork.session_id == result.session_id
+        assert path_end(fork) == ids["summary"] and fork.session_id == result.session_id
         assert fork.header.parent_session == str(path.resolve())
         assert fork.diagnostics == []
 
@@ -595,3 +634,43 @@ def test_write_file_into_a_read_only_directory(tmp_path):
             write_file(locked / "x.md", b"x")
     finally:
         locked.chmod(0o700)
+
+
+PI_BRANCHED = """
+import { SessionManager } from "@mariozechner/pi-coding-agent";
+const [source, dir, leaf] = process.argv.slice(1);
+const manager = SessionManager.open(source, dir);
+manager.createBranchedSession(leaf);
+console.log(JSON.stringify(manager.getEntries().map((e) =>
+  e.type === "label" ? ["label", e.targetId, e.label, e.timestamp] : [e.type, e.id])));
+"""
+
+
+@needs_pi
+def test_a_fork_writes_the_labels_pis_own_fork_writes(tmp_path):
+    """The same entries, and the same label entries after them (targets, labels, timestamps), as
+    Pi's `createBranchedSession` on the demo (its labels: set on the path, from other branches)."""
+    source = tmp_path / "demo.jsonl"
+    shutil.copy(resources.files("sessiontree.demo") / "demo.jsonl", source)
+    # assistant turns (at a user message sessiontree's fork ends at its parent, as the app's
+    # navigation does: there the paths differ by design)
+    for leaf in ("3a7c55c4", "3a7c4a12", "3a7c30bb", "3a7c137e"):
+        done = subprocess.run(
+            ["node", "--input-type=module", "-e", PI_BRANCHED, str(source), str(tmp_path / "pi"), leaf],
+            capture_output=True,
+            text=True,
+            cwd=BENCH,
+            check=True,
+        )
+        theirs = json.loads(done.stdout)
+        with open_session(source, read_only=True) as s:
+            fork_session(s, leaf, output=tmp_path / f"{leaf}.jsonl")
+        with open_session(tmp_path / f"{leaf}.jsonl", read_only=True) as fork:
+            ours = [
+                ["label", e.get("targetId"), e.get("label"), e.timestamp]
+                if e.type == "label"
+                else [e.type, e.id]
+                for e in fork.get_entries()
+            ]
+        assert any(row[0] == "label" for row in theirs), leaf
+        assert ours == theirs, leaf

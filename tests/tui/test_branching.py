@@ -103,9 +103,12 @@ async def test_fork_writes_a_new_session_and_opens_it(demo):
         await settle(app, pilot)
         forked = app.session.location
         assert forked != str(demo) and demo.read_bytes() == before
-        assert app.session.leaf_id == "3a7c137e"
+        # the path's labels are written again after it, as Pi's fork does: the last is the leaf
+        leaf = app.session.require_entry(app.session.leaf_id)
+        assert leaf.type == "label" and app.session.labels() == {"3a7c137e": "diagnosis"}
     with open_session(forked, read_only=True) as s:
-        assert s.header.parent_session and s.leaf_id == "3a7c137e"
+        assert s.header.parent_session and s.labels() == {"3a7c137e": "diagnosis"}
+        assert s.require_entry(s.leaf_id).parent_id == "3a7c137e"  # the label hangs below the path
 
 
 async def test_a_fork_not_opened_says_where_it_went(demo):

@@ -9,16 +9,25 @@ An entry's `parentId` changes in two cases only, so that the file written is a c
 rather than a copy of a problem: where the source is damaged (an ancestor missing or
 unreadable), the next readable entry is re-parented onto the previous one or made a root; and a
 `leaf` entry inside the path is left out (see `session_lines`).
+
+A fork (`relabel`) also does what Pi's `createBranchedSession` does
+(packages/coding-agent/src/core/session-manager.ts): the path's `label` entries are left out and
+written again after it, one per label an entry of the path carries, so a label set on the path
+from another branch is kept and one cleared since is not. Like any label entry the last of them
+becomes the leaf, as in Pi's fork; the context is the path's.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from ..model.entries import LeafEntry
+from ..model.entries import LabelEntry, LeafEntry
+from ..model.errors import SessionError
 from ..model.header import SessionHeader
-from ..model.ids import iso_now, new_session_id
+from ..model.ids import iso_now, new_entry_id, new_session_id
 from ..session import Session
+from ..storage.index import LABEL
 from ..storage.scan import encode_line
 from .common import PathExport, collect_path, source_name
 
@@ -47,8 +56,10 @@ def session_lines(
     session_id: str | None = None,
     parent_session: str | None = None,
     timestamp: str | None = None,
+    relabel: bool = False,
 ) -> list[bytes]:
-    """The lines (each ending in a newline) of a v3 session file holding `path`.
+    """The lines (each ending in a newline) of a v3 session file holding `path` (and with
+    `relabel`, its labels as Pi's fork writes them: see the module docstring).
 
     A `leaf` entry inside the path (Pi's coding agent chains new entries below one when it
     continues a file that ends with a leaf move) is left out and its child re-parented onto its
@@ -62,15 +73,54 @@ def session_lines(
     )
     lines = [inert_json(encode_line(header.to_dict())) + b"\n"]
     previous: str | None = None
+    written: set[str] = set()
     for k, entry in enumerate(path.entries):
-        if isinstance(entry, LeafEntry) and k < len(path.entries) - 1:
-            continue  # see `session_lines`' docstring
+        if (relabel and isinstance(entry, LabelEntry)) or (
+            isinstance(entry, LeafEntry) and k < len(path.entries) - 1
+        ):
+            continue  # see `session_lines`' docstring and the module's
         data = entry.to_dict()
         if data.get("parentId") != previous:
             data["parentId"] = previous  # bridge a gap (see the module docstring)
         lines.append(inert_json(encode_line(data)) + b"\n")
         previous = entry.id
+        written.add(entry.id)
+    for target_id, label, stamp in labels_of(session, written) if relabel else ():
+        label_id = new_entry_id(written.__contains__)
+        data = {
+            "type": "label",
+            "id": label_id,
+            "parentId": previous,
+            "timestamp": stamp,
+            "targetId": target_id,
+            "label": label,
+        }
+        lines.append(inert_json(encode_line(data)) + b"\n")
+        previous = label_id
+        written.add(label_id)
     return lines
+
+
+def labels_of(session: Session, ids: set[str]) -> list[tuple[str, Any, str]]:
+    """(target id, label as its latest label entry wrote it, that entry's timestamp) for each
+    entry of `ids` that carries a label, in the order the session's labels were first set (Pi
+    keeps them in a map in that order). A label entry that cannot be read is passed over."""
+    labels = session.labels()
+    wanted = [target for target in labels if target in ids]
+    if not wanted:
+        return []
+    latest: dict[str, tuple[Any, str]] = {}
+    kind, code = session.tree.kind, bytes((LABEL,))
+    i = kind.find(code)
+    while i >= 0:  # the label entries, in file order: the latest of each target wins
+        try:
+            entry = session.entry_at(i)
+        except SessionError:
+            entry = None
+        if isinstance(entry, LabelEntry) and entry.target_id in labels:
+            latest[entry.target_id] = (entry.get("label"), entry.timestamp)
+        i = kind.find(code, i + 1)
+    return [(target, *latest[target]) for target in wanted if target in latest]
 
 
 def export_jsonl(
