@@ -62,6 +62,9 @@ def test_move_and_check(tmp_path):
     assert run("check", str(path)).returncode == 0
     bad = run("move", str(path), "nope", check=False)
     assert bad.returncode == 2 and "no entry 'nope' in this session" in bad.stderr
+    before = path.read_bytes()
+    empty = run("move", str(path), u1, "--summary", " ", check=False)  # wrote an empty summary (QA)
+    assert empty.returncode == 2 and "--summary is empty" in empty.stderr and path.read_bytes() == before
 
 
 def test_check_reports_damage(tmp_path):

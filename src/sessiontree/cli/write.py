@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..model.errors import SessionError
 from ..opening import open_session, upgrade_session
 from .output import out
 
@@ -26,6 +27,9 @@ def register(sub: Any) -> None:
 
 
 def cmd_move(args: argparse.Namespace) -> int:
+    if args.summary is not None and not args.summary.strip():
+        # an empty summary is written by Pi's rules but never shown to the model: a mistake
+        raise SessionError("invalid_argument", "--summary is empty; leave it out to move without a summary")
     with open_session(args.file) as session:
         target = None if args.start else args.id
         if target in ("root", "none") and session.get_entry(target) is None:
