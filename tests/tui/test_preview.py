@@ -651,7 +651,7 @@ async def test_a_megabyte_entry_renders_a_prefix_and_keys_stay_answered(tmp_path
     app = make_app(path)
     async with app.run_test(size=(160, 50)) as pilot:
         await put_cursor(app, pilot, big)
-        assert "more characters" in view(app).plain_text()  # the context cuts it
+        assert "more lines (999,799 characters)" in view(app).plain_text()  # the context cuts it
         await pilot.press("v")  # the whole entry: a long render starts in the worker
         await pilot.pause(0.05)
         for key in "jkjk":  # the tree answers while it renders (and the move stops the render)
@@ -745,6 +745,10 @@ def test_diff_lines():
 def test_cut_bodies_say_what_is_left():
     rendered = render_all(Plan(body_parts(("k",), "\n".join(map(str, range(30))), COLLAPSED)), 60)
     assert "… 16 more lines  (e: expand · v: entry)" in plain_text(rendered.rows)
+    # Counted in the whole text, not in the prefix cut off it first: 50,000 lines of "line"
+    # read "787 more lines and 246,000 more characters" (QA).
+    rendered = render_all(Plan(body_parts(("k",), "line\n" * 50_000, COLLAPSED)), 60)
+    assert "… 49,986 more lines (249,931 characters)" in plain_text(rendered.rows)
 
 
 @pytest.mark.parametrize("width", [20, 33, 60])

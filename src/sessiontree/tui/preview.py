@@ -589,19 +589,25 @@ def split_code(text: str, first: int = FIRST_CHUNK, most: int = CHUNK) -> list[s
 
 
 def _cut(text: str, max_lines: int) -> tuple[str, str | None]:
-    """The first `max_lines` lines and BODY_CHARS characters, and the marker for the rest."""
-    cut_chars = 0
-    if len(text) > BODY_CHARS:
-        cut_chars = len(text) - BODY_CHARS
-        text = text[:BODY_CHARS]
-    lines = text.split("\n")
+    """The first `max_lines` lines and BODY_CHARS characters, and the marker for the rest,
+    which counts the lines and characters of the whole text left out (counted in the cut
+    prefix alone, 50,000 lines read "787 more lines": QA)."""
+    total = len(text)
+    all_lines = text.count("\n") + (not text.endswith("\n"))  # a last newline ends a line
+    lines = text[:BODY_CHARS].split("\n")
     if len(lines) > max_lines:
-        hidden = len(lines) - max_lines
-        more = f"… {hidden} more lines" + (f" and {cut_chars:,} more characters" if cut_chars else "")
-        return "\n".join(lines[:max_lines]), more + "  (e: expand · v: entry)"
-    if cut_chars:
-        return text, f"… {cut_chars:,} more characters  (e: expand · v: entry)"
-    return text, None
+        lines = lines[:max_lines]
+    shown = "\n".join(lines)
+    if len(shown) == total:
+        return text, None
+    hidden_lines = all_lines - len(lines)
+    if hidden_lines:
+        more = f"… {hidden_lines:,} more {'line' if hidden_lines == 1 else 'lines'}"
+        if total > BODY_CHARS:  # a long text: how much of it is left out too
+            more += f" ({total - len(shown):,} characters)"
+    else:
+        more = f"… {total - len(shown):,} more characters"
+    return shown, more + "  (e: expand · v: entry)"
 
 
 def _drop_open_fence(text: str) -> str:
