@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual import events
+from textual.widgets import Input
 
 from harness.pilot import (
     cursor_id,
@@ -1167,3 +1168,35 @@ async def test_an_empty_session_says_so_in_the_tree_and_for_each_key(tmp_path):
         await settle(app, pilot)
         assert rows(app)[0].strip().startswith("No entries yet:")
     assert path.read_bytes() == before
+
+
+async def test_keys_that_cannot_act_say_why(demo):
+    """`h` on a root, and a filter key for the filter already on, did nothing, unsaid (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("g", "h")  # the top row's parent is the hidden model change
+        assert tree.cursor_row == 0 and "is not shown under this filter (f changes it)" in status(app)
+        await pilot.press("1")
+        assert status(app) == f"Filter: default already · {len(tree.outline)} rows shown"
+        await pilot.press("5", "g", "h")  # every entry shown: the top row is the root
+        assert tree.cursor_row == 0 and status(app) == f"{cursor_id(app)} is a root: it has no parent"
+
+
+async def test_a_label_refused_for_now_keeps_its_text_to_try_again(demo):
+    """A label write refused because another program was in the middle of a line threw the
+    typed label away (QA): the prompt opens again with it."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        with open(demo, "ab") as f:  # another writer, mid-line
+            f.write(b'{"type":"message","id":"half"')
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.storage._tail.kind.value == "pending":  # seen by the follow
+                break
+        await pilot.press("m", *"my label", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "my label"
+        assert any("nothing was written" in n.message for n in app._notifications)

@@ -271,6 +271,9 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
 
     def action_set_filter(self, value: str) -> None:
         tree = self._tree()
+        if tree.filter is Filter(value) and len(tree.outline):  # nothing to lay out again
+            confirm(self, f"Filter: {value} already · {counted(len(tree.outline), 'row', 'rows')} shown")
+            return
         tree.filter = Filter(value)
         tree.rebuild()
         self._update_header()

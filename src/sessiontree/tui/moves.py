@@ -142,16 +142,21 @@ class MovesMixin(BrowserBase):
             if self._guard(lambda: session.append_label(target.entry_id, text)):
                 what = f"Label {text!r} set on" if text else "Label cleared on"
                 self._after_write(keep=target.position, message=f"{what} {target.entry_id}")
+            elif not session.read_only:  # refused for now (another writer mid-line): kept to retry
+                ask(value)
 
-        self.app.push_screen(
-            TextPrompt(
-                f"Label for {target.entry_id}",
-                session.get_label(target.entry_id) or "",
-                "Enter saves; an empty label clears it."
-                " (As in Pi, the label entry joins the current branch.)",
-            ),
-            done,
-        )
+        def ask(value: str) -> None:
+            self.app.push_screen(
+                TextPrompt(
+                    f"Label for {target.entry_id}",
+                    value,
+                    "Enter saves; an empty label clears it."
+                    " (As in Pi, the label entry joins the current branch.)",
+                ),
+                done,
+            )
+
+        ask(session.get_label(target.entry_id) or "")
 
     def action_rename(self) -> None:
         if not self._writable():

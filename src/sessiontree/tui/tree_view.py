@@ -360,9 +360,16 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         i = self.current_position()
         if i is None:
             return
-        parent = self.session.tree.parent[i]
-        if parent >= 0:
-            self.go_to_position(parent)
+        ids, parent = self.session.tree.ids, self.session.tree.parent[i]
+        row = self.outline.row_for(parent) if parent >= 0 else -1
+        if row >= 0 and row != self.cursor_row:
+            self.set_cursor(row, scroll=True, center=True)
+            return
+        self.app.bell()  # it did nothing, unsaid, on the top row (QA)
+        if parent < 0:
+            confirm(self, f"{ids[i]} is a root: it has no parent")
+        else:
+            confirm(self, f"Its parent {ids[parent]} is not shown under this filter (f changes it)")
 
     def action_fork(self, step: int) -> None:
         row = self.outline.next_fork_row(self.cursor_row, step)
