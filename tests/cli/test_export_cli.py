@@ -275,3 +275,26 @@ def test_an_output_name_that_says_another_format_is_refused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
     run("export", str(path), "-o", str(tmp_path / "out.pdf"), "--format", "md")
     assert (tmp_path / "out.pdf").read_text().startswith("# Session")
+
+
+def test_export_to_dash_writes_standard_output_and_html_is_not_sent_to_a_terminal(tmp_path):
+    """`-o -` made a file named "-"; an HTML page without -o scrolled megabytes of script past a
+    terminal (QA). Piped, the page is written as before."""
+    path, _ = make(tmp_path)
+    done = run("export", str(path), "-o", "-", "--format", "jsonl", cwd=tmp_path)
+    assert json.loads(done.stdout.splitlines()[0])["type"] == "session"
+    assert not (tmp_path / "-").exists()
+    main, other = os.openpty()
+    try:
+        on_tty = subprocess.run(
+            [sys.executable, "-m", "sessiontree", "export", str(path), "--format", "html"],
+            stdout=other,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(other)
+        os.close(main)
+    assert on_tty.returncode == 2 and "not for a terminal; name a file with -o" in on_tty.stderr
+    assert run("export", str(path), "--format", "html").stdout.startswith("<!DOCTYPE html>")

@@ -90,7 +90,12 @@ def _damaged(session: Session, line: str | None) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.output == "-":  # the usual name of standard output (it made a file called "-")
+        args.output = None
     fmt = _format(args)
+    if fmt == "html" and not args.output and sys.stdout.isatty():
+        # a page of JavaScript and JSON, often megabytes, is of no use scrolling past
+        raise SessionError("invalid_argument", "an HTML page is not for a terminal; name a file with -o")
     with open_session(args.file, read_only=True) as session:
         at = session.resolve_id(args.at) if args.at is not None else None
         data: list[Chunk]
