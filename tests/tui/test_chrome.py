@@ -409,3 +409,20 @@ async def test_a_confirmation_dims_when_its_time_is_up(demo):
         line.say("second")
         await pilot.pause()
         assert not dimmed() and "second" in screen_lines(app)[-2]
+
+
+async def test_on_a_narrow_terminal_the_preview_goes_below_the_tree(demo):
+    """Beside the tree at 60x18 the preview had 16 columns and at 50x15 five, a word or two a
+    row (QA): under 64 columns it takes the whole width, below the tree."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        tree, side = app.browser.query_one(SessionTreeView), app.browser.query_one("#side")
+        assert side.region.x > tree.region.x and side.region.y == tree.region.y  # side by side
+        for width, height in ((60, 18), (50, 15)):
+            await pilot.resize_terminal(width, height)
+            await settle(app, pilot)
+            assert side.region.width == width and side.region.y >= tree.region.bottom
+            assert tree.region.height >= 4 and side.region.height >= 4
+            shown = "\n".join(screen_lines(app))
+            assert "Changelog written. Ready to tag 1.4.0." in shown  # the leaf's text, whole
