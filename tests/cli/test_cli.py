@@ -106,6 +106,21 @@ def test_import_into_a_place_nobody_may_write_is_one_line(tmp_path, where):
     assert done.stderr.count("\n") == 1 and "cannot create the database here" in done.stderr
 
 
+def test_a_refused_import_does_not_say_lines_were_imported_as_roots(tmp_path):
+    """A file refused (it changed since it was imported) wrote nothing, but its report said a
+    line was "imported as a root" and the summary "1 written as roots" (QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    db = tmp_path / "s.sqlite"
+    run("import", str(path), "--to", str(db))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2][:40] + b"\n"  # the first answer cut: what follows it hangs off nothing
+    path.write_bytes(b"".join(lines))
+    done = run("import", str(path), "--to", str(db), check=False)
+    assert done.returncode == 1 and "refused:" in done.stderr and "nothing was written" in done.stderr
+    assert "imported as a root" not in done.stderr and "written as roots" not in done.stderr
+    assert "1 refused; 0 entries added; 1 line skipped" in done.stderr
+
+
 @pytest.mark.parametrize("command", [["context"], ["context", "--json"], ["context", "--llm"], ["tree"]])
 def test_reading_a_damaged_session_says_so_and_exits_1(tmp_path, command):
     """A line cut short cut the path to the leaf too: `context` gave another thinking level and

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..display import counted, inert
-from ..importing import FileResult, ImportProgress, Target, find_sources, import_file
+from ..importing import FileResult, ImportProgress, Problem, Target, find_sources, import_file
 from .output import err, out
 
 COMMANDS = ("import",)
@@ -66,11 +66,23 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+WRITTEN = ("new", "appended")  # the statuses of a file whose entries were written
+
+
+def _said(result: FileResult) -> list[Problem]:
+    """The problems worth saying of `result`: a line "imported as a root" was not, in a file
+    refused or failed, where nothing was written (its report and the summary said it was)."""
+    if result.status in WRITTEN:
+        return list(result.problems)
+    return [p for p in result.problems if p.kind != "rooted"]
+
+
 def _report(result: FileResult) -> None:
-    for problem in result.problems[:PROBLEMS_SHOWN]:
+    problems = _said(result)
+    for problem in problems[:PROBLEMS_SHOWN]:
         err(f"{problem}")
-    if len(result.problems) > PROBLEMS_SHOWN:
-        err(f"{result.path}: … and {len(result.problems) - PROBLEMS_SHOWN} more problems")
+    if len(problems) > PROBLEMS_SHOWN:
+        err(f"{result.path}: … and {len(problems) - PROBLEMS_SHOWN} more problems")
     sid = result.session_id or "?"
     if result.status == "new":
         out(f"{result.path} → {sid}: imported {counted(result.added, 'entry', 'entries')} (new session)")
@@ -90,8 +102,8 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     added = sum(r.added for r in results)
-    skipped = sum(p.kind == "skipped" for r in results for p in r.problems)
-    rooted = sum(p.kind == "rooted" for r in results for p in r.problems)
+    skipped = sum(p.kind == "skipped" for r in results for p in _said(r))
+    rooted = sum(p.kind == "rooted" for r in results for p in _said(r))
     parts = [f"{n} {status}" for status, n in counts.items()]
     rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
