@@ -426,3 +426,17 @@ async def test_on_a_narrow_terminal_the_preview_goes_below_the_tree(demo):
             assert tree.region.height >= 4 and side.region.height >= 4
             shown = "\n".join(screen_lines(app))
             assert "Changelog written. Ready to tag 1.4.0." in shown  # the leaf's text, whole
+
+
+async def test_a_toast_leaves_the_status_line_in_sight(demo):
+    """Toasts sat on the status line, over the end of what it said (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(app, pilot)
+        app.browser.notify("a warning of some length", severity="warning")
+        await pilot.press("z")
+        await settle(app, pilot)
+        toast = app.screen.query_one("Toast")
+        status_line = app.browser.query_one("#status")
+        assert toast.region.bottom <= status_line.region.y
+        assert any(line.startswith(" Folded") and "unfolds them" in line for line in screen_lines(app))

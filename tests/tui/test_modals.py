@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pilot import make_app, put_cursor, settle
+from harness.pilot import make_app, put_cursor, screen_lines, settle
 from helpers import A, U
 from sessiontree.opening import create_session
 from sessiontree.tui.modals import SummaryPrompt, TextPrompt
@@ -178,6 +178,19 @@ async def test_esc_over_a_written_summary_asks_before_discarding_it(demo):
         await settle(app, pilot)
         assert not isinstance(app.screen, SummaryPrompt)
         assert demo.read_bytes() == before
+
+
+async def test_the_discard_question_is_in_sight_at_80x24(demo):
+    """At 80x24 the first Esc's sentence was cut off below the dialog's body (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("down", "enter", *"tried X", "escape")
+        await settle(app, pilot)
+        shown = "\n".join(screen_lines(app))
+        assert "Esc again discards it and cancels; Ctrl+S moves with it." in shown, shown
 
 
 async def test_moving_before_the_first_entry_says_the_context_is_empty(demo):

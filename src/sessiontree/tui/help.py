@@ -107,7 +107,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="help-dialog"):
-            yield Label("Keys in effect (Esc closes; ↑ ↓ PgUp PgDn scroll)", classes="dialog-title")
+            yield Static("Keys in effect (Esc closes; ↑ ↓ PgUp PgDn scroll)", classes="dialog-title")  # wraps
             with VerticalScroll(id="help-body"):
                 for title, rows in self.sections:
                     table = Table.grid(padding=(0, 2), expand=True)

@@ -218,9 +218,10 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         text = self.query_one("#summary-text", TextArea)
         if self._kind() != "kind-none" and text.text.strip() and not self._discard_asked:
             self._discard_asked = True
-            self.query_one("#summary-status", Static).update(
-                "Esc again discards this summary and cancels the move; Ctrl+S moves with it."
-            )
+            status = self.query_one("#summary-status", Static)
+            # short, and scrolled into view: at 80x24 the longer sentence ran out of sight
+            status.update("Esc again discards it and cancels; Ctrl+S moves with it.")
+            status.scroll_visible(animate=False)
             return
         self._discard()
 
