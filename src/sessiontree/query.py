@@ -2,7 +2,8 @@ r"""One search syntax for every search box (the tree search, the session picker)
 
     flaky date          words: each must appear somewhere, in any order, ignoring case
     "date parsing"      a phrase: must appear as written, spaces and punctuation included
-    re:fl[a-z]+y        a Python regular expression (ignoring case unless it says `(?-i:…)`)
+    re:fl[a-z]+y        a Python regular expression (ignoring case unless it says `(?-i:…)`;
+                        `^` and `$` match at the start and end of each line)
     re:"a b+"           a regular expression that contains spaces
     cwd:weather         a term limited to one field, for the field names a caller declares
 
@@ -85,8 +86,7 @@ class Term:
 
     def _too_slow(self) -> QueryTimeout:
         return QueryTimeout(
-            f"re:{self.text} gave up after {REGEX_SECONDS:g} s on one entry (it backtracks"
-            " too much): the search stopped; try a simpler expression"
+            f"re:{self.text} gave up after {REGEX_SECONDS:g} s on one text (too much backtracking)"
         )
 
     def __str__(self) -> str:
@@ -165,14 +165,30 @@ def compile_query(text: str, *, fields: Collection[str] = ()) -> Query:
     return Query(text, tuple(free), tuple(scoped))
 
 
+# Counted repeats (`a{1000}`) are compiled into the pattern, about 280 bytes each with case
+# folding: `re:a{1000000000}` took the app's memory by gigabytes, on the UI thread, before any
+# time limit applies. Their product over the expression is capped instead.
+REPEATS_MOST = 100_000
+_COUNTED = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
+
+
 def _compile(kind: TermKind, body: str) -> Any:
     if kind != "regex":
         return re.compile(re.escape(body), _FLAGS)
+    repeats = 1
+    for low, high in _COUNTED.findall(body):
+        repeats *= max(int(low), int(high or 0), 1)
+        if repeats > REPEATS_MOST:
+            raise QueryError(
+                f"invalid regular expression {body!r}: its counted repeats come to more than {REPEATS_MOST:,}"
+            )
     import regex  # on the first regular expression: its import takes ~12 ms
 
     try:
-        # V0: the syntax and behaviour of `re`, which the help and the picker describe
-        return regex.compile(body, regex.IGNORECASE | regex.V0)
+        # V0: the syntax and behaviour of `re`, which the help and the picker describe;
+        # MULTILINE: `^` and `$` at each line's ends, as grep reads them (an entry's text is
+        # followed by its label and id on lines of their own: `why\?$` found nothing)
+        return regex.compile(body, regex.IGNORECASE | regex.MULTILINE | regex.V0)
     except regex.error as exc:  # its message ends "at position N"
         raise QueryError(f"invalid regular expression {body!r}: {exc}") from None
     except (OverflowError, RecursionError, ValueError) as exc:  # huge repeat counts, deep nesting

@@ -178,3 +178,20 @@ def test_regular_expressions_keep_the_syntax_of_re():
     ):
         assert compile_query(source).matches(text), source
     assert not compile_query("re:(?-i:Ab)").matches("ab")
+
+
+def test_counted_repeats_past_a_limit_are_refused_before_compiling():
+    """`re:a{1000000000}` took the app's memory by gigabytes while it compiled (QA)."""
+    for source in ("re:a{1000000000}", "re:(a{500}){500}", "re:x{99999,1000000}"):
+        with pytest.raises(QueryError, match="counted repeats come to more than 100,000"):
+            compile_query(source)
+    assert compile_query("re:a{2,50}b{10}").matches("aab" + "b" * 9)
+    assert compile_query(r"re:\{1000000\}").matches("{1000000}")  # braces written as text
+
+
+def test_dollar_and_caret_match_at_each_line():
+    r"""An entry's text is followed by its label and id on lines of their own: `why\?$` found
+    nothing at the end of a message (QA)."""
+    haystack = "Can you find out why?\n\n3a7c0bb2"
+    assert compile_query(r"re:why\?$").matches(haystack)
+    assert compile_query("re:^3a7c").matches(haystack)

@@ -1200,3 +1200,19 @@ async def test_a_label_refused_for_now_keeps_its_text_to_try_again(demo):
         await settle(app, pilot)
         assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "my label"
         assert any("nothing was written" in n.message for n in app._notifications)
+
+
+async def test_an_id_typed_in_a_burst_after_colon_goes_to_its_prompt_and_writes_nothing(demo):
+    """`:`, `3a7c`, Enter, `4feb`, Enter sent at once: the keys went to the tree, and an Enter
+    among them moved the leaf, writing to the file (QA)."""
+    before = demo.read_bytes()
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        keys = [("colon", ":"), *((c, c) for c in "3a7c"), ("enter", "\r")]
+        keys += [*((c, c) for c in "4feb"), ("enter", "\r")]
+        for key, character in keys:
+            app.post_message(events.Key(key, character))
+        await settle(app, pilot)
+        assert app.screen is app.browser and cursor_id(app) == "3a7c4feb"
+    assert demo.read_bytes() == before

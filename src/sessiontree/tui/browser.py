@@ -38,7 +38,8 @@ PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palet
 STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
 READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
 
-TYPED = {"search", "search_filter", "label", "rename"}  # actions of priority keys that are letters too
+# actions of priority keys that are characters too (in the search box)
+TYPED = {"search", "search_filter", "label", "rename", "go_to_id"}
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
 
@@ -84,7 +85,17 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "r", "rename", "Rename", show=False, tooltip="rename the session", id="rename", priority=True
         ),
         Binding("H", "history", "History", show=False, tooltip="navigation history", id="history"),
-        Binding("colon", "go_to_id", "Go to id", show=False, tooltip="go to an entry by its id", id="go-to"),
+        # With priority as `/`: the id typed right after goes to the prompt (it went to the
+        # tree as keys, and an Enter among them moved the leaf: QA).
+        Binding(
+            "colon",
+            "go_to_id",
+            "Go to id",
+            show=False,
+            tooltip="go to an entry by its id",
+            id="go-to",
+            priority=True,
+        ),
         Binding("p", "preview_mode", "Preview", tooltip="context / as sent / raw JSON", id="preview-mode"),
         Binding("e", "expand", "Expand", show=False, tooltip="expand long entries", id="expand"),
         Binding("v", "preview_scope", "Entry", show=False, tooltip="this entry / the context", id="scope"),

@@ -11,6 +11,7 @@ from typing import TypeVar
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
@@ -41,6 +42,17 @@ class Dialog(ModalScreen[ResultT]):
     """A dialog that asks for something. The toasts on screen when it opens are cleared:
     Textual stacks them at the bottom right, where at 80×24 they covered a dialog's buttons and
     its keys line. (Help is not one: a warning about the key bindings stays readable there.)"""
+
+    _answered = False
+
+    def dismiss(self, result: ResultT | None = None) -> AwaitComplete:
+        """Once only. A burst of keys can queue two answers (two Enters in a prompt, handled
+        after both were typed): the second dismissed the screen below, the browser, leaving
+        the app on an empty screen (QA)."""
+        if self._answered:
+            return AwaitComplete.nothing()
+        self._answered = True
+        return super().dismiss(result)
 
     @on(events.ScreenResume)
     def _clear_toasts(self) -> None:
