@@ -141,3 +141,32 @@ async def test_keys_typed_while_the_session_opens_act_once_it_is_open(tmp_path, 
         assert isinstance(app.screen, HelpScreen)  # `?`, over the browser
         assert app.browser is not None and app.screen_stack[-2] is app.browser
         assert app.browser.query_one(SessionTreeView).filter is Filter.NO_TOOLS  # `f` before it
+
+
+async def test_a_search_typed_while_the_session_opens_runs_once_it_is_open(tmp_path, monkeypatch):
+    """`/`, the words and Enter typed during the open: the box opened with the words, but the
+    Enter was lost (QA): the keys are replayed one at a time, each handled before the next."""
+    big = tmp_path / "big.jsonl"
+    write_big(big, 20_000)
+    gate = asyncio.Event()
+    opened = SessionTreeApp._opened
+
+    async def held(self, *args):
+        await gate.wait()
+        result = opened(self, *args)
+        if inspect.isawaitable(result):
+            await result
+
+    monkeypatch.setattr(SessionTreeApp, "_opened", held)
+    app = build_app(str(big))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *"turn 1999", "enter")
+        await pilot.pause(0.2)
+        gate.set()
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if app.browser is not None and app.browser._matches:
+                break
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 12  # turn 1999, 11999, 19990-19999
+        assert app.screen is app.browser and app.focused is app.browser.query_one(SessionTreeView)

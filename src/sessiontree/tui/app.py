@@ -8,6 +8,7 @@ labels, names) happen on the UI thread, where they take about a millisecond.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ from .tree_view import SessionTreeView
 
 class _Abandoned(Exception):
     """Raised from the progress callback to stop an open the user quit."""
+
+
+TYPE_AHEAD_PAUSE = 0.03  # seconds between keys replayed after an open (64 at most: 2 s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +170,14 @@ class SessionTreeApp(App[None]):
             self.call_next(self._type_ahead, shown, loading.typed)
 
     async def _type_ahead(self, shown: AwaitComplete, typed: list[events.Key]) -> None:
-        """The keys typed while the session opened, in order, once the browser is mounted."""
+        """The keys typed while the session opened, in order, once the browser is mounted; one
+        at a time, each given the time to be handled (a prompt it opens to mount) before the
+        next: posted at once, an Enter was handled in the search box before the words typed
+        ahead of it (QA)."""
         await shown
         for key in typed:
             self.post_message(key)
+            await asyncio.sleep(TYPE_AHEAD_PAUSE)
 
     def _show(self, session: Session, note: str | None = None) -> None:
         """The browser over `session`, in place of the current browser if there is one; `note`
