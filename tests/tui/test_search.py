@@ -156,7 +156,9 @@ async def test_words_are_anded_and_phrases_match_literally(large):
         await search(app, pilot, "ampersand", "cyan thinkingMedium")
         both = set(app.browser._matches)
         await pilot.press("escape")
-        await search(app, pilot, "ampersand", '"thinkingMedium is cyan"')
+        # (a phrase that is in the file: the one here was not, and the check passed only on
+        # the first search's matches, which the second used to leave behind)
+        await search(app, pilot, "ampersand", '"cyan (#00d7ff) - prominent"')
         phrase = set(app.browser._matches)
         assert phrase and phrase <= both
 
@@ -252,3 +254,16 @@ async def test_a_search_whose_expression_backtracks_without_end_gives_up_and_key
         await settle(app, pilot)
         said = [n.message for n in app._notifications]
         assert any("gave up after" in m and "re:(a|aa)+c" in m for m in said), said
+
+
+async def test_a_new_search_drops_the_last_ones_matches_and_line(large):
+    """The last search's "N matches for …" stood through the next search, and after it when it
+    found nothing, where `n` then did nothing (QA)."""
+    app = make_app(large)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, "slash", "theme")
+        assert app.browser._matches and "matches for 'theme'" in status(app)
+        await search(app, pilot, "slash", "zzzqqq")
+        assert app.browser._matches == [] and "theme" not in status(app)
+        assert "match " not in str(app.browser.query_one("SessionHeader").render())

@@ -84,9 +84,15 @@ class SearchMixin(BrowserBase):
             self._clear_filter()
             return
         tree = self._tree()
+        # The last search's matches and its line go now: they stood through the whole of the
+        # next search, and after it when it found nothing, where `n` then did nothing (QA).
+        self._set_matches([])
+        withdraw(self, "")  # whatever the status line said (the progress shows below the tree)
+        self._update_header()  # its "match k/n"
         if search.mode == "filter":
             if self._restore_position is None:
                 self._restore_position = tree.current_position()
+            print("DBG vis", bytes(tree.outline.vis).count(1), tree.restrict is None, query)
             self._run_search(query, None, bytes(tree.outline.vis))
         else:
             self._run_search(query, tree.outline, None)
@@ -162,6 +168,7 @@ class SearchMixin(BrowserBase):
             tree = self._tree()
         except NoMatches:  # the screen closed while the worker ran
             return
+        print("DBG done", query, len(found))
         note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
         self._status("")
         if outline is None:  # filter mode
