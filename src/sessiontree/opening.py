@@ -27,6 +27,7 @@ from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
 from .session import Session
 from .storage.jsonl import JsonlStorage, Progress
+from .storage.lock import ADVICE
 from .storage.postgres.connection import is_postgres_url, redact
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -186,7 +187,9 @@ def open_or_read_only(
         if exc.code != "locked":
             raise
         session = open_session(target, read_only=True, progress=progress, verify=verify)
-        session.storage.mark_read_only(f"{exc.detail}. Opened read-only; moves are disabled")
+        # the refusal's advice ("open it read-only, or wait") is what was just done
+        detail = exc.detail.removesuffix(ADVICE)
+        session.storage.mark_read_only(f"{detail}. Opened read-only; moves are disabled")
         return session
 
 

@@ -232,6 +232,27 @@ def test_the_lock_names_the_holder_in_another_process(tmp_path):
     open_session(path).close()  # a killed holder's lock is gone at once
 
 
+def test_the_lock_names_what_the_holder_runs(tmp_path):
+    """A pid alone did not say whether the writer was Pi, a served page's other tab or a
+    script; the interpreter's path said nothing either (QA): the script is named."""
+    path = tmp_path / "s.jsonl"
+    JsonlStorage.create(path, cwd="/p").close()
+    script = tmp_path / "agent.py"
+    script.write_text(
+        f"from sessiontree import open_session\ns = open_session({str(path)!r})\n"
+        "print('ready', flush=True)\nimport time\ntime.sleep(60)\n"
+    )
+    holder = subprocess.Popen([sys.executable, str(script), "--flag"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with pytest.raises(SessionError) as err:
+            open_session(path)
+        assert f"(pid {holder.pid}: agent.py --flag)" in str(err.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_upgrade_through_a_symlink_upgrades_the_file_and_keeps_the_link(tmp_path):
     real = tmp_path / "real.jsonl"
     shutil.copy(PI_FIXTURES / "large-session.jsonl", real)

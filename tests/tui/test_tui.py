@@ -790,6 +790,8 @@ async def test_locked_file_opens_read_only(demo):
             # the holder named by what it runs too: Pi, a served page's other tab, a script
             program = os.path.basename(sys.executable)
             assert f"being written by another process (pid {holder.pid}: {program} -c " in banner
+            # not the advice to open it read-only, just before saying it was (QA)
+            assert "or wait until" not in banner and "Opened read-only" in banner
             shown = {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show}
             assert not shown & {"move", "move_with_summary", "leaf_back", "label"}  # no write keys
             assert {"app.help", "app.quit"} <= shown

@@ -54,6 +54,7 @@ def flock_holder(fd: int) -> int | None:
 
 
 HOLDER_COMMAND_MOST = 48  # characters of the holder's command line a refusal quotes
+ADVICE = "; open it read-only, or wait until that writer closes it"  # for a command refused
 
 
 def process_command(pid: int) -> str | None:
@@ -67,6 +68,12 @@ def process_command(pid: int) -> str | None:
         return None
     if not words:
         return None
+    if os.path.basename(words[0]).startswith("python") and len(words) > 1:
+        # the module or script it runs says more than the interpreter's path
+        if words[1] == "-m" and len(words) > 2:
+            words = words[2:]
+        elif not words[1].startswith("-"):
+            words = words[1:]
     text = " ".join([os.path.basename(words[0]), *words[1:]])
     text = " ".join("".join(c if c.isprintable() else " " for c in text).split())  # one line
     return text if len(text) <= HOLDER_COMMAND_MOST else text[: HOLDER_COMMAND_MOST - 1] + "…"
@@ -81,8 +88,7 @@ def _refusal(what: str, pid: int | None) -> SessionError:
         holder += f": {command}"
     return SessionError(
         "locked",
-        f"{what} is being written by another process ({holder}); open it read-only, or wait until"
-        " that writer closes it",
+        f"{what} is being written by another process ({holder}){ADVICE}",
     )
 
 

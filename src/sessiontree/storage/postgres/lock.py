@@ -16,6 +16,7 @@ import hashlib
 from typing import Any
 
 from ...model.errors import SessionError
+from ..lock import ADVICE
 
 
 def lock_key(session_id: str) -> int:
@@ -34,8 +35,7 @@ def try_lock(conn: Any, session_id: str, what: str) -> None:
         return
     raise SessionError(
         "locked",
-        f"{what} is being written by another process ({holder(conn, key)}); open it read-only,"
-        " or wait until that writer closes it",
+        f"{what} is being written by another process ({holder(conn, key)}){ADVICE}",
     )
 
 
