@@ -36,6 +36,7 @@ class ForkResult:
     leaf_id: str | None  # the path's last entry in the new file (None: it holds no entries)
     resend_text: str | None  # the user/custom message text to send again, when forking at one
     source: PathExport  # what was copied, with any damage of the source
+    entries: int = 0  # entries the new file holds (the path's, and the labels written after it)
 
 
 def fork_point(session: Session, entry_id: str) -> tuple[str | None, str | None]:
@@ -74,7 +75,7 @@ def fork_session(
     # a session file like any other sessiontree creates: private to its owner
     written = write_file(target, lines, force=force, mode=0o600, sources=session.files)
     ends = next((e.id for e in reversed(path.entries) if not isinstance(e, LabelEntry)), None)
-    return ForkResult(written, session_id, ends if end is not None else None, resend, path)
+    return ForkResult(written, session_id, ends if end is not None else None, resend, path, len(lines) - 1)
 
 
 __all__ = ["ForkResult", "default_fork_path", "fork_point", "fork_session"]

@@ -203,6 +203,8 @@ def test_fork(tmp_path):
         # Up to the parent of the user message: the label entry, left out, and written again
         # after the path, as Pi's own fork writes labels (which makes it the leaf)
         assert fork.labels() == {ids["a1"]: "kept"}
+        # what it says it wrote, labels included (it counted the path alone: QA)
+        assert f"({fork.entry_count()} entries)" in lines[1] and fork.entry_count() == 3
         leaf = fork.require_entry(fork.leaf_id)
         assert leaf.type == "label" and leaf.parent_id == ids["a1"]
         assert fork.build_context().messages[-1]["role"] == "assistant"  # a1
@@ -296,5 +298,5 @@ def test_export_to_dash_writes_standard_output_and_html_is_not_sent_to_a_termina
     finally:
         os.close(other)
         os.close(main)
-    assert on_tty.returncode == 2 and "not for a terminal; name a file with -o" in on_tty.stderr
+    assert on_tty.returncode == 2 and "not for a terminal; write it to a file (-o FILE)" in on_tty.stderr
     assert run("export", str(path), "--format", "html").stdout.startswith("<!DOCTYPE html>")

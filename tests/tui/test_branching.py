@@ -224,6 +224,19 @@ async def test_export_html_from_the_palette_writes_next_to_the_session(demo):
         assert status(app) == f"Exported to {out} (replaced)"
 
 
+async def test_export_from_the_palette_over_a_directory_says_so_without_asking(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        taken = demo.with_name(f"demo.{app.session.leaf_id}.html")
+        taken.mkdir()
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Export as HTML")
+        command.callback()
+        await settle(app, pilot)
+        assert app.screen is app.browser and taken.is_dir()
+        assert any("is a directory" in n.message for n in app._notifications)
+
+
 async def test_export_from_the_palette_never_replaces_a_file_unasked(demo):
     """A file of the export's name that the user wrote was replaced without a word, and the
     status line called it "the last export of it" (QA)."""
@@ -315,6 +328,9 @@ async def test_d_twice_on_one_entry_clears_its_mark_and_colon_goes_to_an_id(demo
         # next letters typed went to the tree: QA).
         assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "3a7c"
         assert "give more of it" in str(app.screen.query_one("#prompt-problem").render())
+        await pilot.press("1")  # typing on: the problem was about the text before
+        assert not app.screen.query_one("#prompt-problem").display
+        await pilot.press("backspace")
         await pilot.press(*"137", "enter")
         await settle(app, pilot)
         assert app.screen is app.browser and cursor_id(app) == "3a7c137e"

@@ -95,7 +95,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = _format(args)
     if fmt == "html" and not args.output and sys.stdout.isatty():
         # a page of JavaScript and JSON, often megabytes, is of no use scrolling past
-        raise SessionError("invalid_argument", "an HTML page is not for a terminal; name a file with -o")
+        raise SessionError(
+            "invalid_argument", "an HTML page is not for a terminal; write it to a file (-o FILE) or a pipe"
+        )
     with open_session(args.file, read_only=True) as session:
         at = session.resolve_id(args.at) if args.at is not None else None
         data: list[Chunk]
@@ -133,14 +135,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
                     "path": result.path,
                     "sessionId": result.session_id,
                     "leafId": result.leaf_id,
-                    "entries": len(result.source.entries),
+                    "entries": result.entries,
                     "resendText": result.resend_text,
                 }
             )
         else:
             out(result.path)
             ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
-            size = counted(len(result.source.entries), "entry", "entries")
+            size = counted(result.entries, "entry", "entries")  # labels written after it included
             out(f"the fork {ends} ({size}); session {result.session_id}")
             if result.resend_text is not None:
                 out(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")

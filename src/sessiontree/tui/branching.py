@@ -215,6 +215,9 @@ class BranchingMixin(BrowserBase):
         base = Path(location)
         out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
         entry_id = target.entry_id
+        if out.is_dir():  # asked "Replace it?", a yes then failed (QA)
+            self.notify(f"Not exported: {out} is a directory", severity="error", markup=False)
+            return
         if not out.exists() and not out.is_symlink():
             self._start_export(kind, entry_id, out, replacing=False)
             return

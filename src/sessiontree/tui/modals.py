@@ -292,6 +292,10 @@ class TextPrompt(Dialog[str | None]):
     def on_mount(self) -> None:
         self.query_one(Input).focus()
 
+    @on(Input.Changed)
+    def _changed(self) -> None:
+        self.query_one("#prompt-problem").display = False  # it was about the text before
+
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         problem = self.check(event.value) if self.check is not None else None
