@@ -172,6 +172,11 @@ async def test_dialogs_fit_a_small_terminal(demo):
             assert any(shown_keys in line for line in lines), lines
             assert "scroll)" in "".join(lines) or keys != ("escape", "question_mark")  # help's title
             assert all(line.rstrip().endswith("█") for line in lines if line.startswith("█"))
+        await pilot.press("escape", "X")  # buttons: their keys line, broken into "y/" "⏎", is left out
+        await settle(app, pilot)
+        lines = screen_lines(app)
+        assert any("Fork" in line and "Cancel" in line for line in lines)
+        assert not any(line.strip("█ ").startswith(("y/", "⏎")) for line in lines), lines
 
 
 async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
