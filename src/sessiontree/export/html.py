@@ -167,6 +167,9 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
         memoryview(path_entries)[:-1],
         b"]}",
     ]
+    leaf_tokens, leaf_messages = (
+        leaf_counts if leaf_counts is not None and not result.unreadable else (None, None)
+    )
     header = session.header
     title = one_line(session.session_name or f"Session {header.id}", 200)
     labels = session.labels()
@@ -207,12 +210,8 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
             "usageTokens": counts.usage_tokens,
             "cost": round(counts.cost, 6),
             "messageTokens": counts.message_tokens,
-            "leafContextTokens": leaf_counts[0]
-            if leaf_counts is not None and not result.unreadable
-            else None,
-            "leafContextMessages": leaf_counts[1]
-            if leaf_counts is not None and not result.unreadable
-            else None,
+            "leafContextTokens": leaf_tokens,
+            "leafContextMessages": leaf_messages,
         },
     }
     script = _asset("viewer.js")
