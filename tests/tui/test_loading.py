@@ -116,22 +116,28 @@ async def test_a_small_session_opens_before_the_app_starts(demo):
         await settle(app, pilot)
 
 
-async def test_keys_typed_while_the_session_opens_act_once_it_is_open(tmp_path, monkeypatch):
-    """They were dropped by the loading screen (and with them a served page's first keys);
-    `?` opened help over the loading screen, under which the browser then came up."""
+def held_open(tmp_path, monkeypatch) -> tuple[SessionTreeApp, asyncio.Event]:
+    """The app opening a big file, whose open is done only once the event is set: keys are
+    typed while the loading screen is up, whatever the machine's speed."""
     big = tmp_path / "big.jsonl"
     write_big(big, 20_000)
     gate = asyncio.Event()
     opened = SessionTreeApp._opened
 
-    async def held(self, *args):  # the open is done once the keys are in
+    async def held(self, *args):
         await gate.wait()
         result = opened(self, *args)
         if inspect.isawaitable(result):
             await result
 
     monkeypatch.setattr(SessionTreeApp, "_opened", held)
-    app = build_app(str(big))
+    return build_app(str(big)), gate
+
+
+async def test_keys_typed_while_the_session_opens_act_once_it_is_open(tmp_path, monkeypatch):
+    """They were dropped by the loading screen (and with them a served page's first keys);
+    `?` opened help over the loading screen, under which the browser then came up."""
+    app, gate = held_open(tmp_path, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("f", "question_mark")
         await pilot.pause(0.2)
@@ -146,19 +152,7 @@ async def test_keys_typed_while_the_session_opens_act_once_it_is_open(tmp_path, 
 async def test_a_search_typed_while_the_session_opens_runs_once_it_is_open(tmp_path, monkeypatch):
     """`/`, the words and Enter typed during the open: the box opened with the words, but the
     Enter was lost (QA): the keys are replayed one at a time, each handled before the next."""
-    big = tmp_path / "big.jsonl"
-    write_big(big, 20_000)
-    gate = asyncio.Event()
-    opened = SessionTreeApp._opened
-
-    async def held(self, *args):
-        await gate.wait()
-        result = opened(self, *args)
-        if inspect.isawaitable(result):
-            await result
-
-    monkeypatch.setattr(SessionTreeApp, "_opened", held)
-    app = build_app(str(big))
+    app, gate = held_open(tmp_path, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("slash", *"turn 1999", "enter")
         await pilot.pause(0.2)
