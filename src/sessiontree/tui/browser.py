@@ -313,21 +313,22 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         when the current one hides it."""
         session = self.session
 
+        resolved: dict[str, str] = {}  # what `check` found, for `done`: a prefix scans every id
+
         def check(value: str) -> str | None:
             """An id that names no entry, or several, keeps the prompt open to be corrected."""
             if not value.strip():
                 return None
             try:
-                session.resolve_id(value.strip())  # as the command line takes ids
+                resolved[value] = session.resolve_id(value.strip())  # as the command line takes ids
             except SessionError as exc:
                 return exc.detail
             return None
 
         def done(value: str | None) -> None:
-            wanted = (value or "").strip()
-            if not wanted:
+            if value is None or not value.strip():
                 return
-            entry_id = session.resolve_id(wanted)
+            entry_id = resolved[value]  # Enter passed `check` with this very value
             position = session.tree.pos[entry_id]
             tree = self._tree()
             shown = tree.outline.row_of[position] >= 0

@@ -470,7 +470,7 @@ class PickerScreen(Screen[Path | None]):
         if query.is_empty:
             self.search = None
         else:
-            search = _Search(query)
+            search, gave_up = _Search(query), False
             try:
                 for key, listing in self.listings.items():
                     verdict = listing_match(query, listing) if listing.described else ((), None)
@@ -482,11 +482,11 @@ class PickerScreen(Screen[Path | None]):
                     else:
                         search.pending.add(key)
             except QueryTimeout as exc:
-                self._error = str(exc)  # no search: the rows are all listed again
+                self._error, gave_up = str(exc), True  # no search: the rows are all listed again
                 search.pending.clear()
                 search.matched.clear()
             search.total = len(search.pending)
-            self.search = search if self._error is None else None
+            self.search = None if gave_up else search
             if search.pending:
                 # Rows on screen first, so what the user is looking at is decided first.
                 order = [k for k in self._order if k in search.pending]
