@@ -483,6 +483,22 @@ async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):
         assert re.search(r"…\] \S.*← active below +[\d.]+k +\+[\d.]+k?$", row.rstrip()), row
 
 
+@pytest.mark.parametrize("start", ["", "a"])  # one of the two puts the cut inside a character
+async def test_a_label_of_wide_characters_is_cut_before_its_ellipsis(demo, start):
+    """A cut through a two-cell character left a gap: "[my label ✓  …]" (QA)."""
+    name = start + "日本語のとても長いラベルの名前"
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("m")
+        await pilot.press(*name, "enter")
+        await settle(app, pilot)
+        row = next(r for r in rows(app) if f"[{name[:2]}" in r)
+        label = row[row.index("[") + 1 : row.index("]")]
+        assert label.endswith("…") and not label.endswith(" …"), row
+        assert name.startswith(label[:-1])
+
+
 @pytest.mark.parametrize("opener", ["r", "m"])
 async def test_keys_typed_right_after_r_or_m_go_to_the_prompt(demo, opener):
     """As after `/`: a burst of `r`, a name and Enter ran the name's letters as commands on the

@@ -16,6 +16,7 @@ from textual.strip import Strip
 
 from ..compare import Row
 from ..display import inert
+from .cells import shortened
 
 MADE_MOST = 1024  # lines kept made: a few screens, whatever the length of the listing
 STYLES = {"-": Style.parse("red"), "+": Style.parse("green"), "=": Style.parse("dim")}
@@ -45,8 +46,7 @@ class LinesView(ScrollView, can_focus=True):
         strip = self._made.get(i)
         if strip is None:
             line = inert(self.rows[i].line(width))
-            if len(line) > width:  # a header, which the CLI prints whole
-                line = line[: width - 1] + "…"
+            line = shortened(line, width)  # a header, which the CLI prints whole
             text = Text(line, style=STYLES.get(line[:1], ""), no_wrap=True, end="")
             strip = Strip(text.render(self.app.console)).crop_extend(0, width, self.rich_style)
             self._made[i] = strip

@@ -33,7 +33,7 @@ from pygments.lexers import (  # type: ignore[import-untyped]
     find_lexer_class_for_filename,
 )
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markdown import CodeBlock, Heading, ListItem, Markdown
 from rich.segment import Segment
@@ -60,6 +60,7 @@ from ..model.messages import (
     tool_calls,
 )
 from ..outline import Cycle
+from .cells import shortened
 from .direct_lines import DirectLines
 from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
@@ -412,8 +413,7 @@ class Renderer:
             text = f"── {' · '.join(parts)} ──"
         if cell_len(text) > self.width:
             text = f"── {' · '.join(parts)}"
-            if cell_len(text) > self.width:
-                text = set_cell_size(text, self.width - 1) + "…"
+            text = shortened(text, self.width)
         return [(((text, 0),), cls, False)]
 
     def rich(self, renderable: RenderableType, indent: int = 0) -> list[Row]:

@@ -36,6 +36,7 @@ from ..outline import GUIDE, ActivePath, Filter, Masks, Outline, subtree_size
 from ..session import Session
 from ..sizes import ContextSizes, short_tokens
 from . import deliver
+from .cells import shortened
 from .direct_lines import DirectLines
 from .input_gate import gated
 from .notices import confirm, withdraw
@@ -634,8 +635,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if look.label:  # a quarter of the row at most, and half of what the rest leaves
             label = inert(look.label)
             most = max(min(width // 4, (width - used) // 2 - 3), LABEL_MIN)
-            if cell_len(label) > most:
-                label = set_cell_size(label, most - 1) + "…"
+            label = shortened(label, most)
             left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))
             used += cell_len(label) + 3
         room = max(width - used, 0)
@@ -668,9 +668,7 @@ def fit(text: str, room: int) -> tuple[str, bool]:
         if len(text) <= room:
             return text + " " * (room - len(text)), True
         return (head[: room - 1] + "…" if room > 0 else ""), True
-    if cell_len(text) > room:
-        text = set_cell_size(text, max(room - 1, 0)) + "…" if room > 0 else ""
-    return set_cell_size(text, room), False
+    return set_cell_size(shortened(text, room), room), False
 
 
 class RowLook(NamedTuple):
