@@ -381,6 +381,20 @@ async def test_confirmations_replace_each_other_on_the_status_line_and_lay_nothi
         assert line.region == region and not layouts
 
 
+@pytest.mark.parametrize(("size", "wording"), [((80, 24), 0), ((60, 18), 1), ((40, 12), 2)])
+async def test_the_hint_is_worded_to_fit_the_row(demo, size, wording):
+    """At 60 columns it read "… (nothing is deleted) · b goes b…" (QA); a narrower terminal gets
+    a shorter wording whole, and a resize picks again."""
+    from sessiontree.tui.browser import STATUS_HINT
+
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.resize_terminal(*size)
+        await settle(app, pilot)
+        assert screen_lines(app)[-2].strip() == STATUS_HINT[wording]
+
+
 async def test_a_confirmation_dims_when_its_time_is_up(demo):
     """It stays, dimmed, for a user who looks down late; the next one is bright again. Before
     the first, the line holds a dim hint for a newcomer, which is no confirmation."""
@@ -398,7 +412,7 @@ async def test_a_confirmation_dims_when_its_time_is_up(demo):
             brighter than the fresh message in a 256-colour tmux)."""
             return bool(next(seg.style for seg in line.render_line(0) if seg.text.strip() and seg.style).dim)
 
-        assert screen_lines(app)[-2].strip() == STATUS_HINT and status(app) == ""
+        assert screen_lines(app)[-2].strip() == STATUS_HINT[0] and status(app) == ""
         assert dimmed()  # the hint
         line.say("first", timeout=0.05)
         await pilot.pause()

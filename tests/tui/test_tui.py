@@ -769,7 +769,7 @@ async def test_read_only_mode_refuses_moves(demo):
     app = make_app(demo, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
-        assert READ_ONLY_HINT in screen_lines(app)[-2]  # not the hint for Enter and `b`
+        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]  # not the hint for Enter and `b`
         for key in ("enter", "s", "m", "r", "b"):
             await pilot.press(key)
         await settle(app, pilot)
@@ -1069,7 +1069,7 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
         await settle(app, pilot)
         assert "UTF-8" in str(app.browser.query_one("#banner").render())
         assert any("⚠" in r and "unreadable" in r for r in rows(app))
-        assert READ_ONLY_HINT in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
+        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
 
 
 async def test_open_another_session_and_quit(tmp_path, demo):

@@ -35,8 +35,17 @@ from .tree_view import SessionTreeView
 
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
 
-STATUS_HINT = "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key"
-READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
+# Each hint in the wordings the status line picks from, longest first (`StatusLine`).
+STATUS_HINT = (
+    "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key",
+    "Enter moves the leaf here · b goes back · ? every key",
+    "⏎ moves the leaf · b back · ? keys",
+)
+READ_ONLY_HINT = (
+    "Read-only: browse, find (/) and preview; ? lists the keys in effect",
+    "Read-only: browse, find (/), preview; ? keys",
+    "Read-only · ? keys",
+)
 
 # actions of priority keys that are characters too (in the search box)
 TYPED = {"search", "search_filter", "label", "rename", "go_to_id"}

@@ -12,7 +12,11 @@ Warnings and errors stay toasts: they are rare, may be long, and should be hard 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import Widget
@@ -23,17 +27,22 @@ FRESH_SECONDS = 5.0
 
 class StatusLine(Static):
     """The last confirmation, bright for its time and dim after it; before the first one, a
-    dim hint (`hint`) for a newcomer."""
+    dim hint (`hint`) for a newcomer: the first of its wordings that fits the row, longest
+    first, so that a narrow terminal reads a whole short one rather than a long one cut."""
 
     COMPONENT_CLASSES = {"status--old"}
 
-    def __init__(self, hint: str = "", *, id: str | None = None) -> None:
+    def __init__(self, hint: Sequence[str] = ("",), *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
         self.message = ""  # the last confirmation said; the hint is not one
-        self._hint = hint
+        self._hint = tuple(hint)
         self._aging: Timer | None = None
 
     def on_mount(self) -> None:
+        if not self.message:
+            self._rest()
+
+    def on_resize(self, event: events.Resize) -> None:
         if not self.message:
             self._rest()
 
@@ -45,9 +54,9 @@ class StatusLine(Static):
         self._draw(message, old=False)
         self._aging = self.set_timer(timeout, self._age)
 
-    def hint(self, text: str) -> None:
-        """Hold `text` as the hint, shown now if nothing has been said yet."""
-        self._hint = text
+    def hint(self, wordings: Sequence[str]) -> None:
+        """Hold `wordings` as the hint, shown now if nothing has been said yet."""
+        self._hint = tuple(wordings)
         if not self.message:
             self._rest()
 
@@ -64,7 +73,9 @@ class StatusLine(Static):
 
     def _rest(self) -> None:
         """Nothing said (yet, or any longer): the hint, dim."""
-        self._draw(self._hint, old=True)
+        room = self.content_size.width
+        fits = (text for text in self._hint if cell_len(text) <= room)
+        self._draw(next(fits, self._hint[-1]), old=True)
 
     def _age(self) -> None:
         self._aging = None
