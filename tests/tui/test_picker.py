@@ -228,6 +228,21 @@ async def test_sort_cycles_columns_and_reverses(root):
         assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
 
 
+@pytest.mark.parametrize("width", [50, 80, 120])
+async def test_the_sorted_column_is_shown_at_any_width(root, width):
+    """Sorted by project at 80 and 120 columns, the rows looked out of order: the Project
+    column was left out there (QA). The sort's own column now takes another's place."""
+    app = picker_app(root)
+    async with app.run_test(size=(width, 30)) as pilot:
+        await settle(app, pilot)
+        for label in ("Session ▲", "Entries ▼", "Size ▼", "Project ▲", "Modified ▼"):
+            await pilot.press("s")
+            await pilot.pause()
+            screen = screen_lines(app)
+            assert any(label in line for line in screen), (label, screen[:6])
+            assert table(app).virtual_size.width <= table(app).size.width  # no column cut off
+
+
 async def test_sorting_keeps_the_cursor_on_its_session(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:

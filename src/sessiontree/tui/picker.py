@@ -181,6 +181,7 @@ class PickerScreen(Screen[Path | None]):
         self.listings: dict[str, SessionListing] = {}
         self.search: _Search | None = None
         self._columns: list[_Column] = []
+        self._table_width = 0  # the table's columns' room, from the last `_arrange`
         self._rendered: dict[str, tuple[Text, ...]] = {}  # what each row shows, to update in place
         self._shared: set[str] = set()  # titles more than one row shows: those rows name their file
         self._order: list[str] = []  # the keys in the table, top to bottom
@@ -265,7 +266,8 @@ class PickerScreen(Screen[Path | None]):
             preview.styles.width = "1fr"
         with contextlib.suppress(NoMatches):  # so that at 80 columns every key is listed
             self.query_one(Footer).compact = width < 100
-        columns = _columns_for(table_width - 1)  # the table's scrollbar takes one column
+        self._table_width = table_width - 1  # the table's scrollbar takes one column
+        columns = _columns_for(self._table_width, self.memory.sort)
         if columns != self._columns:
             self._columns = columns
             self._fill(rebuild=True)
@@ -765,6 +767,7 @@ class PickerScreen(Screen[Path | None]):
         self._resorted()
 
     def _resorted(self) -> None:
+        self._columns = _columns_for(self._table_width, self.memory.sort)  # the sort's own shows
         self._fill(rebuild=True)  # the column labels carry the sort arrow
         self._update_title()
 
@@ -808,13 +811,14 @@ class PickerScreen(Screen[Path | None]):
     @on(DataTable.HeaderSelected, "#picker-table")
     def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
         """A click on a column's label sorts by it; a second click reverses."""
-        sort = {"title": "name", "cwd": "project"}.get(str(event.column_key.value), event.column_key.value)
-        if sort not in SORTS:
+        column = str(event.column_key.value)
+        sort = next((sort for sort, key in SORTED_COLUMN.items() if key == column), None)
+        if sort is None:  # the id column
             return
         if sort == self.memory.sort:
             self.memory.reverse = not self.memory.reverse
         else:
-            self.memory.sort, self.memory.reverse = str(sort), False
+            self.memory.sort, self.memory.reverse = sort, False
         self._resorted()
 
 
@@ -875,9 +879,17 @@ def _around(text: str, span: tuple[int, int], limit: int) -> str:
     return ("…" if start else "") + text[start : start + limit * 4]
 
 
-def _columns_for(width: int) -> list[_Column]:
+SORTED_COLUMN = {**{sort: sort for sort in SORTS}, "name": "title", "project": "cwd"}  # sort -> column
+ADDED_WIDTH = {"modified": 11, "entries": ENTRIES_WIDTH, "size": SIZE_WIDTH, "cwd": 16}  # on a narrow table
+DROPPED_FIRST = ("size", "entries", "modified", "id")  # to make room for the sort's own column
+TITLE_ROOM = 16  # the title's cells before a column makes way for the sort's own
+
+
+def _columns_for(width: int, sort: str = "modified") -> list[_Column]:
     """Columns that fit `width` cells (each column also takes two cells of padding); the
-    session's title gets what is left."""
+    session's title gets what is left. The column the rows are sorted by is always among
+    them, in place of others on a narrow table: sorted by project at 80 columns, the rows
+    had looked out of order, with no Project column to read the order from."""
     if width >= 130:
         rest = [
             _Column("id", 8),
@@ -899,6 +911,16 @@ def _columns_for(width: int) -> list[_Column]:
         rest = [_Column("modified", 11)]
     else:
         rest = []
+    key = SORTED_COLUMN.get(sort, "title")
+    if key != "title" and all(c.key != key for c in rest):
+        rest.append(_Column(key, ADDED_WIDTH[key]))
+        for dropped in DROPPED_FIRST:
+            if width - sum(c.width + 2 for c in rest) - 2 >= TITLE_ROOM:
+                break
+            rest = [c for c in rest if c.key != dropped or c.key == key]
+        over = sum(c.width + 2 for c in rest) + 2 + 10 - width  # past a title of 10 cells
+        if over > 0 and key == "cwd":  # a project's path is shown by its end: it may be short
+            rest[-1] = _Column(key, max(8, rest[-1].width - over))
     used = sum(c.width + 2 for c in rest) + 2
     return [_Column("title", max(10, width - used)), *rest]
 
