@@ -179,6 +179,26 @@ async def test_dialogs_fit_a_small_terminal(demo):
         assert not any(line.strip("█ ").startswith(("y/", "⏎")) for line in lines), lines
 
 
+async def test_at_40_by_12_a_dialog_keeps_its_question_buttons_and_keys(demo):
+    """At 40x12 the summary dialog's three-row buttons pushed its question (three rows quoting
+    the entry) out of sight, and history's keys line lost "Esc closes" (QA): on a low
+    terminal a question takes one row and buttons one each, and a keys line wraps."""
+    app = make_app(demo)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c4feb")
+        await pilot.press("s")
+        await settle(app, pilot)
+        lines = screen_lines(app)
+        assert lines[1].startswith("█Move the leaf to 3a7c4feb") and lines[1].rstrip("█ ").endswith("…")
+        assert any("No summary" in line for line in lines)
+        assert any("Move" in line and "Cancel" in line for line in lines[2:]), lines
+        await pilot.press("escape", "H")
+        await settle(app, pilot)
+        lines = screen_lines(app)
+        assert any("Esc closes" in line for line in lines), lines
+
+
 async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
     """Comparing a deep session's leaf with its start lists every message of the leaf's
     context: as one `Static` that froze the app for 40-60 s at 72,726 lines, and again on a
