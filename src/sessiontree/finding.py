@@ -2,11 +2,12 @@
 those are decoded and matched.
 
 What a query is matched against is an entry's *haystack*: the text the tree shows for it
-(`display.entry_summary`; for a tool result also the call its row is drawn as), its label and
-its id. Decoding every entry to build that text costs tens of seconds per million entries;
-scanning the file's bytes for a word costs one or two. The scan must never lose a match, so it
-looks only for pieces of the query that any matching entry's line is sure to contain byte for
-byte once ASCII letters are lowercased:
+(`display.entry_summary`; for a tool result also the call its row is drawn as), for an
+assistant turn also what its row cuts short and the preview shows whole (its tool calls'
+arguments, its thinking), its label and its id. Decoding every entry to build that text costs
+tens of seconds per million entries; scanning the file's bytes for a word costs one or two.
+The scan must never lose a match, so it looks only for pieces of the query that any matching
+entry's line is sure to contain byte for byte once ASCII letters are lowercased:
 
 - runs of ASCII letters from literal words and phrases (never from `re:` terms). Digits end a
   run (numbers may be re-serialised for display);
@@ -28,10 +29,13 @@ scan (SQLite, PostgreSQL, memory), every entry is decoded.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable
 
 from .display import call_label, entry_summary
+from .model.entries import MessageEntry
 from .model.errors import SessionError
+from .model.messages import format_tool_call, thinking_text, tool_calls
 from .query import Query
 from .session import TOOL_CALL_SEARCH, WALKED_PAST, Session
 from .storage.base import CONTAINS, ESCAPED
@@ -88,6 +92,12 @@ def haystack(session: Session, position: int) -> str:
     result's row shows the call that produced it, so the call is part of its text too."""
     entry = session.entry_at(position)
     text = entry_summary(entry)
+    if isinstance(entry, MessageEntry) and entry.role == "assistant":
+        # The row cuts a call's arguments at 80 characters and shows thinking only on a turn
+        # without text: an edit's new text, shown in the preview, was never found (QA).
+        message = entry.message
+        calls = [format_tool_call(call, max_args=sys.maxsize) for call in tool_calls(message)]
+        text = "\n".join((text, *calls, thinking_text(message)))
     if session.tree.role[position] == TOOL_RESULT:
         call = session.tool_call_of(position)
         if call is not None:

@@ -246,3 +246,20 @@ def test_a_call_is_found_past_entries_written_while_its_tool_ran(tmp_path):
         assert "[bash: ls -la /srv/zebra" in haystack(session, i)
         found = find(session, compile_query("zebra"), [i])
         assert found is not None and found.scanned and found.positions == [i]
+
+
+def test_an_assistant_turn_is_found_by_what_its_row_cuts_short(demo):
+    """An edit's new text, a written file's content and thinking beside text show whole in the
+    preview, and were never found: the row cuts a call's arguments at 80 characters (QA)."""
+    with open_session(demo, read_only=True) as session:
+        ids = session.tree.ids
+        for text, expected in [
+            ("default=None", ["3a7c4246"]),  # an edit's newText, past the row's 80 characters
+            ('"Add `--tz`"', ["3a7c51de"]),  # a written CHANGELOG's content
+            ('"usually time zones or locale"', ["3a7c0bb2"]),  # thinking, beside the turn's text
+        ]:
+            query = compile_query(text)
+            found = find(session, query, range(len(session.tree)))
+            assert found is not None and found.scanned
+            assert [ids[i] for i in found.positions] == expected, text
+            assert found.positions == decode_all(session, query)
