@@ -273,6 +273,32 @@ async def test_the_last_entry_of_a_long_context_is_in_view_at_once(tmp_path):
         assert int(v.scroll_offset.y) > 100  # far from the top of the context
 
 
+async def test_expanded_a_long_context_shows_its_newest_thousand_entries_whole(tmp_path):
+    """`e` rendered a context whole: a deep session's 72,726 messages took three minutes and
+    1.6 GB that the app kept (QA). It shows the newest thousand, bodies whole, and says where
+    the rest are; collapsed, the newest 400."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(650):
+            s.append_message(U(f"question {n}"))
+            s.append_message(A(f"answer {n}\n" + "\n".join(f"line {k}" for k in range(20))))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        shown = plain_text(view(app).rows)
+        assert "(900 older context entries not shown; e shows the newest 1,000 whole)" in shown
+        assert "question 449" not in shown and "question 450" in shown and "line 19" not in shown
+        await pilot.press("e")
+        for _ in range(200):
+            await settle(app, pilot)
+            if "expanded" in str(app.browser.query_one("#preview-title").render()) and view(app).rows:
+                shown = plain_text(view(app).rows)
+                if "(300 older" in shown and "answer 649" in shown:
+                    break
+        assert "(300 older context entries not shown; sessiontree context FILE or an export" in shown
+        assert "question 149" not in shown and "question 150" in shown and "line 19" in shown
+
+
 async def test_anchored_after_search(conversation):
     path, ids = conversation
     app = make_app(path)

@@ -47,7 +47,6 @@ from .preview import (
 )
 from .tree_view import RowTarget
 
-PREVIEW_LIMIT = 400  # context entries decoded for a preview before "e" asks for all
 PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt, while keys repeat
 SLOW_PREVIEW = 0.3  # seconds without a row of a rebuild before its title says it is working
 WORKING = "working… "  # put before the title meanwhile: a cut title keeps it in view
@@ -252,8 +251,8 @@ class PreviewPane(Vertical):
                     calls = tool_call_index([parent.message])
             detail = ENTRY_ALL if request.expanded else ENTRY
             return plan_entry(entry, session.line_number(entry.id), detail, as_sent=as_sent, calls=calls)
-        context = session.build_context(at=target.entry_id, limit=None if request.expanded else PREVIEW_LIMIT)
         detail = EXPANDED if request.expanded else COLLAPSED
+        context = session.build_context(at=target.entry_id, limit=detail.entries)
         is_leaf = target.entry_id == request.leaf
         return plan_context(context, entry, detail, as_sent=as_sent, is_leaf=is_leaf)
 
