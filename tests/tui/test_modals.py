@@ -132,6 +132,50 @@ async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):
     assert len(path.read_text().splitlines()) == 5  # nothing was written
 
 
+async def test_ctrl_d_from_the_options_says_it_drafts_and_drafts_once(tmp_path):
+    """Ctrl+D with the option list focused started the summarizer under the hint "Enter in the
+    instructions box … makes a draft"; a second Ctrl+D started a second summarizer beside it,
+    and Ctrl+S said the summary was empty (QA)."""
+    path, reply = hostile_session(tmp_path)
+    starts = tmp_path / "starts"
+    app = make_app(path, summarizer=f"sh -c 'echo started >> {starts}; sleep 30'")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await put_cursor(app, pilot, reply)
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("ctrl+d")  # `settle` would wait for the draft: pauses, here
+        await pilot.pause(0.2)
+        status = app.screen.query_one("#summary-status")
+        assert str(status.render()).startswith("Drafting with")
+        for _ in range(100):
+            if starts.exists():
+                break
+            await pilot.pause(0.05)
+        await pilot.press("ctrl+d")
+        await pilot.pause(0.2)
+        assert str(status.render()).startswith("Still drafting with")
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        assert str(status.render()).startswith("Wait for the draft")
+        await pilot.pause(0.3)
+        assert starts.read_text().splitlines() == ["started"]  # one summarizer
+        await pilot.press("escape")
+    assert len(path.read_text().splitlines()) == 5  # nothing was written
+
+
+async def test_ctrl_d_with_the_built_in_drafter_says_the_draft_is_ready(tmp_path):
+    path, reply = hostile_session(tmp_path)
+    app = make_app(path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await put_cursor(app, pilot, reply)
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("ctrl+d")
+        await settle(app, pilot)
+        assert app.screen.query_one("#summary-text").text
+        assert str(app.screen.query_one("#summary-status").render()).startswith("Draft ready")
+
+
 @pytest.mark.parametrize("yes", ["Upgrade", "Fork", "Open"])
 async def test_confirm_dialog_keys_fit_on_their_line_at_80x24(tmp_path, yes):
     """The key hint shares the row with the buttons; wrapped, its second line ran into them."""

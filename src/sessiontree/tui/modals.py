@@ -100,6 +100,8 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self.drafter = drafter
         self.drafter_name = drafter_name
         self._drafted = False
+        self._drafting = False  # a draft is being made: one at a time
+        self._synced = ""  # the kind of summary the dialog's parts were last shown for
         self._discard_asked = False  # a first Esc over written text asked before discarding it
         self._cancel = threading.Event()  # stops a running summarizer command (its process group)
 
@@ -148,6 +150,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         return pressed.id if pressed and pressed.id else "kind-none"
 
     def _sync_kind(self, kind: str) -> None:
+        self._synced = kind
         text = self.query_one("#summary-text", TextArea)
         instructions = self.query_one("#instructions", Input)
         text.display = kind != "kind-none"
@@ -164,7 +167,11 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
 
     @on(RadioSet.Changed)
     def _kind_changed(self, event: RadioSet.Changed) -> None:
-        self._sync_kind(event.pressed.id or "kind-none")
+        # Ctrl+D picks "Draft" and shows it at once; the change's message comes after, and
+        # would put the hint back over "Drafting…" or "Draft ready" (QA).
+        kind = event.pressed.id or "kind-none"
+        if kind != self._synced:
+            self._sync_kind(kind)
 
     @on(Input.Submitted, "#instructions")
     def _instructions_entered(self) -> None:
@@ -172,7 +179,13 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
 
     def action_draft(self) -> None:
         """Draft a summary now (Ctrl+D, or Enter in the instructions box), picking "Draft"
-        first when another kind is picked."""
+        first when another kind is picked. One draft at a time: a second summarizer ran
+        beside the first (QA)."""
+        if self._drafting:
+            self.query_one("#summary-status", Static).update(
+                plain(f"Still drafting with {self.drafter_name}… (Esc cancels)")
+            )
+            return
         if self._kind() != "kind-draft":
             self.query_one("#kind-draft", RadioButton).value = True
             self._sync_kind("kind-draft")
@@ -180,6 +193,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
             plain(f"Drafting with {self.drafter_name}… (Esc cancels)")
         )
         self.query_one("#confirm", Button).disabled = True
+        self._drafting = True
         self._run_draft(self.query_one("#instructions", Input).value)
 
     @work(thread=True, exclusive=True, group="draft")
@@ -197,6 +211,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
     def _draft_ready(self, text: str) -> None:
         if not self.is_attached:  # dismissed while the summarizer ran
             return
+        self._drafting = False
         area = self.query_one("#summary-text", TextArea)
         area.text = text
         area.focus()
@@ -207,6 +222,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
     def _draft_failed(self, message: str) -> None:
         if not self.is_attached:
             return
+        self._drafting = False
         self.query_one("#confirm", Button).disabled = False
         self.query_one("#summary-status", Static).update(plain(f"Draft failed: {message}"))
 
@@ -215,6 +231,11 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         kind = self._kind()
         if kind == "kind-none":
             self.dismiss(SummaryChoice(None))
+            return
+        if self._drafting:  # the Move button is off meanwhile; Ctrl+S said "empty" (QA)
+            self.query_one("#summary-status", Static).update(
+                plain(f"Wait for the draft ({self.drafter_name}), or Esc to cancel.")
+            )
             return
         text = self.query_one("#summary-text", TextArea).text
         if not text.strip():
