@@ -321,6 +321,33 @@ async def test_palette_offers_filters_labels_and_go_to_id(demo):
         assert cursor_id(app) == "3a7c1571"
 
 
+async def test_the_palette_has_every_action_of_the_keys(demo):
+    """Rename, archive, move, back, label and the preview's keys were missing: "rename" found
+    nothing, where the README says the palette has every action (QA). A read-only session
+    leaves out the writes, as its keys are off."""
+    keys = ["⏎", "s", "b", "m", "r", "A", "p", "v", "e", "h", "]", "[", "space"]
+    keys += ["/", "&", "a", "t", "z", "H", "o", "F", "c", "X", "d"]
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        helps = [c.help for c in app.get_system_commands(app.screen)]
+        for key in keys:
+            assert any(h.endswith(f"({key})") for h in helps), key
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"rename the", "enter")
+        await settle(app, pilot)
+        await pilot.press("ctrl+u", *"From the palette", "enter")
+        await settle(app, pilot)
+        assert app.browser.title == "From the palette"
+    app = make_app(demo, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Go to the next fork" in titles
+        assert not any(t.startswith(("Move", "Rename", "Label")) for t in titles)
+
+
 def test_user_message_helper_is_pi_shaped():
     assert U("x")["role"] == "user"
 

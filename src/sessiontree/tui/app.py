@@ -256,7 +256,24 @@ class SessionTreeApp(App[None]):
         tree = screen.query_one(SessionTreeView)
         export_html: Callable[[], None] = partial(screen.export_here, "html")
         export_md: Callable[[], None] = partial(screen.export_here, "md")
-        commands: list[tuple[str, str, Callable[[], object]]] = [
+        commands: list[tuple[str, str, Callable[[], object]]] = []
+        if not screen.session.read_only:  # as their keys: off, and the banner says why
+            commands += [
+                ("Move the leaf here", "Pi's rules; nothing is deleted (⏎)", screen.action_move),
+                ("Move the leaf here with a branch summary…", "(s)", screen.action_move_with_summary),
+                ("Back to the previous leaf", "(b)", screen.action_leaf_back),
+                ("Label this entry…", "set or clear a label (m)", screen.action_label),
+                ("Rename the session…", "(r)", screen.action_rename),
+                ("Archive / unarchive the branch below", "(A)", screen.action_archive),
+            ]
+        commands += [
+            ("Preview: context / as sent / raw JSON", "the next mode (p)", screen.action_preview_mode),
+            ("Preview: this entry / the context up to it", "(v)", screen.action_preview_scope),
+            ("Preview: expand / collapse long entries", "(e)", screen.action_expand),
+            ("Go to the parent entry", "(h)", tree.action_parent),
+            ("Go to the next fork", "(])", partial(tree.action_fork, 1)),
+            ("Go to the previous fork", "([)", partial(tree.action_fork, -1)),
+            ("Fold / unfold below this entry", "(space)", tree.action_fold),
             ("Find…", "search entries (/)", screen.action_search),
             ("Filter by search…", "narrow the tree to matching entries (&)", screen.action_search_filter),
             ("Go to the active leaf", "jump the cursor to the leaf (a)", tree.action_jump_active),
