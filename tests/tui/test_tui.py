@@ -1188,6 +1188,27 @@ async def test_an_empty_session_says_so_in_the_tree_and_for_each_key(tmp_path):
     assert path.read_bytes() == before
 
 
+async def test_a_session_of_only_its_name_points_to_the_filter_that_shows_it(tmp_path):
+    """Under the default filter, a session holding only its name said "1 shows the default
+    one", and `1` said it again: a loop (QA). It points to `5`, which shows the entry; and the
+    header said "1 entries"."""
+    path = tmp_path / "named.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as session:
+        session.append_session_name("named")
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        said = " ".join(row.strip() for row in rows(app)[:2])  # wrapped in the tree's width
+        assert said == "Nothing is shown under the default filter: 5 shows every entry"
+        assert " · 1 entry · named.jsonl" in app.browser.sub_title
+        await pilot.press("3")
+        await settle(app, pilot)
+        assert status(app) == "Nothing is shown under the user-only filter: 1 shows the default one"
+        await pilot.press("5")
+        await settle(app, pilot)
+        assert "session name: named" in rows(app)[0]
+
+
 async def test_keys_that_cannot_act_say_why(demo):
     """`h` on a root, and a filter key for the filter already on, did nothing, unsaid (QA)."""
     app = make_app(demo)

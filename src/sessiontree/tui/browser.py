@@ -31,7 +31,7 @@ from .notices import StatusLine, confirm
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .search_box import SearchBox
-from .tree_view import SessionTreeView
+from .tree_view import SessionTreeView, nothing_shown
 
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
 
@@ -298,7 +298,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         tree.rebuild()
         self._update_header()
         if not len(tree.outline):
-            confirm(self, f"Nothing is shown under the {value} filter; press 1 for the default one")
+            confirm(self, nothing_shown(tree.filter))
         else:  # the header names the filter too, but not what it left
             confirm(self, f"Filter: {value} · {counted(len(tree.outline), 'row', 'rows')} shown")
 

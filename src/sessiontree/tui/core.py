@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ..catalog import first_words
-from ..display import inert, one_line
+from ..display import counted, inert, one_line
 from ..model.errors import SessionError
 from ..outline import Filter
 from ..session import Session
@@ -94,7 +94,7 @@ class BrowserBase(Screen[None]):
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:
             parts.append("follow paused")
-        parts += [f"{session.entry_count():,} entries", location]
+        parts += [counted(session.entry_count(), "entry", "entries"), location]
         self.sub_title = inert(" · ".join(parts))
         if session.read_only:
             if session.format_version < 3 and session.location is not None:

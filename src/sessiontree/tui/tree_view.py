@@ -503,7 +503,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             return "No entries yet: the session has only its header (new ones show as they come)"
         if self.restrict is not None:
             return "No entry is shown: Esc restores the tree"
-        return f"Nothing is shown under the {self.filter.value} filter: 1 shows the default one"
+        return nothing_shown(self.filter)
 
     def render_line(self, y: int) -> Strip:
         row = y + int(self.scroll_offset.y)
@@ -651,6 +651,13 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if exact and used <= width:  # the segments fill the row exactly
             return Strip(segments, width)
         return Strip(segments).crop_extend(0, width, row_style)
+
+
+def nothing_shown(flt: Filter) -> str:
+    """What to say when `flt` shows nothing, and which key shows more: under the default
+    filter (a session of a name and settings only), pointing to it sent the user in a loop."""
+    other = "5 shows every entry" if flt is Filter.DEFAULT else "1 shows the default one"
+    return f"Nothing is shown under the {flt.value} filter: {other}"
 
 
 LABEL_MIN = 4  # cells a label may take on any row (a quarter of it at most, half of what is left)
