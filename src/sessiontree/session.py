@@ -372,12 +372,16 @@ class Session:
 
     def resolve_id(self, text: str) -> str:
         """The id of the entry `text` names: the id itself, or the start of exactly one id (as
-        git takes a commit's); `not_found` when none, `invalid_argument` when several."""
+        git takes a commit's, in either case when no id starts with it as typed); `not_found`
+        when none, `invalid_argument` when several."""
         tree = self.tree
         if text in tree.pos:
             return text
         shown = repr(text if len(text) <= 40 else text[:39] + "…")
         found = [eid for eid in tree.ids if eid.startswith(text)] if text else []
+        if not found and text and text.lower() != text:  # "3A7C" as git takes it: ids are hex
+            lowered = text.lower()
+            found = [eid for eid in tree.ids if eid.lower().startswith(lowered)]
         if len(found) == 1:
             return found[0]
         if not found:

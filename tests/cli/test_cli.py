@@ -67,6 +67,21 @@ def test_move_and_check(tmp_path):
     assert empty.returncode == 2 and "--summary is empty" in empty.stderr and path.read_bytes() == before
 
 
+def test_move_to_the_leaf_writes_nothing_and_ids_are_taken_in_either_case(tmp_path):
+    """A second `move` to the same entry appended another leaf entry, where the app says "That
+    entry already is the leaf." (QA); and "3A7C…" was refused, where git takes a hash in
+    either case."""
+    path, _u1, a1 = make(tmp_path)
+    done = run("move", str(path), a1.upper()[:8])
+    assert f"leaf is now {a1}" in done.stdout
+    before = path.read_bytes()
+    again = run("move", str(path), a1)
+    assert again.stdout.strip() == f"leaf is already {a1}; nothing written" and path.read_bytes() == before
+    run("move", str(path), "--start")
+    before = path.read_bytes()
+    assert "nothing written" in run("move", str(path), "--start").stdout and path.read_bytes() == before
+
+
 def test_check_reports_damage(tmp_path):
     path, _, _ = make(tmp_path)
     with open(path, "ab") as f:

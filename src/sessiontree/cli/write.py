@@ -36,6 +36,9 @@ def cmd_move(args: argparse.Namespace) -> int:
             target = None  # the old spelling of --start, kept where no entry has that id
         elif target is not None:
             target = session.resolve_id(target)
+        if target == session.leaf_id:  # as in the app: a leaf entry to where it is says nothing
+            out(f"leaf is already {target or '(none: before the first entry)'}; nothing written")
+            return 0
         new_leaf = session.move_to(target, args.summary)
         out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
         return 0
