@@ -221,6 +221,30 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
         assert any("keys.nonsense" in str(n.message) for n in app._notifications)
 
 
+async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_path):
+    """`quit = "j"` left `q` dead and `j` still moving down, and help listed both; a misspelt
+    id did nothing. Both were taken without a word (QA)."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\nquit = "j"\nnonexistent = "x"\nback = "B"\n')
+    app = make_app(demo, keymap_path=keys)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(app, pilot)
+        said = [str(n.message) for n in app._notifications]
+        assert any(m.startswith("keys.nonexistent: no binding has this id; the ids: archive,") for m in said)
+        assert 'keys.quit = "j": Down has that key; Quit stays on q' in said
+        rows = HelpScreen.for_screen(app.screen).sections
+        quits = [keys for _, section in rows for keys, what in section if what == "Quit"]
+        assert quits == ["q"]
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("B")  # the remap that clashes with nothing is applied
+        await settle(app, pilot)
+        assert status(app).startswith("Back: leaf is"), status(app)
+        await pilot.press("g", "j")
+        assert tree.cursor_row == 1 and app.is_running
+        await pilot.press("q")
+    assert not app.is_running
+
+
 async def test_resize_keeps_the_cursor_in_view(demo):
     app = make_app(demo)
     async with app.run_test(size=(160, 50)) as pilot:

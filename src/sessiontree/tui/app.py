@@ -30,7 +30,7 @@ from ..session import Session
 from .browser import BrowserScreen
 from .collector import CHECK_EVERY, IdleCollector
 from .input_gate import InputGate
-from .keymap import load_keymap
+from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .tree_view import SessionTreeView
 
@@ -111,9 +111,18 @@ class SessionTreeApp(App[None]):
         browser = self.browser
         return browser.session if browser is not None else self._first_session
 
+    def _remappable(self) -> list[Binding]:
+        """The bindings a keymap is checked against: the app's, the browser's and its tree's,
+        whose keys a remapped browser key would clash with."""
+        classes = (type(self), BrowserScreen, SessionTreeView)
+        return [b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding)]
+
     def on_mount(self) -> None:
         self.set_interval(CHECK_EVERY, self._between_keys, name="between keys")
         keymap, problems = load_keymap(self.keymap_path)
+        if keymap:
+            keymap, clashes = checked_keymap(keymap, self._remappable())
+            problems += clashes
         if keymap:
             self.set_keymap(keymap)
         for problem in problems:
