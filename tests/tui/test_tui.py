@@ -438,6 +438,7 @@ async def test_label_set_and_clear(demo):
         await pilot.press(*"plan-b", "enter")
         await settle(app, pilot)
         assert app.session.get_label("3a7c26fc") == "plan-b"
+        assert status(app) == "Label 'plan-b' set on 3a7c26fc"
         assert lines(demo)[-1] == {
             **lines(demo)[-1],
             "type": "label",
@@ -452,6 +453,9 @@ async def test_label_set_and_clear(demo):
         await settle(app, pilot)
         assert app.session.get_label("3a7c26fc") is None
         assert "label" not in lines(demo)[-1]
+        await pilot.press("m", *"a\\b it's", "enter")  # said as typed, not as "a\\\\b it\\'s" (QA)
+        await settle(app, pilot)
+        assert status(app).startswith("Label 'a\\b it's' set on ")
 
 
 async def test_rename(demo):

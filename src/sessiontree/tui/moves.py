@@ -140,7 +140,8 @@ class MovesMixin(BrowserBase):
                 return
             text = value.strip() or None
             if self._guard(lambda: session.append_label(target.entry_id, text)):
-                what = f"Label {text!r} set on" if text else "Label cleared on"
+                # As typed, not as Python writes it: a backslash read as two (QA).
+                what = f"Label '{one_line(text, 80)}' set on" if text else "Label cleared on"
                 self._after_write(keep=target.position, message=f"{what} {target.entry_id}")
             elif not session.read_only:  # refused for now (another writer mid-line): kept to retry
                 ask(value)
