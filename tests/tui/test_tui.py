@@ -594,6 +594,26 @@ async def test_the_history_list_moves_with_j_and_k_and_keeps_its_keys_line_at_80
         assert cursor_id(app) == screen.items[1].to_id
 
 
+async def test_enter_on_a_move_to_the_start_in_history_goes_to_the_top_and_says_so(tmp_path):
+    """It closed the list and did nothing, unsaid (QA)."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as session:
+        session.append_message(U("first"))
+        session.append_message(A("reply"))
+        session.move_to(None)
+        session.append_message(U("again"))
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("G", "H")
+        await settle(app, pilot)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.screen is app.browser and tree.cursor_row == 0
+        assert status(app) == "That move went to the start, before the first entry: the top row"
+
+
 async def test_a_long_navigation_history_opens_a_page_at_a_time_and_b_still_goes_back(tmp_path):
     """30,000 recorded moves: `H` lists the newest page and loads older ones on demand; `b`
     finds the previous leaf from the index's record of moves."""

@@ -343,7 +343,8 @@ class HistoryItem:
 
 
 class HistoryScreen(Dialog[str | None]):
-    """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target.
+    """Every recorded leaf move, newest first; Enter jumps the cursor to the move's target (its
+    id, or "" for a move to the start).
     Moves are decoded a page at a time (`page(skip, count)`): the newest page at once, older
     ones when the last row, "older moves…", is chosen."""
 
@@ -390,7 +391,7 @@ class HistoryScreen(Dialog[str | None]):
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         if event.option.id != "more":
-            self.dismiss(self.items[int(event.option.id or 0)].to_id)
+            self.dismiss(self.items[int(event.option.id or 0)].to_id or "")  # "": the start
             return
         listing = self.query_one("#history-list", OptionList)
         first = len(self.items)

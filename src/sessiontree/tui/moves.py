@@ -124,7 +124,10 @@ class MovesMixin(BrowserBase):
             return items
 
         def chosen(entry_id: str | None) -> None:
-            if entry_id and session.tree.pos.get(entry_id) is not None:
+            if entry_id == "":  # a move to the start: no entry, so the top (it closed unsaid: QA)
+                self._tree().action_first()
+                confirm(self, "That move went to the start, before the first entry: the top row")
+            elif entry_id and session.tree.pos.get(entry_id) is not None:
                 self._tree().go_to_position(session.tree.pos[entry_id])
 
         self.app.push_screen(HistoryScreen(page, session.move_count()), chosen)
