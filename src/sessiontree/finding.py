@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .display import call_label, entry_summary
 from .model.entries import MessageEntry
@@ -89,20 +90,26 @@ class Found:
 
 def haystack(session: Session, position: int) -> str:
     """The text a query is matched against: what the tree shows, the label, the id. A tool
-    result's row shows the call that produced it, so the call is part of its text too."""
+    result's row shows the call that produced it, so the call is part of its text too, whole:
+    the default filter hides the turn of an edit, whose row is then its result's."""
     entry = session.entry_at(position)
     text = entry_summary(entry)
     if isinstance(entry, MessageEntry) and entry.role == "assistant":
         # The row cuts a call's arguments at 80 characters and shows thinking only on a turn
         # without text: an edit's new text, shown in the preview, was never found (QA).
         message = entry.message
-        calls = [format_tool_call(call, max_args=sys.maxsize) for call in tool_calls(message)]
+        calls = [_whole(call) for call in tool_calls(message)]
         text = "\n".join((text, *calls, thinking_text(message)))
     if session.tree.role[position] == TOOL_RESULT:
         call = session.tool_call_of(position)
         if call is not None:
-            text = f"{call_label(call)}\n{text}"
+            text = f"{call_label(call)}\n{_whole(call)}\n{text}"
     return f"{text}\n{session.get_label(entry.id) or ''}\n{entry.id}"
+
+
+def _whole(call: dict[str, Any]) -> str:
+    """A tool call with every argument in full: `name(key=value, …)`."""
+    return format_tool_call(call, max_args=sys.maxsize)
 
 
 def _results_of_turns(session: Session, lines: bytearray) -> set[int]:

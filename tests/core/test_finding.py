@@ -254,8 +254,9 @@ def test_an_assistant_turn_is_found_by_what_its_row_cuts_short(demo):
     with open_session(demo, read_only=True) as session:
         ids = session.tree.ids
         for text, expected in [
-            ("default=None", ["3a7c4246"]),  # an edit's newText, past the row's 80 characters
-            ('"Add `--tz`"', ["3a7c51de"]),  # a written CHANGELOG's content
+            # an edit's newText, past the row's 80 characters; its result, whose row is the call
+            ("default=None", ["3a7c4246", "3a7c4439"]),
+            ('"Add `--tz`"', ["3a7c51de", "3a7c53d1"]),  # a written CHANGELOG's content
             ('"usually time zones or locale"', ["3a7c0bb2"]),  # thinking, beside the turn's text
         ]:
             query = compile_query(text)
