@@ -36,13 +36,18 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+async def open_summary_dialog(app, pilot, entry_id: str) -> None:
+    """The cursor on `entry_id`, then `s`: the dialog for a move there with a summary."""
+    await put_cursor(app, pilot, entry_id)
+    await pilot.press("s")
+    await settle(app, pilot)
+
+
 async def test_summary_prompt_shows_markup_shaped_text_literally(tmp_path):
     path, reply = hostile_session(tmp_path)
     app = make_app(path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await put_cursor(app, pilot, reply)
-        await pilot.press("s")
-        await settle(app, pilot)
+        await open_summary_dialog(app, pilot, reply)
         assert isinstance(app.screen, SummaryPrompt)
         title = str(app.screen.query_one(".dialog-title").render())
         assert "[/tmp/build]" in title and "[@click=app.quit]" in title
@@ -57,9 +62,7 @@ async def test_summary_dialog_keeps_its_buttons_in_view_at_80x24(tmp_path):
     path, reply = hostile_session(tmp_path)
     app = make_app(path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await put_cursor(app, pilot, reply)
-        await pilot.press("s")
-        await settle(app, pilot)
+        await open_summary_dialog(app, pilot, reply)
         screen = app.screen
         for selector in ("#confirm", "#cancel", ".dialog-keys"):
             region = screen.query_one(selector).region
@@ -108,9 +111,7 @@ async def test_cancelling_a_draft_stops_the_summarizer_process_group(tmp_path):
     command = f"sh -c 'sleep 30 & echo $! > {pid_file}; wait'"
     app = make_app(path, summarizer=command)
     async with app.run_test(size=(100, 30)) as pilot:
-        await put_cursor(app, pilot, reply)
-        await pilot.press("s")
-        await settle(app, pilot)
+        await open_summary_dialog(app, pilot, reply)
         await pilot.click("#kind-draft")
         await pilot.click("#instructions")
         await pilot.press("enter")
@@ -140,9 +141,7 @@ async def test_ctrl_d_from_the_options_says_it_drafts_and_drafts_once(tmp_path):
     starts = tmp_path / "starts"
     app = make_app(path, summarizer=f"sh -c 'echo started >> {starts}; sleep 30'")
     async with app.run_test(size=(100, 30)) as pilot:
-        await put_cursor(app, pilot, reply)
-        await pilot.press("s")
-        await settle(app, pilot)
+        await open_summary_dialog(app, pilot, reply)
         await pilot.press("ctrl+d")  # `settle` would wait for the draft: pauses, here
         await pilot.pause(0.2)
         status = app.screen.query_one("#summary-status")
@@ -167,9 +166,7 @@ async def test_ctrl_d_with_the_built_in_drafter_says_the_draft_is_ready(tmp_path
     path, reply = hostile_session(tmp_path)
     app = make_app(path)
     async with app.run_test(size=(100, 30)) as pilot:
-        await put_cursor(app, pilot, reply)
-        await pilot.press("s")
-        await settle(app, pilot)
+        await open_summary_dialog(app, pilot, reply)
         await pilot.press("ctrl+d")
         await settle(app, pilot)
         assert app.screen.query_one("#summary-text").text
