@@ -135,12 +135,12 @@ async def test_the_filter_is_named_in_the_header_and_the_footer_is_not_rebuilt(t
                 assert title.startswith(f"leaf {leaf} · 6 entries")
             else:
                 assert title.startswith(f"leaf {leaf} · filter {flt.value} · 6 entries")
-            # labeled-only shows nothing here (no labels), and a toast says what to do
+            # labeled-only shows nothing here (no labels), and the status line says what to do
             empty = flt is Filter.LABELED
             assert (len(app.browser.query_one(SessionTreeView).outline) == 0) == empty
             said = status(app)
             if empty:
-                assert "press 1 for the default" in said
+                assert said.endswith(": 1 shows the default one")
             else:  # how many rows it left, in place of "nothing shown", which would now mislead
                 rows = len(app.browser.query_one(SessionTreeView).outline)
                 assert said == f"Filter: {flt.value} · {rows} rows shown", said
