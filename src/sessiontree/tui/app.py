@@ -265,16 +265,20 @@ class SessionTreeApp(App[None]):
         tree = screen.query_one(SessionTreeView)
         export_html: Callable[[], None] = partial(screen.export_here, "html")
         export_md: Callable[[], None] = partial(screen.export_here, "md")
-        commands: list[tuple[str, str, Callable[[], object]]] = []
-        if not screen.session.read_only:  # as their keys: off, and the banner says why
-            commands += [
-                ("Move the leaf here", "Pi's rules; nothing is deleted (⏎)", screen.action_move),
-                ("Move the leaf here with a branch summary…", "(s)", screen.action_move_with_summary),
-                ("Back to the previous leaf", "(b)", screen.action_leaf_back),
-                ("Label this entry…", "set or clear a label (m)", screen.action_label),
-                ("Rename the session…", "(r)", screen.action_rename),
-                ("Archive / unarchive the branch below", "(A)", screen.action_archive),
-            ]
+        # The writes as their keys are: off on a read-only session (`check_action` says so).
+        writes = [
+            ("Move the leaf here", "Pi's rules; nothing is deleted (⏎)", "move"),
+            ("Move the leaf here with a branch summary…", "(s)", "move_with_summary"),
+            ("Back to the previous leaf", "(b)", "leaf_back"),
+            ("Label this entry…", "set or clear a label (m)", "label"),
+            ("Rename the session…", "(r)", "rename"),
+            ("Archive / unarchive the branch below", "(A)", "archive"),
+        ]
+        commands: list[tuple[str, str, Callable[[], object]]] = [
+            (title, help_text, getattr(screen, f"action_{action}"))
+            for title, help_text, action in writes
+            if screen.check_action(action, ()) is not False
+        ]
         commands += [
             ("Preview: context / as sent / raw JSON", "the next mode (p)", screen.action_preview_mode),
             ("Preview: this entry / the context up to it", "(v)", screen.action_preview_scope),

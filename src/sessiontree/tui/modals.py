@@ -505,9 +505,12 @@ class LinesScreen(Dialog[None]):
     def __init__(self, title: str, rows: Sequence[Row], head: Sequence[str] = ()) -> None:
         super().__init__()
         self.title_text = title
-        self.rows = rows
         self.head = head
         self._body = LinesView(rows, id="lines-body")
+
+    @property
+    def rows(self) -> Sequence[Row]:
+        return self._body.rows
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
@@ -527,7 +530,6 @@ class LinesScreen(Dialog[None]):
         # The rows hold the messages compared (all of a 72,726-message context): let them go
         # now, where this screen's widgets, which refer to each other, wait for the
         # collector's rare full pass (it found 290,000 objects there, 230 MB). Then the heap.
-        self.rows = ()
         self._body.rows = ()
         self.app.set_timer(TRIM_DELAY, give_back_in_background)
 
