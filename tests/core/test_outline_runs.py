@@ -714,8 +714,10 @@ def test_leaf_moves_under_z_folds_are_laid_out_from_the_last_layout(targets):
 def test_folds_hiding_runs_and_their_undo_are_laid_out_from_the_last_layout(leaves):
     """`z` on retries that fork below their first entry hides the runs of the forks; folding
     a fork with `space` hides its branches. Both, their undo, and leaf moves in between that
-    append nothing (a read-only session), take the last layout with those runs taken out or
-    put back (`layout._refold`), without grouping the runs, and equal the walk's rows."""
+    append nothing (a read-only session), take the last layout with those runs taken out
+    (`layout._refold`) or the one kept of the runs drawn before (`_Shape.start`), without
+    grouping the runs, and equal the walk's rows: the first leaf's three folds are refolds,
+    and every layout after them finds one kept of the same runs drawn."""
     index = _retries_with_forks_below()
     runs = Runs(index)
     with _array_layout(recording="_refold") as refolds:
@@ -728,13 +730,14 @@ def test_folds_hiding_runs_and_their_undo_are_laid_out_from_the_last_layout(leav
                     marks = active_marks(index, index.leaf)
                     ref = ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None)
                     _same(index, outline, ref)
-    assert len(refolds) == 6 * len(leaves) and all(r is not None for r in refolds)
+    assert len(refolds) == 3 and all(r is not None for r in refolds)
 
 
 def test_z_after_a_side_branch_was_visited_is_laid_out_from_the_last_layout():
     """Enter on a retry's first entry and `b` back: the second move's `leaf` entry forks the
-    retry there, so `z`'s fold on it hides the rest of the retry, a run of its own now. `z` and
-    its undo still come from the last layout (`layout._refold`), and equal the walk's rows."""
+    retry there, so `z`'s fold on it hides the rest of the retry, a run of its own now. `z`
+    still comes from the last layout (`layout._refold`), its undo and the next `z` and undo
+    from the layouts kept of the same runs drawn (`_Shape.start`), and all equal the walk's rows."""
     index = _retries_with_forks_below()
     runs = Runs(index)
     with _array_layout(recording="_refold") as refolds:
@@ -749,7 +752,7 @@ def test_z_after_a_side_branch_was_visited_is_laid_out_from_the_last_layout():
             for folded in (sides, (), sides, ()):
                 outline = Outline(index, Filter.DEFAULT, {}, folded, runs=runs)
                 _same(index, outline, ReferenceOutline(index, Filter.DEFAULT, {}, set(folded), marks, None))
-    assert len(refolds) == 4 and all(r is not None for r in refolds)
+    assert len(refolds) == 1 and all(r is not None for r in refolds)
 
 
 def test_many_folds_hiding_runs_are_laid_out_anew():
@@ -810,6 +813,91 @@ def test_folds_and_their_undo_from_the_last_layout_equal_the_walk(index, flt, st
             for folded in ({k % n for k in fold_seeds}, set()):
                 outline = Outline(index, flt, {}, folded, runs=runs)
                 _same(index, outline, ReferenceOutline(index, flt, {}, folded, marks, None))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    index=trees(adoptions=False),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("filter"), st.sampled_from(list(Filter))),
+            st.tuples(st.just("trial"), st.sampled_from(list(Filter))),
+            st.tuples(st.just("fold"), st.lists(st.integers(0, 99), max_size=3)),
+            st.tuples(st.just("move"), st.integers(0, 199)),
+            st.tuples(st.just("look"), st.integers(0, 199)),
+            st.tuples(st.just("turn"), st.sampled_from(KINDS)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_layouts_kept_of_other_runs_drawn_equal_the_walk(index, steps):
+    """The app's keys in any order: filters switched (each may start from the layout kept of
+    the runs it draws, `_Shape.start`), the other filters laid out ahead as trials, folds, leaf
+    moves that append a `leaf` entry (a run split or added: the kept layouts are numbered
+    otherwise then), leaf changes that append nothing (read-only), turns appended at the leaf.
+    Every build equals the walk's rows and a layout made from nothing kept."""
+    labels = {f"e{k}": "x" for k in range(0, len(index), 3)}
+    runs = Runs(index)
+    flt, folded = Filter.DEFAULT, set[int]()
+    with patch.object(outline_module, "VECTOR_MIN", 0):
+        for k, (what, arg) in enumerate(steps):
+            n = len(index)
+            if what == "filter":
+                flt = arg
+            elif what == "trial":
+                Outline(index, arg, labels, folded, runs=runs, trial=True)
+                continue
+            elif what == "fold":
+                folded = {f % n for f in arg}
+            elif what == "move" and index.leaf >= 0:
+                index.add(f"move{k}", index.ids[index.leaf], "leaf", target_id=index.ids[arg % n])
+                index.leaf = arg % n
+            elif what == "look":
+                index.leaf = arg % n
+            elif what == "turn" and index.leaf >= 0:
+                index.add(f"turn{k}", index.ids[index.leaf], arg[0], arg[1])
+                index.leaf = n
+            runs.update()
+            outline = Outline(index, flt, labels, folded, runs=runs)
+            marks = active_marks(index, index.leaf)
+            _same(index, outline, ReferenceOutline(index, flt, labels, folded, marks, None))
+            _same_pieces(outline, Outline(index, flt, labels, folded, runs=Runs(index)))
+
+
+def test_a_filter_laid_out_before_starts_from_its_kept_layout():
+    """Switching back to a filter whose runs drawn were laid out since the last run split or
+    added (ahead, as a trial, or when it was last used) takes that layout with the path's
+    changes, without grouping the runs; a leaf move that appends its entry splits a run, so
+    the next switch to each filter groups them once again."""
+    index = _retries_with_forks_below()
+    labels = {index.ids[k]: "x" for k in range(0, len(index), 7)}
+    runs = Runs(index)
+    with _array_layout(recording="_refold"):
+        Outline(index, Filter.DEFAULT, labels, (), runs=runs)
+        for flt in Filter:
+            Outline(index, flt, labels, (), runs=runs, trial=True)  # as `SessionTreeView.prepare`
+        for leaf in ("e20", "q12", "e39"):  # moved without an entry appended (read-only)
+            index.leaf = index.pos[leaf]
+            marks = active_marks(index, index.leaf)
+            for flt in [*Filter, Filter.DEFAULT]:
+                with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+                    outline = Outline(index, flt, labels, (), runs=runs)
+                _same(index, outline, ReferenceOutline(index, flt, labels, (), marks, None))
+        index.add("move", index.ids[index.leaf], "leaf", target_id="r9")
+        index.leaf = index.pos["r9"]
+        runs.update()
+        grouped = []
+        real = layout._Shape.groups
+        with patch.object(layout._Shape, "groups", lambda *a: grouped.append(1) or real(*a)):
+            for flt in Filter:
+                Outline(index, flt, labels, (), runs=runs)
+        assert grouped  # what was kept numbered the runs as before the split
+        marks = active_marks(index, index.leaf)
+        for flt in Filter:
+            with patch.object(layout._Shape, "groups", side_effect=AssertionError("laid out anew")):
+                outline = Outline(index, flt, labels, (), runs=runs)
+            _same(index, outline, ReferenceOutline(index, flt, labels, (), marks, None))
 
 
 def _same_subtrees(index: TreeIndex, runs: Runs) -> None:
