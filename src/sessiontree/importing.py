@@ -216,11 +216,21 @@ class Target:
         if self.kind == "postgres":
             PostgresStorage.list_sessions(self.location)
         elif os.path.exists(self.location):
-            SqliteStorage.list_sessions(self.location)
+            try:
+                SqliteStorage.list_sessions(self.location)
+            except SessionError as exc:
+                # An empty file or a database with no tables yet (`touch`, a creator killed
+                # before its schema): the first session imported writes the schema.
+                if exc.code != "not_found":
+                    raise
         else:  # a database to create: a file made and removed where it will be
             directory = os.path.dirname(os.path.abspath(self.location))
+            if not os.path.isdir(directory):  # a typo in the path would make a tree of directories
+                problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+                raise SessionError(
+                    "storage", f"cannot create the database: {directory} {problem}", path=self.location
+                )
             try:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
                 fd, probe = tempfile.mkstemp(dir=directory, prefix=".sessiontree-probe-")
                 os.close(fd)
                 os.unlink(probe)
@@ -308,6 +318,7 @@ def import_file(
     except SessionError as exc:
         result.message = exc.detail
         return result
+    created = False
     try:
         result.session_id = source.header.id
         for d in source.diagnostics:
@@ -329,6 +340,8 @@ def import_file(
     except SessionError as exc:
         result.status = "failed"
         result.message = exc.detail
+        if created:  # its row was committed before the entries, whose commit failed
+            result.message += f"; session {source.header.id} was created empty: importing again fills it"
     finally:
         source.close()
     result.problems.sort(key=lambda p: p.line or 0)

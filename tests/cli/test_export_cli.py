@@ -104,6 +104,30 @@ def test_no_output_replaces_the_session_it_copies_even_forced(tmp_path):
     assert (tmp_path / "link.jsonl").is_symlink()
 
 
+def test_forced_output_replaces_only_a_regular_file(tmp_path):
+    """`--force` renamed the new file over whatever held the name: as root, `export -o
+    /dev/null --force` replaced the null device with a file of the export (not tried here:
+    a device takes the same path as the pipe); a named pipe or a symbolic link became a file
+    too (the link's own file left as it was)."""
+    path, _ = make(tmp_path)
+    (tmp_path / "kept.jsonl").write_text("the link's file")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "kept.jsonl")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    refusals = (("link.jsonl", "is a symbolic link (to "), ("pipe.jsonl", "is a named pipe, not a file"))
+    for name, says in refusals:
+        target = tmp_path / name
+        for args in (
+            ("export", str(path), "-o", str(target), "--force"),
+            ("fork", str(path), "-o", str(target), "--force", leaf_of(path)),
+        ):
+            done = run(*args, check=False)
+            assert done.returncode == 2 and done.stdout == "", args
+            assert done.stderr.count("\n") == 1 and says in done.stderr, (args, done.stderr)
+    assert (tmp_path / "link.jsonl").is_symlink()
+    assert (tmp_path / "kept.jsonl").read_text() == "the link's file"
+    assert (tmp_path / "pipe.jsonl").is_fifo()
+
+
 def leaf_of(path: Path) -> str:
     with open_session(path, read_only=True) as s:
         return s.leaf_id or ""

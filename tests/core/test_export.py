@@ -183,6 +183,35 @@ def test_hostile_text_does_not_take_the_document_apart(tmp_path):
     assert tokens[-1].type == "bullet_list_close"  # the state list at the end is still a list
 
 
+def test_session_text_in_headings_labels_and_names_stays_text(tmp_path):
+    """A session's name, a label, a model's and a tool's name, a custom message's type were
+    written into headings and emphasis as they were: a CommonMark parser made live `<script>`
+    and `<img onerror>` HTML of them. Every one comes out as the text it is, and a message's
+    `&amp;` as typed, not as `&`."""
+    markdown_it = pytest.importorskip("markdown_it")
+    evil = "<script>x</script><img src=x onerror=y> *em* [a](j:x) &amp;"
+    path = tmp_path / "evil.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_session_name(evil)
+        first = s.append_message(U("plain &amp; &lt;b&gt; &#60;"))
+        s.append_label(first, evil)
+        s.append_model_change("prov", evil)
+        s.append_message(A("ok", model=evil))
+        s.append_message(tool_call("c1", evil, command="x"))
+        s.append_message(tool_result("c1", evil, "out"))
+        s.append_custom_message_entry(evil, "shown", display=True)
+    with open_session(path, read_only=True) as s:
+        text, _ = export_markdown(s)
+    tokens = markdown_it.MarkdownIt("commonmark").parse(text)
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    inline = [t for t in tokens if t.type == "inline"]
+    assert not [c for t in inline for c in t.children or [] if c.type == "link_open"]
+    html = markdown_it.MarkdownIt("commonmark").render(text)
+    shown = html.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    assert shown.count(evil) >= 6  # title, label, model twice, tool result's heading, custom type
+    assert "plain &amp; &lt;b&gt; &#60;" in shown
+
+
 def test_markdown_at_an_entry_and_the_clipboard_text(tree):
     path, ids = tree
     with open_session(path, read_only=True) as s:

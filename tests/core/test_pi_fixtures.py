@@ -113,10 +113,10 @@ def test_upgrade_failure_leaves_original(tmp_path, monkeypatch):
         raise OSError("simulated crash before the rename")
 
     monkeypatch.setattr("sessiontree.storage.atomic.os.replace", boom)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(SessionError, match="simulated crash before the rename; nothing was changed"):
         JsonlStorage.upgrade(path)
     assert path.read_bytes() == original
-    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+    assert [p.name for p in tmp_path.iterdir()] == ["s.jsonl"]  # no temp file, no stray backup
 
 
 def test_v2_file_keeps_ids_and_renames_hook_messages(tmp_path):

@@ -84,7 +84,7 @@ def test_upgrade_interrupted_while_writing_the_copy(tmp_path, monkeypatch):
         return real_write(fd, data)
 
     monkeypatch.setattr("sessiontree.storage.atomic.os.write", failing_write)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(SessionError, match=r"No space left.*nothing was changed"):
         JsonlStorage.upgrade(path)
     assert path.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.jsonl"]  # no temp file, no backup
@@ -97,12 +97,14 @@ def test_upgrade_interrupted_after_the_backup_link(tmp_path, monkeypatch):
     monkeypatch.setattr(
         "sessiontree.storage.atomic.os.replace", lambda a, b: (_ for _ in ()).throw(OSError("crash"))
     )
-    with pytest.raises(OSError):
+    with pytest.raises(SessionError, match="crash; nothing was changed"):
         JsonlStorage.upgrade(path)
-    assert path.read_bytes() == original and (tmp_path / "old.jsonl.bak").read_bytes() == original
+    # the backup link made before the failed replace is gone: the file it copies is unchanged
+    assert path.read_bytes() == original and sorted(p.name for p in tmp_path.iterdir()) == ["old.jsonl"]
     monkeypatch.undo()
-    backup = JsonlStorage.upgrade(path)  # a second try works and keeps the first backup
-    assert backup.endswith(".bak.1")
+    (tmp_path / "old.jsonl.bak").write_text("an older backup")
+    backup = JsonlStorage.upgrade(path)  # a second try works and keeps an older backup
+    assert backup.endswith(".bak.1") and (tmp_path / "old.jsonl.bak").read_text() == "an older backup"
     with open_session(path) as s:
         assert s.header.version == 3 and not s.read_only
 

@@ -20,9 +20,8 @@ from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
 from ..model.errors import SessionError
 from ..opening import open_session
-from ..session import Session
 from .numbers import at_least
-from .output import err, json_out, out
+from .output import err, json_out, out, warn_damage
 
 COMMANDS = ("export", "fork", "diff")
 FORMATS = {"md": "md", "markdown": "md", "html": "html", "htm": "html", "jsonl": "jsonl"}
@@ -82,13 +81,6 @@ def _format(args: argparse.Namespace) -> str:
     return FORMATS.get(suffix, "md")
 
 
-def _damaged(session: Session, line: str | None) -> int:
-    if line is None:
-        return 0
-    err(f"sessiontree: warning: {line}")
-    return 1
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     if args.output == "-":  # the usual name of standard output (it made a file called "-")
         args.output = None
@@ -120,7 +112,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             for chunk in data:
                 sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
-        return _damaged(session, problem)
+        return warn_damage(session, problem)
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -148,7 +140,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
                 out(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")
                 for line in result.resend_text.split("\n"):
                     out(line)
-        return _damaged(session, damage_line(session, result.source))
+        return warn_damage(session, damage_line(session, result.source))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -159,4 +151,4 @@ def cmd_diff(args: argparse.Namespace) -> int:
         else:
             for line in comparison_lines(comparison, width=args.width):
                 out(line)
-        return _damaged(session, damage_line(session, done="compared"))
+        return warn_damage(session, damage_line(session, done="compared"))

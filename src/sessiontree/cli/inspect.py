@@ -12,7 +12,7 @@ from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
-from .output import err, json_out, json_out_streamed, out
+from .output import json_out, json_out_streamed, out, warn_damage
 
 COMMANDS = ("context", "tree", "check")
 
@@ -48,7 +48,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         at = session.resolve_id(args.at) if args.at is not None else None
         context = session.build_context(at=at)
         leaf = at or session.leaf_id
-        damaged = _warn(damage_line(session, done="built the context from"))
+        damaged = warn_damage(session, damage_line(session, done="built the context from"))
         if args.llm:
             json_out(context.to_llm())
             return damaged
@@ -80,15 +80,6 @@ def cmd_context(args: argparse.Namespace) -> int:
         return damaged
 
 
-def _warn(problem: str | None) -> int:
-    """Say on stderr what of a damaged session was left out (at once: the output may be long);
-    the exit status then, 1 as for `export`."""
-    if problem is None:
-        return 0
-    err(f"sessiontree: warning: {problem}")
-    return 1
-
-
 def _message_body(msg: dict[str, Any]) -> str:
     text = message_text(msg)
     if msg.get("role") == "assistant":
@@ -116,7 +107,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
             text = entry_preview(entry, width)
             return f"{entry_glyph(entry)} {entry.id} {short_time(entry.timestamp)}{tag} {text}{active}"
 
-        damaged = _warn(damage_line(session, done="drew"))
+        damaged = warn_damage(session, damage_line(session, done="drew"))
         for line in render_plain(outline, describe):
             out(line)
         return damaged

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 
 from ..display import inert
+from ..export.common import incomplete_line
+from ..session import Session
 
 
 def out(text: str = "") -> None:
@@ -63,3 +65,16 @@ def _indent(data: bytes, prefix: bytes, *, first: bool) -> bytes:
     """Every line of `data` one level deeper (the first too if `first`)."""
     body = data.replace(b"\n", b"\n" + prefix)
     return prefix + body if first else body
+
+
+def warn_damage(session: Session, problem: str | None) -> int:
+    """Say on stderr what of a damaged session was left out (at once: the output may be long)
+    and return the exit status, 1 as for `check`; an incomplete last line is a note, status 0,
+    as `check` has it: it is what a session being written looks like for a moment."""
+    note = incomplete_line(session)
+    if note is not None:
+        err(f"sessiontree: note: {note}")
+    if problem is None:
+        return 0
+    err(f"sessiontree: warning: {problem}")
+    return 1

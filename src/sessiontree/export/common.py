@@ -18,6 +18,8 @@ from ..session import Session
 from ..storage.index import NONE
 from ..storage.jsonl import JsonlStorage
 
+TORN = "torn_tail"  # the diagnostic of an incomplete last line
+
 
 @dataclass(slots=True)
 class PathExport:
@@ -127,8 +129,16 @@ def source_name(session: Session) -> str | None:
 
 def damage(session: Session) -> list[Diagnostic]:
     """Problems of the source that mean something was left out (errors and warnings; `info`
-    diagnostics record repairs that lost nothing)."""
-    return [d for d in session.diagnostics if d.severity in ("error", "warning")]
+    diagnostics record repairs that lost nothing), but an incomplete last line: a session
+    being written ends in one for a moment, and `check` calls such a file ok
+    (`incomplete_line`)."""
+    return [d for d in session.diagnostics if d.severity in ("error", "warning") and d.code != TORN]
+
+
+def incomplete_line(session: Session) -> str | None:
+    """What a command says of a source whose last line is incomplete (left out), or None."""
+    torn = next((d for d in session.diagnostics if d.code == TORN), None)
+    return None if torn is None else f"{session.location}: {torn.message}"
 
 
 def _problem(d: Diagnostic) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Collection, Iterable
 
 from ..model.errors import SessionError
@@ -33,8 +34,9 @@ def write_file(
 ) -> str:
     """Write `chunks` to `target` atomically; returns the path written. Without `force` an
     existing file (or symlink, or anything else) at `target` is refused; with it, still one of
-    `sources` (the files of the session the data comes from). `mode` is filtered by the umask
-    like any new file's; a replaced file keeps its own permission bits."""
+    `sources` (the files of the session the data comes from) and anything but a regular file.
+    `mode` is filtered by the umask like any new file's; a replaced file keeps its own
+    permission bits."""
     path = os.fspath(target)
     if os.path.isdir(path):
         raise SessionError("invalid_argument", "is a directory; name a file to write", path=path)
@@ -44,6 +46,8 @@ def write_file(
         )
     if not force and os.path.lexists(path):
         raise SessionError("invalid_argument", "already exists; use --force to replace it", path=path)
+    if force:
+        _replaceable(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         problem = "is not a directory" if os.path.exists(directory) else "does not exist"
@@ -81,6 +85,24 @@ def write_file(
     with contextlib.suppress(OSError):
         fsync_dir(path)
     return path
+
+
+def _replaceable(path: str) -> None:
+    """Refuse to replace anything but a regular file. The rename puts a new file in the place
+    of whatever held the name: a symlink would stop pointing at its file, and `-o /dev/null`
+    run as root replaced the system's null device with a file of the export."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # not there (or not readable): the write says what is wrong, if anything
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        what = f"a symbolic link (to {os.path.realpath(path)}); name the file itself to replace it"
+    else:
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        what = f"{kind}, not a file; --force replaces files only"
+    raise SessionError("invalid_argument", f"is {what}", path=path)
 
 
 def _link_new(tmp: str, path: str) -> None:

@@ -9,8 +9,9 @@ them only through the summary.
 Session text is untrusted and must not take the document apart:
 - code and tool output go in fences longer than any backtick run inside them;
 - prose keeps its own Markdown, but a fence it opens and never closes is closed at the end of
-  its message, and anything that looks like an HTML tag is escaped;
-- one-line fields (ids, labels, names, models) are flattened to one line;
+  its message, and anything that looks like an HTML tag or a character reference is escaped;
+- one-line fields (labels, names, models, tool names) are flattened to one line, with every
+  character Markdown or HTML would act on escaped; ids are code spans;
 - all of it is made inert (terminal escapes, bidi controls and invisible characters shown as
   visible stand-ins), so the file is safe to `cat`.
 """
@@ -46,6 +47,8 @@ DEFAULT_MAX_RESULT = 4000  # characters of a tool result (or tool-call arguments
 _BACKTICKS = re.compile(r"`+")
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+_REFERENCE_LIKE = re.compile(r"&(?=#?[0-9A-Za-z]+;)")  # `&amp;` in a message is shown as typed
+_ACTIVE = re.compile(r"[\\`*_\[\]<>&|~#]")  # what a one-line field escapes
 _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 
 
@@ -64,6 +67,13 @@ def code(text: str) -> str:
     marks = "`" * (longest + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else ""
     return f"{marks}{pad}{flat}{pad}{marks}"
+
+
+def field(text: str, limit: int = 200) -> str:
+    """A one-line field of session text (a title, label, model or tool name) as text that
+    means nothing to Markdown or HTML: a CommonMark backslash before each character that
+    could start markup (a tag, an entity, emphasis, a link)."""
+    return _ACTIVE.sub(lambda m: "\\" + m.group(), one_line(text, limit))
 
 
 def prose(text: str) -> str:
@@ -91,13 +101,18 @@ def prose(text: str) -> str:
 
 
 def _escape_tags(line: str) -> str:
-    """Escape tag-like `<` outside inline code spans (inside them it is shown literally)."""
+    """Escape tag-like `<` and reference-like `&` outside inline code spans (inside them both
+    are shown literally)."""
     out, last = [], 0
     for m in _CODE_SPAN.finditer(line):
-        out += [_TAG_LIKE.sub("&lt;", line[last : m.start()]), m.group()]
+        out += [_inert_html(line[last : m.start()]), m.group()]
         last = m.end()
-    out.append(_TAG_LIKE.sub("&lt;", line[last:]))
+    out.append(_inert_html(line[last:]))
     return "".join(out)
+
+
+def _inert_html(text: str) -> str:
+    return _TAG_LIKE.sub("&lt;", _REFERENCE_LIKE.sub("&amp;", text))
 
 
 def quote(text: str) -> str:
@@ -119,24 +134,24 @@ def _role_title(message: dict[str, Any]) -> str:
     if role == "assistant":
         provider, model = message.get("provider"), message.get("model")
         who = f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else ""
-        return "Assistant" + (f" ({one_line(who, 80)})" if who else "")
+        return "Assistant" + (f" ({field(who, 80)})" if who else "")
     if role == "toolResult":
         name = message.get("toolName")
         failed = " — error" if message.get("isError") else ""
-        return f"Tool result: {one_line(name, 80) if isinstance(name, str) else '?'}{failed}"
+        return f"Tool result: {field(name, 80) if isinstance(name, str) else '?'}{failed}"
     if role == "bashExecution":
         return "Shell command (user)"
     if role == "custom":
         kind = message.get("customType")
-        return f"Custom message: {one_line(kind, 80) if isinstance(kind, str) else '?'}"
-    return f"Message ({one_line(str(role), 40)})"
+        return f"Custom message: {field(kind, 80) if isinstance(kind, str) else '?'}"
+    return f"Message ({field(str(role), 40)})"
 
 
 def _images(content: Any) -> list[str]:
     if not isinstance(content, list):
         return []
     return [
-        f"*[image{': ' + one_line(b['mimeType'], 40) if isinstance(b.get('mimeType'), str) else ''}]*"
+        f"*[image{': ' + field(b['mimeType'], 40) if isinstance(b.get('mimeType'), str) else ''}]*"
         for b in content
         if isinstance(b, dict) and b.get("type") == "image"
     ]
@@ -168,7 +183,7 @@ def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
         if stop in ("error", "aborted"):
             error = message.get("errorMessage")
             blocks.append(
-                f"*Stopped ({stop})" + (f": {one_line(error, 300)}*" if isinstance(error, str) else "*")
+                f"*Stopped ({stop})" + (f": {field(error, 300)}*" if isinstance(error, str) else "*")
             )
     elif role == "toolResult":
         text, note = cut(content_text(message.get("content"), image_placeholder=""), limit)
@@ -199,10 +214,10 @@ def _entry_section(
 ) -> list[str] | None:
     """Markdown blocks for one entry of the path; None for entries that add nothing a reader
     needs (label entries: their label is shown on the entry they mark)."""
-    meta = [code(entry.id), one_line(entry.timestamp[:19].replace("T", " "), 40)]
+    meta = [code(entry.id), field(entry.timestamp[:19].replace("T", " "), 40)]
     label = labels.get(entry.id)
     if label:
-        meta.append(f"label **{one_line(label, 80)}**")
+        meta.append(f"label **{field(label, 80)}**")
     if entry.id not in in_context and isinstance(
         entry, (MessageEntry, CustomMessageEntry, BranchSummaryEntry)
     ):
@@ -213,7 +228,7 @@ def _entry_section(
         message = entry.message
         return [f"### {_role_title(message)}", meta_line, *_message_body(message, limit)]
     if isinstance(entry, CustomMessageEntry):
-        title = f"### Custom message: {one_line(entry.custom_type, 80)}"
+        title = f"### Custom message: {field(entry.custom_type, 80)}"
         if not entry.display:
             title += " (hidden from the user)"
         return [title, meta_line, *_message_body({"role": "custom", "content": entry.content}, limit)]
@@ -231,36 +246,33 @@ def _entry_section(
     if isinstance(entry, LabelEntry):
         return None
     if isinstance(entry, ModelChangeEntry):
-        return [
-            _note(f"Model → {one_line(entry.provider, 60)}/{one_line(entry.model_id, 80)}")
-            + f" ({meta_line})"
-        ]
+        return [_note(f"Model → {field(entry.provider, 60)}/{field(entry.model_id, 80)}") + f" ({meta_line})"]
     if isinstance(entry, ThinkingLevelChangeEntry):
-        return [_note(f"Thinking level → {one_line(entry.thinking_level, 40)}") + f" ({meta_line})"]
+        return [_note(f"Thinking level → {field(entry.thinking_level, 40)}") + f" ({meta_line})"]
     if isinstance(entry, ActiveToolsChangeEntry):
-        names = ", ".join(one_line(n, 60) for n in entry.active_tool_names) or "(none)"
+        names = ", ".join(field(n, 60) for n in entry.active_tool_names) or "(none)"
         return [_note(f"Active tools → {names}") + f" ({meta_line})"]
     if isinstance(entry, SessionInfoEntry):
-        return [_note(f"Session name → {one_line(entry.name or '(cleared)', 120)}") + f" ({meta_line})"]
+        return [_note(f"Session name → {field(entry.name or '(cleared)', 120)}") + f" ({meta_line})"]
     if isinstance(entry, LeafEntry):
-        return [_note(f"Leaf moved to {one_line(entry.target_id or 'the start', 80)}") + f" ({meta_line})"]
+        return [_note(f"Leaf moved to {field(entry.target_id or 'the start', 80)}") + f" ({meta_line})"]
     if isinstance(entry, CustomEntry):
-        return [_note(f"Extension state ({one_line(entry.custom_type, 80)})") + f" ({meta_line})"]
-    return [_note(f"Entry of unknown type {one_line(entry.type, 60)}") + f" ({meta_line})"]
+        return [_note(f"Extension state ({field(entry.custom_type, 80)})") + f" ({meta_line})"]
+    return [_note(f"Entry of unknown type {field(entry.type, 60)}") + f" ({meta_line})"]
 
 
 def _state_lines(context: SessionContext) -> list[str]:
     tools = (
-        ", ".join(one_line(n, 60) for n in context.active_tool_names)
+        ", ".join(field(n, 60) for n in context.active_tool_names)
         if context.active_tool_names is not None
         else "(default)"
     )
-    model = one_line(str(context.model), 120) if context.model else "(none)"
+    model = field(str(context.model), 120) if context.model else "(none)"
     return [
         "## State at the end",
         "",
         f"- Model: {model}",
-        f"- Thinking level: {one_line(context.thinking_level, 40)}",
+        f"- Thinking level: {field(context.thinking_level, 40)}",
         f"- Active tools: {tools}",
         f"- Context: {len(context.messages)} messages, ~{context.tokens:,} tokens",
     ]
@@ -276,16 +288,16 @@ def markdown_parts(
     title = session.session_name or f"Session {session.session_id}"
     header = session.header
     lines = [
-        f"# {one_line(title, 200)}",
+        f"# {field(title, 200)}",
         "",
         f"- Session: {code(header.id)}" + (f" in {code(header.cwd)}" if header.cwd else ""),
-        f"- Started: {one_line(header.timestamp, 40)}",
+        f"- Started: {field(header.timestamp, 40)}",
         f"- Source: {code(source_name(session) or session.location)}",
         f"- Path: root → {code(path.target_id) if path.target_id else '(empty)'},"
         f" {counted(len(path.entries), 'entry', 'entries')}",
     ]
     if path.note:
-        lines.append(f"- Note: {one_line(path.note, 300)}")
+        lines.append(f"- Note: {field(path.note, 300)}")
     if path.cut_above is not None:
         lines.append(
             f"- **Incomplete:** the path is cut above the first entry; its parent {code(path.cut_above)}"

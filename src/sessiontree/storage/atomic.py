@@ -104,6 +104,7 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes], *, backup_suffix: str = "
     real = os.path.realpath(path)
     mode = os.stat(real).st_mode & 0o777
     fd, tmp = private_temp(real, "rewrite", mode)
+    backup = ""
     try:
         try:
             for chunk in chunks:
@@ -118,6 +119,9 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes], *, backup_suffix: str = "
         finally:
             os.close(fd)
     except BaseException:
+        if backup and os.path.lexists(tmp):  # not replaced: the backup would be a stray copy
+            with contextlib.suppress(OSError):
+                os.unlink(backup)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise

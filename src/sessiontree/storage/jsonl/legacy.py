@@ -45,16 +45,28 @@ def read_legacy(
     objects: list[dict[str, Any]] = []
     line_of: list[int] = []
     line_no = header_line
-    for raw in data.split(b"\n"):
+    pieces = data.split(b"\n")
+    for k, raw in enumerate(pieces):
         line_no += 1
         if not raw.strip():
             continue
         try:
             obj = full_decode(raw)
         except (msgspec.DecodeError, RecursionError) as exc:
-            out.lines.diagnostics.append(
-                Diagnostic("error", "invalid_line", f"line {line_no} is not valid JSON ({exc})", line_no)
-            )
+            if k == len(pieces) - 1:  # no newline after it: a write cut short, as in a v3 file
+                out.lines.diagnostics.append(
+                    Diagnostic(
+                        "warning",
+                        "torn_tail",
+                        f"line {line_no} is incomplete ({len(raw)} bytes, not valid JSON): probably"
+                        " a write cut short by a crash. It is left out",
+                        line_no,
+                    )
+                )
+            else:
+                out.lines.diagnostics.append(
+                    Diagnostic("error", "invalid_line", f"line {line_no} is not valid JSON ({exc})", line_no)
+                )
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
             out.lines.diagnostics.append(

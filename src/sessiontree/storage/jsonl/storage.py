@@ -757,7 +757,8 @@ class JsonlStorage(SessionStorage):
                 raise SessionError("read_only", storage.read_only_reason or "read-only", path=storage.path)
             if storage.header.version >= 3:
                 return None
-            problems = [d for d in storage.diagnostics if d.severity == "error"]
+            # An incomplete last line too: the rewrite would leave its bytes out.
+            problems = [d for d in storage.diagnostics if d.severity == "error" or d.code == "torn_tail"]
             if problems:
                 raise SessionError(
                     "invalid_session",
@@ -771,7 +772,14 @@ class JsonlStorage(SessionStorage):
                 raise SessionError(
                     "invalid_session", f"an entry cannot be written back as JSON ({exc}); nothing changed"
                 ) from None
-            return atomic_rewrite(storage.path, chunks)
+            try:
+                return atomic_rewrite(storage.path, chunks)
+            except OSError as exc:  # a full disk, a directory nobody may write to
+                raise SessionError(
+                    "storage",
+                    f"cannot write the upgraded file: {exc.strerror or exc}; nothing was changed",
+                    path=storage.path,
+                ) from None
         finally:
             storage.close()
 
