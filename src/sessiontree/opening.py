@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
@@ -30,6 +30,7 @@ from .storage.jsonl import JsonlStorage, Progress
 from .storage.lock import ADVICE
 from .storage.postgres.connection import is_postgres_url, redact
 
+T = TypeVar("T")  # a storage `_by_id_or_prefix` opens
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 DEFAULT_SESSIONS_DIR = Path.home() / ".pi" / "agent" / "sessions"
 
@@ -109,7 +110,15 @@ def open_session(
         if sid is None:
             sessions = PostgresStorage.list_sessions(address.location)
             raise SessionError("invalid_argument", _which_session(sessions), path=redact(address.location))
-        return Session(PostgresStorage.open(address.location, sid, read_only=read_only, durable=durable))
+        url = address.location
+        return Session(
+            _by_id_or_prefix(
+                lambda i: PostgresStorage.open(url, i, read_only=read_only, durable=durable),
+                lambda: PostgresStorage.list_sessions(url),
+                sid,
+                redact(url),
+            )
+        )
     if address.kind == "sqlite":
         from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
 
@@ -120,7 +129,14 @@ def open_session(
             if len(sessions) != 1:
                 raise SessionError("invalid_argument", _which_session(sessions), path=db)
             sid = sessions[0]["id"]
-        return Session(SqliteStorage.open(db, sid, read_only=read_only, durable=durable))
+        return Session(
+            _by_id_or_prefix(
+                lambda i: SqliteStorage.open(db, i, read_only=read_only, durable=durable),
+                lambda: SqliteStorage.list_sessions(db),
+                sid,
+                db,
+            )
+        )
     _check_no_hash_on_a_file(address.location)
     return Session(
         JsonlStorage.open(
@@ -150,6 +166,28 @@ def _check_no_hash_on_a_file(path: str) -> None:
             f" PostgreSQL database; open {location} itself",
             path=path,
         )
+
+
+def _by_id_or_prefix(
+    open_one: Callable[[str], T], list_all: Callable[[], list[dict[str, Any]]], sid: str, where: str
+) -> T:
+    """`open_one(sid)`, or, when the database has no session `sid`, the one session whose id
+    starts with it (as entry ids are taken by their start); else `not_found` naming a few."""
+    try:
+        return open_one(sid)
+    except SessionError as exc:
+        if exc.code != "not_found":
+            raise
+        ids = [s["id"] for s in list_all()]  # a missing database or none at all says so here
+    folded = sid.lower()
+    hits = [i for i in ids if i.lower().startswith(folded)]
+    if len(hits) == 1:
+        return open_one(hits[0])
+    if hits:
+        shown = ", ".join(hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+        raise SessionError("not_found", f"{sid!r} starts {len(hits)} sessions' ids ({shown})", path=where)
+    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    raise SessionError("not_found", f"no session {sid!r} in the database (newest: {shown})", path=where)
 
 
 def _which_session(sessions: list[dict[str, Any]]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import PI_FIXTURES, A, U
-from sessiontree import JsonlStorage, Session
+from sessiontree import JsonlStorage, Session, SqliteStorage
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -209,6 +209,43 @@ def test_an_incomplete_last_line_is_one_verdict_in_every_command(tmp_path):
     before = v1.read_bytes()
     done = run("upgrade", str(v1), check=False)
     assert done.returncode == 2 and "is incomplete" in done.stderr and v1.read_bytes() == before
+
+
+def test_a_session_in_a_database_is_found_by_the_start_of_its_id(tmp_path):
+    """`db.sqlite#nope` said "Session not found: nope" and named none of the sessions there
+    (the bare `db.sqlite` does); an entry's id may be given by its start, a session's could
+    not."""
+    db = tmp_path / "db.sqlite"
+    for sid in ("alpha-1", "alpha-2", "beta-1"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            s.append_message(U(f"in {sid}"))
+    assert "in beta-1" in run("context", f"{db}#BE").stdout
+    several = run("context", f"{db}#alpha", check=False)
+    assert several.returncode == 2 and several.stderr.count("\n") == 1
+    assert "'alpha' starts 2 sessions' ids (alpha-" in several.stderr
+    none = run("context", f"{db}#nope", check=False)
+    assert none.returncode == 2 and "no session 'nope' in the database (newest: " in none.stderr
+    assert all(sid in none.stderr for sid in ("alpha-1", "alpha-2", "beta-1"))
+
+
+def test_an_argument_a_command_does_not_take_is_shown_with_its_usage(tmp_path):
+    """`move FILE --start ID` printed the top level's usage, which names no option of `move`."""
+    path, u1, _a1 = make(tmp_path)
+    for args in (("move", str(path), "--start", u1), ("tree", str(path), "--bogus")):
+        done = run(*args, check=False)
+        assert done.returncode == 2 and done.stderr.startswith(f"usage: sessiontree {args[0]} ")
+        assert done.stderr.rstrip().endswith(f"unrecognized arguments: {args[-1]}")
+
+
+def test_move_says_where_an_incomplete_last_line_went(tmp_path):
+    """`move` on a file whose last line was cut off set the line aside in FILE.torn, unsaid."""
+    path, u1, _a1 = make(tmp_path)
+    with path.open("ab") as f:
+        f.write(b'{"type":"message","id":"cut')
+    done = run("move", str(path), u1)
+    torn = tmp_path / "s.jsonl.torn"
+    assert torn.read_bytes() == b'{"type":"message","id":"cut'
+    assert f"note: the incomplete last line (27 bytes) was copied to {torn}" in done.stderr
 
 
 def test_missing_file_is_a_clear_error(tmp_path):

@@ -61,7 +61,10 @@ def test_bad_input_is_one_line_and_exit_2(pg_url, pg_database):
     one_line_error(run("context", f"{base}/no_such_database#s"), "no_such_database", "does not exist")
     with Session(PostgresStorage.create(pg_database, cwd="/p", session_id="known")) as s:
         s.append_message(U("x"))
-    one_line_error(run("context", f"{pg_database}#unknown"), "Session not found: unknown")
+    one_line_error(
+        run("context", f"{pg_database}#unknown"), "no session 'unknown' in the database (newest: known)"
+    )
+    assert run("context", f"{pg_database}#KN").returncode == 0  # the start of its id, either case
     one_line_error(run("tree", pg_database), "add #SESSION_ID", "known")
     one_line_error(run("context", "postgresql://[broken"), "not a usable PostgreSQL URL")
     one_line_error(run("import", str(PI_FIXTURES), "--to", unreachable.split("#")[0]), "cannot reach")

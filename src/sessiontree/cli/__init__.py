@@ -24,19 +24,23 @@ GROUPS = (inspect, write, export, importing, serve)
 COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
 
 
-def command_parser() -> argparse.ArgumentParser:
+def command_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser of the subcommands, and each subcommand's own (for its usage in errors)."""
     parser = argparse.ArgumentParser(prog="sessiontree", description="Tree-shaped LLM sessions.")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)
-    return parser
+    return parser, sub.choices
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in COMMANDS:
-            args = command_parser().parse_args(argv)
+            parser, commands = command_parser()
+            args, extra = parser.parse_known_args(argv)
+            if extra:  # said by the command's own parser, with its usage, not the top level's
+                commands[argv[0]].error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args))
         args = browse.parser(COMMANDS).parse_args(argv)
         return browse.run(args)

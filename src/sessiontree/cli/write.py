@@ -7,7 +7,7 @@ from typing import Any
 
 from ..model.errors import SessionError
 from ..opening import open_session, upgrade_session
-from .output import out
+from .output import err, out
 
 COMMANDS = ("move", "upgrade")
 
@@ -41,6 +41,9 @@ def cmd_move(args: argparse.Namespace) -> int:
             return 0
         new_leaf = session.move_to(target, args.summary)
         out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
+        for d in session.diagnostics:  # what the write did first: say where those bytes went
+            if d.code == "tail_set_aside":
+                err(f"sessiontree: note: {d.message}")
         return 0
 
 

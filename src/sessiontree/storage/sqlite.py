@@ -474,7 +474,7 @@ class SqliteStorage(SessionStorage):
         try:
             row = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
-                raise SessionError("not_found", f"Session not found: {session_id}", path=db_path)
+                raise SessionError("not_found", f"no session {session_id!r} in the database", path=db_path)
             if not read_only:
                 lock = RangeLock(session_slot(session_id))
                 _take_lock(lock, conn, db_path, session_id)

@@ -199,7 +199,9 @@ class PostgresStorage(SessionStorage):
                 schema.check(conn, redact(url))
                 row = conn.execute(f"SELECT header FROM {S}.sessions WHERE id = %s", (session_id,)).fetchone()
                 if row is None:
-                    raise SessionError("not_found", f"Session not found: {session_id}", path=redact(url))
+                    raise SessionError(
+                        "not_found", f"no session {session_id!r} in the database", path=redact(url)
+                    )
                 if not read_only:
                     try_lock(conn, session_id, f"session {session_id} in {redact(url)}")
                 storage = cls(url, conn, session_id, writer=not read_only)
