@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import pty
 import resource
+import select
 import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -246,6 +251,46 @@ def test_move_says_where_an_incomplete_last_line_went(tmp_path):
     torn = tmp_path / "s.jsonl.torn"
     assert torn.read_bytes() == b'{"type":"message","id":"cut'
     assert f"note: the incomplete last line (27 bytes) was copied to {torn}" in done.stderr
+
+
+def test_a_long_command_shows_it_is_working_on_a_terminal(tmp_path, monkeypatch, capsys):
+    """`check` of a 300k-entry file worked ten seconds with nothing on the screen. On a
+    terminal a spinner line says what it is doing (here the check is made slow), and is
+    erased before the result; elsewhere nothing is added."""
+    from sessiontree.cli import main, output
+    from sessiontree.session import Session as SessionClass
+
+    make(tmp_path)
+    monkeypatch.chdir(tmp_path)  # a short name: the line is cut to the terminal's width
+    path = "s.jsonl"
+    real_check = SessionClass.check
+
+    def slow_check(self, **kw):
+        time.sleep(0.6)
+        return real_check(self, **kw)
+
+    monkeypatch.setattr(SessionClass, "check", slow_check)
+    monkeypatch.setattr(output, "SPINNER_AFTER", 0.05)
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["check", str(path)]) == 0
+    terminal.close()
+    shown = b""
+    while select.select([master], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert b"checking s.jsonl: decoding every entry" in shown
+    assert capsys.readouterr().out.endswith("ok\n")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal: nothing but the result
+    assert main(["check", str(path)]) == 0
+    assert sys.stderr.getvalue() == ""
 
 
 def test_missing_file_is_a_clear_error(tmp_path):

@@ -9,6 +9,7 @@ on stderr says what was skipped, and the exit status is 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
@@ -21,7 +22,7 @@ from ..fork import fork_session
 from ..model.errors import SessionError
 from ..opening import open_session
 from .numbers import at_least
-from .output import err, json_out, out, warn_damage
+from .output import err, json_out, out, warn_damage, working
 
 COMMANDS = ("export", "fork", "diff")
 FORMATS = {"md": "md", "markdown": "md", "html": "html", "htm": "html", "jsonl": "jsonl"}
@@ -90,29 +91,33 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise SessionError(
             "invalid_argument", "an HTML page is not for a terminal; write it to a file (-o FILE) or a pipe"
         )
-    with open_session(args.file, read_only=True) as session:
-        at = session.resolve_id(args.at) if args.at is not None else None
-        data: list[Chunk]
-        if fmt == "md":
-            path = collect_path(session, at)
-            parts = markdown_parts(session, path, max_result_chars=args.max_result or None)
-            data, note, problem = [part.encode() for part in parts], path.note, damage_line(session, path)
-        elif fmt == "jsonl":
-            body, path = export_jsonl(session, at)
-            data, note, problem = [body], path.note, damage_line(session, path)
-        else:
-            data, page = html_chunks(session, at)
-            note, problem = page.note, damage_line(session)
-        if note:
-            err(f"sessiontree: note: {note}")
-        if args.output:
-            written = write_file(args.output, data, force=args.force, sources=session.files)
-            out(f"wrote {written} ({fmt}, {sum(len(c) for c in data):,} bytes)")
-        else:
-            for chunk in data:
-                sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-        return warn_damage(session, problem)
+    with contextlib.ExitStack() as busy:  # closed once the work is done, before any output
+        busy.enter_context(working(f"exporting {args.file} as {fmt}"))
+        with open_session(args.file, read_only=True) as session:
+            at = session.resolve_id(args.at) if args.at is not None else None
+            data: list[Chunk]
+            if fmt == "md":
+                path = collect_path(session, at)
+                parts = markdown_parts(session, path, max_result_chars=args.max_result or None)
+                data, note, problem = [part.encode() for part in parts], path.note, damage_line(session, path)
+            elif fmt == "jsonl":
+                body, path = export_jsonl(session, at)
+                data, note, problem = [body], path.note, damage_line(session, path)
+            else:
+                data, page = html_chunks(session, at)
+                note, problem = page.note, damage_line(session)
+            if args.output:
+                written = write_file(args.output, data, force=args.force, sources=session.files)
+            busy.close()  # the spinner's line is gone before anything is printed
+            if note:
+                err(f"sessiontree: note: {note}")
+            if args.output:
+                out(f"wrote {written} ({fmt}, {sum(len(c) for c in data):,} bytes)")
+            else:
+                for chunk in data:
+                    sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            return warn_damage(session, problem)
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -120,7 +125,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise SessionError("invalid_argument", "a session file's name ends in .jsonl", path=args.output)
     with open_session(args.file, read_only=True) as session:
         entry_id = session.resolve_id(args.id)
-        result = fork_session(session, entry_id, output=args.output, force=args.force)
+        with working(f"forking {args.file} at {entry_id}"):
+            result = fork_session(session, entry_id, output=args.output, force=args.force)
         if args.json:
             json_out(
                 {

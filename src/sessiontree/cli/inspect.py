@@ -12,7 +12,7 @@ from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
-from .output import json_out, json_out_streamed, out, warn_damage
+from .output import json_out, json_out_streamed, out, warn_damage, working
 
 COMMANDS = ("context", "tree", "check")
 
@@ -116,7 +116,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Diagnostics; exit 1 on damage (errors), 0 otherwise."""
     try:
-        session = open_session(args.file, read_only=True)
+        with working(f"checking {args.file}"):
+            session = open_session(args.file, read_only=True)
     except SessionError as exc:
         if exc.code != "invalid_session":
             raise  # not found, unreadable: the check could not run (exit 2)
@@ -125,7 +126,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     with session:
         location = session.location
-        problems = session.check(decode=True)
+        with working(f"checking {args.file}: decoding every entry"):
+            problems = session.check(decode=True)
         errors = 0
         for d in problems:
             errors += d.severity == "error"

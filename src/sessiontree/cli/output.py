@@ -8,8 +8,10 @@ control characters are escaped by the encoder anyway.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -78,3 +80,37 @@ def warn_damage(session: Session, problem: str | None) -> int:
         return 0
     err(f"sessiontree: warning: {problem}")
     return 1
+
+
+SPINNER_AFTER = 0.4  # seconds of work before a command shows that it is working
+
+
+@contextlib.contextmanager
+def working(what: str) -> Iterator[None]:
+    """A transient line on stderr, a spinner, `what` and the time taken, while a command works
+    longer than `SPINNER_AFTER`, on a terminal only: `check` of a 300k-entry file worked for
+    ten seconds with nothing on the screen. It is gone before the command prints its result."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    bar.add_task(escape(inert(what)), total=None)  # a file's name is not markup
+    timer = threading.Timer(SPINNER_AFTER, bar.start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+        bar.stop()  # erases its line; nothing when it never started

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..model.errors import SessionError
 from ..opening import open_session, upgrade_session
-from .output import err, out
+from .output import err, out, working
 
 COMMANDS = ("move", "upgrade")
 
@@ -48,7 +48,8 @@ def cmd_move(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    backup = upgrade_session(args.file)
+    with working(f"upgrading {args.file}"):
+        backup = upgrade_session(args.file)
     if backup is None:
         out(f"{args.file} is already version 3; nothing to do")
     else:
