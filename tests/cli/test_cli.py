@@ -293,6 +293,26 @@ def test_a_long_command_shows_it_is_working_on_a_terminal(tmp_path, monkeypatch,
     assert sys.stderr.getvalue() == ""
 
 
+def test_an_interrupted_import_says_where_it_stopped(tmp_path, monkeypatch, capsys):
+    """Ctrl+C in an import exited 130 saying nothing, though the batches written stay and the
+    next import goes on from them."""
+    from sessiontree.cli import importing as importing_cli
+    from sessiontree.cli import main
+    from sessiontree.importing import ImportProgress
+
+    path = make(tmp_path)[0]
+
+    def interrupted(source, target, *, file_number, files, progress):
+        progress(ImportProgress(str(source), file_number, files, 3_000, 9_000))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importing_cli, "import_file", interrupted)
+    assert main(["import", str(path), "--to", str(tmp_path / "db.sqlite"), "--no-progress"]) == 130
+    said = capsys.readouterr().err
+    assert f"interrupted in {path} (file 1 of 1) after ~3,000 entries" in said
+    assert "importing again goes on from there" in said
+
+
 def test_missing_file_is_a_clear_error(tmp_path):
     done = run("context", str(tmp_path / "nope.jsonl"), check=False)
     assert done.returncode == 2 and "no such session file" in done.stderr and "Traceback" not in done.stderr

@@ -128,6 +128,23 @@ def test_forced_output_replaces_only_a_regular_file(tmp_path):
     assert (tmp_path / "pipe.jsonl").is_fifo()
 
 
+def test_a_session_file_exported_is_private_like_a_fork(tmp_path):
+    """`fork` wrote mode 0600 and `export --format jsonl`, the same kind of file, 0644."""
+    path, _ = make(tmp_path)
+    run("export", str(path), "-o", str(tmp_path / "copy.jsonl"))
+    run("fork", str(path), leaf_of(path), "-o", str(tmp_path / "fork.jsonl"))
+    run("export", str(path), "-o", str(tmp_path / "page.md"))
+    for name in ("copy.jsonl", "fork.jsonl"):
+        assert (tmp_path / name).stat().st_mode & 0o077 == 0, name
+    assert (tmp_path / "page.md").stat().st_mode & 0o777 == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def leaf_of(path: Path) -> str:
     with open_session(path, read_only=True) as s:
         return s.leaf_id or ""

@@ -107,7 +107,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                 data, page = html_chunks(session, at)
                 note, problem = page.note, damage_line(session)
             if args.output:
-                written = write_file(args.output, data, force=args.force, sources=session.files)
+                # a session file, private to its owner like every one sessiontree creates (a fork)
+                mode = 0o600 if fmt == "jsonl" else 0o666
+                written = write_file(args.output, data, force=args.force, mode=mode, sources=session.files)
             busy.close()  # the spinner's line is gone before anything is printed
             if note:
                 err(f"sessiontree: note: {note}")

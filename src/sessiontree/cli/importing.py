@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..display import counted, inert
-from ..importing import FileResult, ImportProgress, Problem, Target, find_sources, import_file
+from ..importing import BATCH, FileResult, ImportProgress, Problem, Target, find_sources, import_file
 from .output import err, out
 
 COMMANDS = ("import",)
@@ -56,7 +56,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     with _Progress(enabled=not args.no_progress) as progress:
         for number, path in enumerate(paths, 1):
             progress.file(str(path), number, len(paths))
-            result = import_file(path, target, file_number=number, files=len(paths), progress=progress.update)
+            try:
+                result = import_file(
+                    path, target, file_number=number, files=len(paths), progress=progress.update
+                )
+            except KeyboardInterrupt:
+                progress.close()
+                done = progress.last.done if progress.last is not None else 0
+                err(
+                    f"sessiontree: interrupted in {path} (file {number} of {len(paths)}) after"
+                    f" ~{done:,} entries; whole batches of {BATCH:,} are kept: importing again"
+                    " goes on from there"
+                )
+                raise
             results.append(result)
             progress.done(result)
     _summary(results, target, time.monotonic() - started)
@@ -122,6 +134,7 @@ class _Progress:
         self._rich: Any = None
         self._task: Any = None
         self._last = time.monotonic()
+        self.last: ImportProgress | None = None  # the latest event: what an interrupt says
 
     def __enter__(self) -> _Progress:
         if self.live:
@@ -140,11 +153,16 @@ class _Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         if self._rich is not None:
             self._rich.__exit__(None, None, None)
+            self._rich = None
 
     def file(self, path: str, number: int, files: int) -> None:
         self._last = time.monotonic()
+        self.last = None
         if self._rich is not None:
             from rich.markup import escape
 
@@ -152,6 +170,7 @@ class _Progress:
             self._task = self._rich.add_task(label, total=None)
 
     def update(self, event: ImportProgress) -> None:
+        self.last = event
         if self._rich is not None and self._task is not None:
             self._rich.update(self._task, completed=event.done, total=event.total)
         elif self.enabled and time.monotonic() - self._last >= QUIET_PROGRESS_SECONDS:
