@@ -270,17 +270,22 @@ class _Shape:
         `pre[r] - pre` negative, which wraps to a number larger than any size."""
         return np.less((self.pre[r] - self.pre).view(np.uintp), self.size.view(np.uintp))
 
-    def start(self, drawn: Any, rows_in: Any) -> _Laid | None:
+    def start(self, drawn: Any, rows_in: Any, key: tuple[int, int, int]) -> _Laid | None:
         """The layout the next one starts from (`_relay`): the last, or when no run was split
         or added since, a layout kept of the runs `drawn`, made with the rows `rows_in` per
         run if one was (the same filter and folds: its pieces are taken whole). A filter laid
         out from its grouping costs ~10 ms on the deep 1M tree, its pieces made anew 3 ms;
-        from its own last layout, only what the path changed since is made."""
+        from its own last layout, only what the path changed since is made. `key` is
+        `_key(drawn, rows_in)`: arrays are compared only where their keys agree."""
         last = self.laid
         if last is None or self.edits:
             return last
-        fits = [laid for laid in (last, *self.others) if _same(drawn, laid.drawn)]
-        same = (laid for laid in fits if laid.memo is not None and _same(rows_in, laid.memo.rows_in))
+        fits = [laid for laid in (last, *self.others) if laid.key[:2] == key[:2] and _same(drawn, laid.drawn)]
+        same = (
+            laid
+            for laid in fits
+            if laid.key == key and laid.memo is not None and _same(rows_in, laid.memo.rows_in)
+        )
         return next(same, fits[0] if fits else last)
 
     def keep(self, laid: _Laid, trial: bool) -> None:
@@ -368,11 +373,20 @@ def _same(a: Any, b: Any) -> bool:
     return len(a) == len(b) and bool(np.array_equal(a, b))
 
 
+def _key(drawn: Any, rows_in: Any) -> tuple[int, int, int]:
+    """Runs, runs drawn and rows of a layout: layouts whose keys differ differ (a filter's
+    rows, a fold's), so their arrays need not be compared (each comparison is a pass over
+    180,000 runs on the deep 1M tree, and keeping four layouts made some twenty a key)."""
+    return len(drawn), int(np.count_nonzero(drawn)), int(rows_in.sum())
+
+
 def _twins(a: _Laid, b: _Laid) -> bool:
     """Whether two layouts draw the same runs with the same rows (`_Shape.keep` keeps one)."""
+    if a.key != b.key or not _same(a.drawn, b.drawn):
+        return False
     if a.memo is None or b.memo is None:
-        return a.memo is b.memo and _same(a.drawn, b.drawn)
-    return _same(a.drawn, b.drawn) and _same(a.memo.rows_in, b.memo.rows_in)
+        return a.memo is b.memo
+    return _same(a.memo.rows_in, b.memo.rows_in)
 
 
 def _recall(kept: list[tuple[Any, T]], flags: Any, make: Callable[[], T], most: int) -> T:
@@ -597,7 +611,8 @@ def lay_out(
                 drawn = shown
     leaf_run = shape.run_of(leaf) if 0 <= leaf < n else -1
     on_path = shape.on_path(leaf_run)
-    laid, last = None, shape.start(drawn, rows_in)
+    key = _key(drawn, rows_in)
+    laid, last = None, shape.start(drawn, rows_in, key)
     if last is not None:
         laid = _relay(shape, last, drawn, vis, leaf, leaf_run, on_path)
     if laid is None:
@@ -608,6 +623,7 @@ def lay_out(
     last_cut = bool(len(cut_runs)) and int(cut_runs[-1]) == count - 1
     memo = last.memo if last is not None else None
     pieces = _pieces(shape, runs, vis, laid, rows_in, end, on_path, leaf_run, forks, last_cut, memo)
+    laid.key = key
     shape.keep(laid, trial)  # what the next leaf move, filter or fold changes from (`_relay`)
     return pieces
 
@@ -738,6 +754,7 @@ class _Laid:
     memo: _Memo | None = None  # the pieces last made from this layout (`_pieces`)
     # (the drawing order this one was made from by `_relay`, the stretches of pieces it changed)
     moved: tuple[Any, list[tuple[int, int]]] | None = None
+    key: tuple[int, int, int] = (-1, -1, -1)  # `_key` of its runs drawn and rows, once laid out
 
     def flags(self) -> tuple[Any, Any, Any]:
         if self.rot_ok is None:
