@@ -155,6 +155,53 @@ async def test_z_folds_every_side_branch_and_says_so(demo):
         assert len(tree.outline) == before and not tree.folded
 
 
+async def test_z_on_a_side_branch_of_one_entry_draws_no_empty_stub(tmp_path):
+    """`z` folds every side branch, one of a single entry too (in a file Pi wrote, with no
+    `leaf` entries below it): its row read "▸ 0 entries", and space on it said "Unfolded the
+    0 entries". It is drawn as the entry, and space says there is nothing below it."""
+    rows = [
+        ("u1", None, "user", "first question"),
+        ("a1", "u1", "assistant", "first answer"),
+        ("lone", "a1", "user", "a lone retry"),
+        ("more", "a1", "user", "a retry with more"),
+        ("more2", "more", "assistant", "more below it"),
+        ("path", "a1", "user", "the path"),
+        ("end", "path", "assistant", "the end"),
+    ]
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "s",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p",
+    }
+    lines = [json.dumps(header)]
+    for k, (eid, parent, role, text) in enumerate(rows):
+        message = U(text) if role == "user" else A(text)
+        stamp = f"2026-01-01T00:00:{k + 1:02d}.000Z"
+        lines.append(
+            json.dumps(
+                {"type": "message", "id": eid, "parentId": parent, "timestamp": stamp, "message": message}
+            )
+        )
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert tree.session.tree.pos["lone"] in tree.folded
+        drawn = ["".join(seg.text for seg in tree.render_line(y)) for y in range(len(tree.outline))]
+        lone = next(line for line in drawn if "a lone retry" in line)
+        assert "▸" not in lone and "0 entries" not in lone
+        assert any("▸ 1 entry" in line and "a retry with more" in line for line in drawn)
+        tree.set_cursor(tree.outline.row_for(tree.session.tree.pos["lone"]))
+        await pilot.press("space")
+        await settle(app, pilot)
+        assert status(app) == "Nothing is below lone"
+
+
 def _strips(tree: SessionTreeView) -> list[list]:
     return [list(tree.render_line(y)) for y in range(tree.scrollable_content_region.height)]
 

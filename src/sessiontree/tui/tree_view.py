@@ -401,8 +401,11 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             return
         self.rebuild(keep=i)
         if not message:  # counted as the stub row counts them, whatever the filter shows
-            below = counted(self._folded_away(i)[0], "entry", "entries")
-            if i in self.folded:
+            hidden = self._folded_away(i)[0]
+            below = counted(hidden, "entry", "entries")
+            if not hidden:  # a fold `z` made of a branch of one entry: nothing to say it hid
+                message = f"Nothing is below {entry_id}"
+            elif i in self.folded:
                 message = f"Folded {below} below {entry_id} (space unfolds)"
                 if self.outline.on_path(i) and i != self.session.tree.leaf:
                     message += "; the leaf is in the fold"
@@ -570,7 +573,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         i = outline.rows_pos[row]
         kind, glyph, entry_id, preview, when = self._row_info(i)
         stub = None
-        if i in outline.folded:
+        # A fold with nothing below it (`z` folds a side branch of one entry too) is drawn
+        # as the entry: a stub would say "▸ 0 entries".
+        if i in outline.folded and (self._folded_away(i)[0] or i in self.archived):
             stub = self._stub(i)
             if i in self.archived:
                 stub = "archived · " + stub
