@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
@@ -304,6 +305,23 @@ async def test_cwd_term_in_the_search(root):
 
 
 # --- search -----------------------------------------------------------------------------------
+
+
+async def test_keys_typed_right_after_slash_go_to_the_search_box(root):
+    """A terminal hands a fast typist's (or a paste's) keys over in one read: after `/` they
+    ran as the list's commands (`r` reversed the sort, `q` quit the app)."""
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        sort = (picker(app).memory.sort, picker(app).memory.reverse)
+        for key, character in [("slash", "/"), *((c, c) for c in "quirks")]:
+            app.post_message(events.Key(key, character))
+        await pilot.pause(0.3)
+        box = picker(app).query_one("#picker-search", Input)
+        assert app.is_running and app.focused is box and box.value == "quirks"
+        assert (picker(app).memory.sort, picker(app).memory.reverse) == sort
+        await pilot.press("slash")  # in the box a slash is text (`cwd:/srv`)
+        assert box.value == "quirks/" and app.focused is box
 
 
 async def test_search_names_and_first_messages_at_once(root):

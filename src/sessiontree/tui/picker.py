@@ -145,7 +145,10 @@ class PickerScreen(Screen[Path | None]):
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit"),
         Binding("enter", "open", "Open"),
-        Binding("slash", "search", "Search"),
+        # With priority, the app runs it as the key arrives: the keys typed in the same burst
+        # are handed to the box it focuses, not to the list (`check_action` leaves `/` to the
+        # box while it has focus).
+        Binding("slash", "search", "Search", priority=True),
         Binding("s", "sort", "Sort", tooltip="sort: modified → name → entries → size → project"),
         Binding("r", "reverse", "Reverse", tooltip="reverse the sort"),
         Binding("p", "project(1)", "Project"),
@@ -202,7 +205,10 @@ class PickerScreen(Screen[Path | None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="picker-title")
         yield Input(
-            placeholder='search: words, "a phrase", re:regex, cwd:dir', id="picker-search", compact=True
+            placeholder='search: words, "a phrase", re:regex, cwd:dir',
+            id="picker-search",
+            compact=True,
+            select_on_focus=False,  # `action_search` selects at once: a late selection ate a burst
         )
         yield Static("", id="picker-message")
         with Horizontal(id="picker-body"):
@@ -755,7 +761,12 @@ class PickerScreen(Screen[Path | None]):
             self.dismiss(chosen)
 
     def action_search(self) -> None:
-        self.query_one("#picker-search", Input).focus()
+        # Now, not via `focus()`'s message: keys typed in the same burst as `/` (a fast
+        # typist, a paste) are already queued behind it, and ran as the list's commands (`r`
+        # reversed the sort, `q` quit the app). As the tree's search does (`tui/search.py`).
+        search = self.query_one("#picker-search", Input)
+        self.set_focus(search)
+        search.select_all()  # typing replaces the last search, which stays there to be edited
 
     def action_sort(self) -> None:
         self.memory.sort = SORTS[(SORTS.index(self.memory.sort) + 1) % len(SORTS)]
