@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -440,6 +441,32 @@ def test_clicks_filter_search_and_fold(tree, tmp_path, browser):
     browser.js("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowDown', bubbles: true}))")
     browser.wait(f"{sel} === '{ids['a1']}'")
     assert browser.js("document.body.dataset.error") is None
+
+
+def test_each_filter_shows_the_rows_the_terminal_app_shows(tmp_path, browser):
+    """The page's filters kept assistant turns that only call tools (hidden by the default
+    and no-tools filters, as in Pi's /tree and the app): the demo's default view had 36 rows
+    against the app's 28. Each filter's rows are `sessiontree tree --filter`'s, in order."""
+    path = tmp_path / "demo.jsonl"
+    shutil.copyfile(resources.files("sessiontree.demo") / "demo.jsonl", path)
+    page = export(path, tmp_path / "demo.html")
+    browser.open(page.resolve().as_uri())
+    choose = (
+        "{{ const f = document.getElementById('filter'); f.value = '{}';"
+        " f.dispatchEvent(new Event('change')) }}"
+    )
+    # not "all": its rows are more than the page draws at once (it draws a window of them)
+    for name in ("default", "no-tools", "user-only", "labeled-only"):
+        browser.js(choose.format(name))
+        shown = browser.js("[...document.querySelectorAll('.row')].map((r) => r.dataset.id).join(' ')")
+        drawn = subprocess.run(
+            [sys.executable, "-m", "sessiontree", "tree", str(path), "--filter", name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        expected = [m.group() for m in map(re.compile(r"\b[0-9a-f]{8}\b").search, drawn.splitlines()) if m]
+        assert shown.split() == expected, name
 
 
 def test_no_request_leaves_the_page(tmp_path, browser):

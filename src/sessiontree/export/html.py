@@ -35,7 +35,7 @@ from ..model.entries import CompactionEntry, CustomMessageEntry, Entry, MessageE
 from ..model.errors import SessionError
 from ..model.ids import iso_now
 from ..session import Session
-from ..storage.index import ROLE_CODES, TYPE_CODES
+from ..storage.index import ROLE_CODES, TOOL_ONLY, TYPE_CODES
 from ..storage.scan import encode_line
 from .common import resolve_target, source_name
 from .files import Chunk
@@ -191,6 +191,7 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
         "parent": tree.parent.tolist(),
         "kind": list(tree.kind),
         "role": list(tree.role),
+        "toolOnly": [i for i, f in enumerate(tree.flags) if f & TOOL_ONLY],  # few: a list, not a byte each
         "unknownTypes": {str(k): v for k, v in tree.unknown_types.items()},
         "compactions": {str(k): [v[0], v[1]] for k, v in tree.compactions.items()},
         "labels": labels,
