@@ -230,6 +230,21 @@ def test_serve_needs_the_port_free(session_file):
     assert done.stdout == ""  # no banner saying it serves, nor "Press Ctrl+C to quit"
 
 
+def test_every_address_links_the_page_by_the_machines_name(session_file):
+    """`--host 0.0.0.0` gave a page whose script, styles and websocket were at
+    `http://0.0.0.0:PORT/`, which no browser loads: it stayed on its splash."""
+    with serving(str(session_file), "--host", "0.0.0.0") as (url, proc):
+        with urllib.request.urlopen(url, timeout=10) as page:
+            html = page.read().decode()
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    assert "0.0.0.0" not in html
+    assert f"http://{socket.gethostname()}:{port}/static/js/textual.js" in html
+    assert f"ws://{socket.gethostname()}:{port}/ws" in html
+    assert "give --public-url if browsers reach it by another name" in err
+
+
 def test_the_banner_says_what_is_served_and_where(session_file):
     """textual-serve's named the command each tab runs: this interpreter's path."""
     with serving(str(session_file)) as (url, proc):

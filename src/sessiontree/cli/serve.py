@@ -47,6 +47,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every address of the machine: no name a browser can use
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.child:
         return _child()
@@ -71,8 +74,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         {"path": args.path, "read_only": args.read_only, "follow": not args.no_follow}
     )
     command = shlex.join([sys.executable, "-m", "sessiontree", "serve", "--child"])
+    public_url = args.public_url
+    if public_url is None and host in WILDCARD_HOSTS:
+        # The page links its script, styles and websocket by absolute URLs made of the host:
+        # "http://0.0.0.0:PORT/…" loads in no browser. This machine's name is the likeliest to
+        # reach it; --public-url says otherwise.
+        public_url = f"http://{socket.gethostname()}:{args.port}"
+        err(
+            f"sessiontree: note: the page links {public_url}; give --public-url if browsers"
+            " reach it by another name"
+        )
     server = _local_page(Server)(
-        command, host=host, port=args.port, title="sessiontree", public_url=args.public_url
+        command, host=host, port=args.port, title="sessiontree", public_url=public_url
     )
     what = "the bundled demo" if args.path is None else args.path
 
