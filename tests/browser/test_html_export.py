@@ -469,6 +469,31 @@ def test_each_filter_shows_the_rows_the_terminal_app_shows(tmp_path, browser):
         assert shown.split() == expected, name
 
 
+def test_a_search_asked_before_every_entry_arrived_runs_when_they_have(tree, tmp_path, browser):
+    """On a 100k-entry page a search typed in the first seconds said "reading entries…" and
+    never ran. Here the page's reading of the entries is held back until the search is asked."""
+    path, ids = tree
+    page = export(path, tmp_path / "tree.html")
+    hold = (
+        "const add = Document.prototype.addEventListener;"
+        "Document.prototype.addEventListener = function (type, listener, options) {"
+        "  if (type === 'DOMContentLoaded') { window.readEntries = listener; return; }"
+        "  return add.call(this, type, listener, options); };"
+    )
+    browser.call("Page.enable", {}, browser.session)  # else the script is not added
+    browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": hold}, browser.session)
+    browser.open(page.resolve().as_uri())
+    assert browser.js("typeof window.readEntries") == "function"
+    browser.js(
+        "{ const s = document.getElementById('search'); s.value = 'DROP';"
+        "s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }"
+    )
+    assert browser.js("document.getElementById('hits').textContent") == "reading entries…"
+    browser.js("window.readEntries()")
+    browser.wait(f"document.getElementById('main').dataset.selected === '{ids['u_side']}'")
+    assert browser.js("document.getElementById('hits').textContent") == "1/2"
+
+
 def test_no_request_leaves_the_page(tmp_path, browser):
     """The content security policy admits nothing from the network: a fetch fails."""
     path = tmp_path / "s.jsonl"

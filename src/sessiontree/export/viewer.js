@@ -34,6 +34,7 @@
   const ENTRIES = new Array(N); // null: a line of the file that could not be read
   const have = new Uint8Array(N);
   let full = false;
+  let pendingSearch = null; // [query, step] asked before every entry arrived: run once they have
 
   function entries() {
     return ENTRIES;
@@ -58,6 +59,7 @@
     });
     have.fill(1);
     full = true;
+    if (pendingSearch !== null) { const [query, step] = pendingSearch; pendingSearch = null; search(query, step); }
   }
 
   // Whether the context of `i` can be shown: its bounded path and the entries its state comes
@@ -717,7 +719,7 @@
 
   function search(query, step) {
     query = query.trim().toLowerCase();
-    if (!full) { $("hits").textContent = "reading entries…"; return; }
+    if (!full) { pendingSearch = [query, step]; $("hits").textContent = "reading entries…"; return; }
     if (!query) { hits = new Set(); matchList = []; $("hits").textContent = ""; repaintRows(); return; }
     if (query !== lastQuery) {
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
