@@ -331,7 +331,7 @@ async def test_search_names_and_first_messages_at_once(root):
         await pilot.press("slash", *"flaky")
         await settle(app, pilot)
         assert names(app) == ["weather.jsonl"]
-        assert "1 session match" in text_of(app, "#picker-message")
+        assert "1 session matches · Esc clears" in text_of(app, "#picker-message")
         cell = table(app).get_row(str(root / "--home-dev-weather--" / "weather.jsonl"))[0]
         assert [cell.plain[s.start : s.end] for s in cell.spans] == ["flaky"]  # highlighted
 
@@ -387,6 +387,20 @@ async def test_progress_is_shown_while_message_text_is_read(root):
         screen.search = search
         screen._show_message()
         assert "searching message text… 1/3 files" in text_of(app, "#picker-message")
+
+
+async def test_home_and_end_go_to_the_first_and_last_session(root):
+    """Home and End did nothing in the list (only `g`/`G` did); in the box they stay its own."""
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("end")
+        assert cursor_name(app) == names(app)[-1]
+        await pilot.press("home")
+        assert cursor_name(app) == names(app)[0]
+        await pilot.press("slash", *"helm", "home")
+        box = picker(app).query_one("#picker-search", Input)
+        assert box.value == "helm" and box.cursor_position == 0
 
 
 async def test_a_search_puts_the_cursor_on_the_top_match_and_clearing_keeps_it(root):

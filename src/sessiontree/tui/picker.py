@@ -102,7 +102,12 @@ class SessionTable(DataTable):
     `pin_top`: while a new query's results come in, the cursor stays on the top (best) row
     until the user moves it; each way a user moves the cursor clears it."""
 
-    BINDINGS = [Binding("enter", "select_cursor", "Open")]
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Open"),
+        # the cursor to the first or last session, as `g`/`G` (DataTable's only scroll the view)
+        Binding("home", "scroll_top", "First", show=False),
+        Binding("end", "scroll_bottom", "Last", show=False),
+    ]
 
     pin_top = False
 
@@ -585,7 +590,7 @@ class PickerScreen(Screen[Path | None]):
             text = Text(f"searching message text… {search.done}/{search.total} files", style="italic")
         elif search is not None:
             found = len(search.matched)
-            text = Text(f"{counted(found, 'session')} match · Esc clears")
+            text = Text(f"{counted(found, 'session')} {'matches' if found == 1 else 'match'} · Esc clears")
         elif focused:
             text = Text('words (all must appear) · "a phrase" · re:regex · cwd:dir · Enter: to the list')
         message.update(text or "")
