@@ -494,6 +494,34 @@ def test_a_search_asked_before_every_entry_arrived_runs_when_they_have(tree, tmp
     assert browser.js("document.getElementById('hits').textContent") == "1/2"
 
 
+def test_the_search_takes_the_apps_syntax(tmp_path, browser):
+    """The page's search was one substring: `tokyo pytest` matched only where the two words
+    stood side by side, and phrases and `re:` found nothing. Words are ANDed in any order,
+    a quoted phrase is one string, `re:` a regular expression, as in the app."""
+    path = tmp_path / "demo.jsonl"
+    shutil.copyfile(resources.files("sessiontree.demo") / "demo.jsonl", path)
+    page = export(path, tmp_path / "demo.html")
+    browser.open(page.resolve().as_uri())
+
+    def hits(query: str) -> str:
+        browser.js(
+            f"{{ const s = document.getElementById('search'); s.value = {json.dumps(query)};"
+            "s.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }"
+        )
+        return browser.js("document.getElementById('hits').textContent")
+
+    def count(query: str) -> int:
+        said = hits(query)
+        return 0 if said == "no match" else int(said.split("/")[1])
+
+    both = count("tokyo pytest")
+    assert both >= count('"tokyo pytest"') > 0 and count("pytest TOKYO") == both
+    assert count("tokyo") >= both and count("tokyo pytest zzzqqq") == 0
+    assert count("re:tok.o") == count("tokyo") and count('re:"asia/tokyo +pytest"') > 0
+    assert hits("re:(") == "bad regex"
+    assert browser.js("document.body.dataset.error") is None
+
+
 def test_no_request_leaves_the_page(tmp_path, browser):
     """The content security policy admits nothing from the network: a fetch fails."""
     path = tmp_path / "s.jsonl"

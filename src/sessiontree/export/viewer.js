@@ -717,14 +717,34 @@
     return bits.join("\n").toLowerCase();
   }
 
+  // The app's search syntax (sessiontree/query.py): words must each appear, in any order;
+  // "a phrase" as written; re:regex (re:"with spaces") a JavaScript regular expression, `^`
+  // and `$` at each line. All ignoring case; an unfinished quote runs to the end.
+  function matcher(query) {
+    const tests = [];
+    const token = /re:"([^"]*)"?|re:(\S*)|"([^"]*)"?|(\S+)/g;
+    for (const m of query.matchAll(token)) {
+      const pattern = m[1] ?? m[2];
+      if (pattern !== undefined) {
+        if (pattern) { const re = new RegExp(pattern, "im"); tests.push((text) => re.test(text)); }
+      } else {
+        const literal = (m[3] ?? m[4]).toLowerCase();
+        if (literal) tests.push((text) => text.includes(literal));
+      }
+    }
+    return (text) => tests.every((t) => t(text));
+  }
+
   function search(query, step) {
-    query = query.trim().toLowerCase();
+    query = query.trim();
     if (!full) { pendingSearch = [query, step]; $("hits").textContent = "reading entries…"; return; }
     if (!query) { hits = new Set(); matchList = []; $("hits").textContent = ""; repaintRows(); return; }
     if (query !== lastQuery) {
+      let matches;
+      try { matches = matcher(query); } catch (err) { $("hits").textContent = "bad regex"; return; }
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
       matchList = [];
-      for (let i = 0; i < N; i++) if (haystack[i].includes(query)) matchList.push(i);
+      for (let i = 0; i < N; i++) if (matches(haystack[i])) matchList.push(i);
       hits = new Set(matchList);
       lastQuery = query;
       matchAt = -1;
