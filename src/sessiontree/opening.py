@@ -184,19 +184,23 @@ def _by_id_or_prefix(
     if len(hits) == 1:
         return open_one(hits[0])
     if hits:
-        shown = ", ".join(hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
-        raise SessionError("not_found", f"{sid!r} starts {len(hits)} sessions' ids ({shown})", path=where)
-    shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-    raise SessionError("not_found", f"no session {sid!r} in the database (newest: {shown})", path=where)
+        raise SessionError(
+            "not_found", f"{sid!r} starts {len(hits)} sessions' ids ({_few(hits)})", path=where
+        )
+    newest = f"newest: {_few(ids)}" if ids else "it holds none"
+    raise SessionError("not_found", f"no session {sid!r} in the database ({newest})", path=where)
+
+
+def _few(ids: list[str]) -> str:
+    """The first three of `ids`, and how many more there are."""
+    return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
 
 
 def _which_session(sessions: list[dict[str, Any]]) -> str:
     """The message for a database's address without `#SESSION_ID`, naming a few sessions."""
     if not sessions:
         return "the address names no session (add #SESSION_ID), and the database holds none"
-    shown = ", ".join(s["id"] for s in sessions[:3])
-    more = f" and {len(sessions) - 3} more" if len(sessions) > 3 else ""
-    return f"the address names no session: add #SESSION_ID (newest: {shown}{more})"
+    return f"the address names no session: add #SESSION_ID (newest: {_few([s['id'] for s in sessions])})"
 
 
 def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, Any]]:
