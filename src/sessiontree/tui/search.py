@@ -92,7 +92,6 @@ class SearchMixin(BrowserBase):
         if search.mode == "filter":
             if self._restore_position is None:
                 self._restore_position = tree.current_position()
-            print("DBG vis", bytes(tree.outline.vis).count(1), tree.restrict is None, query)
             self._run_search(query, None, bytes(tree.outline.vis))
         else:
             self._run_search(query, tree.outline, None)
@@ -168,7 +167,6 @@ class SearchMixin(BrowserBase):
             tree = self._tree()
         except NoMatches:  # the screen closed while the worker ran
             return
-        print("DBG done", query, len(found))
         note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
         self._status("")
         if outline is None:  # filter mode
