@@ -220,7 +220,10 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
     pieces = re.split(r"@@(INDEX|SCRIPT|PATH|READY|ENTRIES)@@", _asset("viewer.html"))
     csp = (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:;"
-        f" script-src {_hash(script)} {_hash(READY_SCRIPT)}; base-uri 'none'; form-action 'none'"
+        f" script-src {_hash(script)} {_hash(READY_SCRIPT)}; base-uri 'none'; form-action 'none';"
+        # the search's regular expressions run in a worker made from the page's own script
+        # (a blob), which can be stopped when one backtracks without end
+        " worker-src blob:"
     )
     head = pieces[0].replace("@@CSP@@", csp).replace("@@STYLE@@", _asset("viewer.css"))
     head = head.replace("@@TITLE@@", html.escape(title))

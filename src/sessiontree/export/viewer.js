@@ -242,7 +242,8 @@
 
   // Rows as in the terminal app: at a fork the side branches come first, one step in, and the
   // child that continues the path being read stays in the fork's column.
-  const view = { filter: "default", vis: null, folded: new Set(), rowsPos: [], rowsPrefix: [], prefixes: [""], rowOf: null };
+  const view = { filter: "default", vis: null, folded: new Set(), rowsPos: [], rowsPrefix: [], prefixes: [""], rowOf: null,
+    foldCounts: new Map() };
 
   function visibleChildren(i) {
     const out = [];
@@ -300,11 +301,27 @@
         break;
       }
     }
-    Object.assign(view, { rowsPos, rowsPrefix, prefixes, rowOf });
+    Object.assign(view, { rowsPos, rowsPrefix, prefixes, rowOf, foldCounts: new Map() });
     $("spacer").style.height = rowsPos.length * ROW + "px";
     drawn.clear();
     $("spacer").textContent = "";
     paint();
+  }
+
+  // Entries the filter shows below entry `i` (which a fold there hides), kept until the next build.
+  function hiddenBelow(i) {
+    let count = view.foldCounts.get(i);
+    if (count !== undefined) return count;
+    count = 0;
+    const stack = [];
+    for (let c = firstChild[i]; c >= 0; c = nextSibling[c]) stack.push(c);
+    while (stack.length) {
+      const c = stack.pop();
+      count += view.vis[c];
+      for (let k = firstChild[c]; k >= 0; k = nextSibling[k]) stack.push(k);
+    }
+    view.foldCounts.set(i, count);
+    return count;
   }
 
   function rowFor(i) {
@@ -333,8 +350,11 @@
     const fold = foldable ? '<span class="fold on" data-fold="' + i + '">' + (view.folded.has(i) ? "▸" : "▾") + "</span>"
       : '<span class="fold"> </span>';
     const label = Object.prototype.hasOwnProperty.call(labels, ids[i]) ? '<span class="lb">[' + safe(labels[ids[i]]) + "]</span>" : "";
+    // before the preview, which the row's width cuts: as the app's stub row, what the fold hides
+    const below = view.folded.has(i) ? hiddenBelow(i) : -1;
+    const stub = below >= 0 ? '<span class="stub">' + below.toLocaleString() + (below === 1 ? " entry" : " entries") + " folded</span>" : "";
     return '<span class="pre">' + esc(view.prefixes[view.rowsPrefix[r]]) + "</span>" + fold +
-      '<span class="g">' + glyph(i) + "</span>" + label + '<span class="pv">' + safe(IX.preview[i]) + "</span>";
+      '<span class="g">' + glyph(i) + "</span>" + label + stub + '<span class="pv">' + safe(IX.preview[i]) + "</span>";
   }
 
   function rowClass(r) {
@@ -712,9 +732,34 @@
           if (b.type === "toolCall") bits.push(String(b.name), jsonText(b.arguments));
         }
       } else bits.push(contentText(m.content), String(m.command ?? ""), String(m.output ?? ""), String(m.toolName ?? ""));
+      if (m.role === "toolResult") {
+        const call = callOf(i, m.toolCallId);
+        if (call) bits.push(String(call.name), jsonText(call.arguments));
+      }
     } else if (typeof e.summary === "string") bits.push(e.summary);
     else if (e.content !== undefined) bits.push(contentText(e.content));
     return bits.join("\n").toLowerCase();
+  }
+
+  // Entries another writer may append between a tool call and its results (session.py's
+  // WALKED_PAST), and how many results of one turn a call is looked for above.
+  const WALKED_PAST = new Set(["label", "custom", "session_info", "model_change", "thinking_level_change",
+    "active_tools_change"].map((t) => T[t]));
+  const TOOL_CALL_SEARCH = 64;
+
+  // The toolCall block that produced a tool result (`Session.tool_call_of`): a result's row is
+  // drawn as its call, so the call's words find the row, as in the app.
+  function callOf(i, callId) {
+    let p = parent[i];
+    for (let k = 0; k < TOOL_CALL_SEARCH && p >= 0; k++, p = parent[p]) {
+      if (kind[p] === T.message && role[p] === R.assistant) {
+        const m = (entries()[p] || {}).message || {};
+        if (!Array.isArray(m.content)) return null;
+        return m.content.find((b) => b && b.type === "toolCall" && b.id === callId) || null;
+      }
+      if (!(kind[p] === T.message && role[p] === R.toolResult) && !WALKED_PAST.has(kind[p])) return null;
+    }
+    return null;
   }
 
   // The app's search syntax (sessiontree/query.py): words must each appear, in any order;
@@ -735,27 +780,108 @@
     return (text) => tests.every((t) => t(text));
   }
 
+  // Entries matching the last query under any filter; `matchList` those the filter shows, as
+  // the app's find goes over the rows drawn.
+  let found = [];
+
   function search(query, step) {
     query = query.trim();
     if (!full) { pendingSearch = [query, step]; $("hits").textContent = "reading entries…"; return; }
-    if (!query) { hits = new Set(); matchList = []; $("hits").textContent = ""; repaintRows(); return; }
+    if (!query) { clearSearch(); return; }
     if (query !== lastQuery) {
       let matches;
       try { matches = matcher(query); } catch (err) { $("hits").textContent = "bad regex"; return; }
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
-      matchList = [];
-      for (let i = 0; i < N; i++) if (matches(haystack[i])) matchList.push(i);
-      hits = new Set(matchList);
-      lastQuery = query;
-      matchAt = -1;
-      repaintRows();
+      // A regular expression may backtrack without end on one entry, which would hang the tab:
+      // it runs in a worker that is stopped past REGEX_MOST_MS (the app gives up after 1 s).
+      if (/(^|\s)re:/.test(query) && askWorker(query, step)) return;
+      found = [];
+      for (let i = 0; i < N; i++) if (matches(haystack[i])) found.push(i);
+      takeFound(query);
     }
+    stepMatch(step);
+  }
+
+  function takeFound(query) {
+    lastQuery = query;
+    matchAt = -1;
+    matchList = found.filter((i) => view.vis[i]);
+    hits = new Set(matchList);
+    repaintRows();
+  }
+
+  function stepMatch(step) {
     if (!matchList.length) { $("hits").textContent = "no match"; return; }
     if (step) {
       matchAt = (matchAt + step + matchList.length) % matchList.length;
-      location.hash = fragment(matchList[matchAt]);
+      go(matchList[matchAt]);
     }
     $("hits").textContent = (matchAt + 1) + "/" + matchList.length;
+  }
+
+  // A filter changed: the matches are those it shows, counted again from the first.
+  function refilterMatches() {
+    if (!lastQuery) return;
+    takeFound(lastQuery);
+    $("hits").textContent = matchList.length ? matchList.length + " found" : "no match";
+  }
+
+  function clearSearch() {
+    stopWorker();
+    hits = new Set();
+    found = [];
+    matchList = [];
+    lastQuery = "";
+    $("hits").textContent = "";
+    repaintRows();
+  }
+
+  const REGEX_MOST_MS = 3000;
+  const WORKER_SOURCE = "const matcher = " + matcher.toString() + ";\nlet texts = [];\n" +
+    "onmessage = (ev) => {\n  if (ev.data.texts) { texts = ev.data.texts; return; }\n" +
+    "  const m = matcher(ev.data.query), out = [];\n" +
+    "  for (let i = 0; i < texts.length; i++) if (m(texts[i])) out.push(i);\n" +
+    "  postMessage({ query: ev.data.query, found: out });\n};\n";
+  let worker = null, asked = null;
+
+  // False when no worker can be made (the search then runs here).
+  function askWorker(query, step) {
+    stopWorker();
+    try {
+      worker = new Worker(URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" })));
+    } catch (err) {
+      worker = null;
+      return false;
+    }
+    worker.onmessage = (ev) => {
+      if (!asked || ev.data.query !== asked.query) return;
+      const step = asked.step;
+      clearTimeout(asked.timer);
+      asked = null;
+      found = ev.data.found;
+      takeFound(ev.data.query);
+      stepMatch(step);
+    };
+    worker.onerror = () => {
+      stopWorker();
+      $("hits").textContent = "re: could not run";
+    };
+    worker.postMessage({ texts: haystack });
+    worker.postMessage({ query });
+    const timer = setTimeout(() => {
+      stopWorker();
+      $("hits").textContent = "re: gave up after " + REGEX_MOST_MS / 1000 + " s";
+    }, REGEX_MOST_MS);
+    asked = { query, step, timer };
+    $("hits").textContent = "searching…";
+    return true;
+  }
+
+  function stopWorker() {
+    if (asked) clearTimeout(asked.timer);
+    asked = null;
+    if (worker) worker.terminate();
+    worker = null;
   }
 
   // --- the header ---------------------------------------------------------------------------
@@ -787,10 +913,18 @@
 
   // --- wiring -------------------------------------------------------------------------------
 
+  // Entry `i` selected at once, its address replacing the page's own: keys pressed back to back
+  // each move from where the last one went (through `hashchange`, which comes later, ten quick
+  // presses moved four rows), and a walk down the tree is not a hundred steps of the back button.
+  function go(i) {
+    select(i);
+    history.replaceState(history.state, "", "#" + fragment(i));
+  }
+
   function moveSelection(delta) {
     const r = selected >= 0 ? rowFor(selected) : -1;
     const next = Math.max(0, Math.min(view.rowsPos.length - 1, r + delta));
-    if (view.rowsPos.length) location.hash = fragment(view.rowsPos[next]);
+    if (view.rowsPos.length) go(view.rowsPos[next]);
   }
 
   function wire() {
@@ -815,12 +949,13 @@
     $("filter").addEventListener("change", (ev) => {
       view.filter = ev.target.value;
       build();
+      refilterMatches();
       scrollToRow(rowFor(selected));
     });
     $("unfold").addEventListener("click", () => { view.folded.clear(); build(); scrollToRow(rowFor(selected)); });
     $("search").addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") { ev.preventDefault(); search(ev.target.value, ev.shiftKey ? -1 : 1); }
-      else if (ev.key === "Escape") { ev.target.blur(); }
+      else if (ev.key === "Escape") { ev.target.blur(); clearSearch(); }
     });
     $("search").addEventListener("input", (ev) => { if (!ev.target.value.trim()) search("", 0); });
     window.addEventListener("hashchange", () => {
@@ -834,6 +969,7 @@
       else if (ev.key === "PageDown") { ev.preventDefault(); moveSelection(Math.floor($("tree").clientHeight / ROW)); }
       else if (ev.key === "PageUp") { ev.preventDefault(); moveSelection(-Math.floor($("tree").clientHeight / ROW)); }
       else if (ev.key === "/") { ev.preventDefault(); $("search").focus(); }
+      else if (ev.key === "Escape") clearSearch();
       else if (ev.key === " " && selected >= 0) {
         ev.preventDefault();
         if (!view.folded.delete(selected)) view.folded.add(selected);
