@@ -25,6 +25,7 @@ batches, and the next import goes on from there.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ _PENDING = (
 )
 
 Status = Literal["new", "appended", "unchanged", "refused", "failed"]
+ProblemKind = Literal["skipped", "rooted", "mended", "pending"]
+SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8, and so SQLite's text, cannot hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +66,9 @@ class Problem:
     path: str
     line: int | None
     message: str
-    # skipped: not imported; rooted: imported as a root (its parent was not); pending: an
-    # incomplete last line, left for a later import
-    kind: Literal["skipped", "rooted", "pending"] = "skipped"
+    # skipped: not imported; rooted: imported as a root (its parent was not); mended: imported
+    # with a broken character replaced; pending: an incomplete last line, left for a later import
+    kind: ProblemKind = "skipped"
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
@@ -374,12 +377,13 @@ def _copy(
         done += 1
         if done % 1000 == 0:
             tell(done, source.count)
-        data, note = _admit(entry.to_dict(), known, storage)
+        original = entry.to_dict()
+        data, note, kind = _admit(original, known, storage)
         if note is not None and line not in reported:
-            result.problems.append(Problem(source.path, line, note, "skipped" if data is None else "rooted"))
+            result.problems.append(Problem(source.path, line, note, kind))
         if data is None:
             continue
-        if data["parentId"] != entry.parent_id:
+        if data is not original:  # rooted or mended: compared as written on a later import
             entry = entry_from_dict(data)
         known.add(entry.id)
         if compared < existing:
@@ -405,16 +409,21 @@ def _copy(
         )
 
 
-def _admit(data: dict, known: set[str], storage: SessionStorage) -> tuple[dict | None, str | None]:
-    """What to write for one entry of the file (None: skip it) and what to tell the user.
+def _admit(
+    data: dict, known: set[str], storage: SessionStorage
+) -> tuple[dict | None, str | None, ProblemKind]:
+    """What to write for one entry of the file (None: skip it), what to tell the user, and
+    which kind of problem that is.
 
     An entry whose parent was not imported (a damaged line above it) is written as a root —
     how the browser and Pi show it — rather than skipped, which would drop its whole subtree:
-    one damaged line costs that line only."""
+    one damaged line costs that line only. So is a label or a name SQLite cannot store (a lone
+    surrogate: half of a character cut in two), with U+FFFD in place of the half."""
     eid = data["id"]
     if eid in known:
-        return None, f"skipped, entry id {eid!r} is used again"
+        return None, f"skipped, entry id {eid!r} is used again", "skipped"
     note = None
+    kind: ProblemKind = "rooted"
     parent = data["parentId"]
     if parent is not None and parent not in known:
         data = {**data, "parentId": None}
@@ -425,12 +434,23 @@ def _admit(data: dict, known: set[str], storage: SessionStorage) -> tuple[dict |
     if data["type"] == "leaf":
         target = data.get("targetId")
         if target is not None and target not in known:
-            return None, f"skipped, leaf entry {eid!r} moves to {target!r}, which is not in the import"
+            return (
+                None,
+                f"skipped, leaf entry {eid!r} moves to {target!r}, which is not in the import",
+                "skipped",
+            )
     refusal = storage.refusal(data)
+    key = {"label": "label", "session_info": "name"}.get(data["type"])
+    if refusal is not None and key is not None and isinstance(data.get(key), str):
+        mended = {**data, key: SURROGATE.sub("\ufffd", data[key])}
+        if mended[key] != data[key] and storage.refusal(mended) is None:
+            data, refusal, kind = mended, None, "mended"
+            broken = f"{key} has half of a character (a lone surrogate), written as U+FFFD"
+            note = f"{note}; its {broken}" if note else f"entry {eid!r}: its {broken}"
     if refusal is not None:
-        return None, f"skipped, entry {eid!r} {refusal}"
+        return None, f"skipped, entry {eid!r} {refusal}", "skipped"
     try:
         encode_line(data)
     except (TypeError, ValueError) as exc:
-        return None, f"skipped, entry {eid!r} cannot be written as JSON ({exc})"
-    return data, note
+        return None, f"skipped, entry {eid!r} cannot be written as JSON ({exc})", "skipped"
+    return data, note, kind

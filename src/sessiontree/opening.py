@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,8 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
     if is_postgres_url(text):
         location, _, session_id = text.partition("#")
         return Address("postgres", location, session_id or None)
-    if os.path.lexists(text):
-        return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) else "jsonl", text)
+    if os.path.lexists(text):  # a database by its suffix, or else by its first bytes
+        return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) or _is_sqlite(text) else "jsonl", text)
     for suffix in SQLITE_SUFFIXES:
         cut = text.find(suffix + "#")
         if cut >= 0:
@@ -102,6 +103,8 @@ def open_session(
     """Open the session at an address (`file.jsonl`, `db.sqlite#<id>`; `session_id=` overrides
     the address's id). Writers take the single-writer lock; `locked` if another process holds
     it (see `open_or_read_only` for the browser's fallback)."""
+    if verify not in ("now", "later"):
+        raise SessionError("invalid_argument", f"verify is 'now' or 'later', not {verify!r}")
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
         sid = session_id or address.session_id
@@ -268,13 +271,30 @@ def create_session(
     metadata: dict[str, Any] | None = None,
     parent_session: str | None = None,
 ) -> Session:
-    """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`)."""
+    """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`,
+    the timestamp the header's). A `session_id` that would not stay one file name there (a
+    `/`, `..`, a control character) is refused."""
+    now = iso_now()
     if path is None:
         session_id = session_id or new_session_id()
+        if session_id in (".", "..") or not _FILE_NAME_PART.fullmatch(session_id):
+            raise SessionError(
+                "invalid_argument",
+                f"a session id names the file: {session_id!r} has a path separator, a control"
+                " character, or is '.' or '..'",
+            )
         base = Path(root) if root is not None else DEFAULT_SESSIONS_DIR
-        path = base / encode_cwd(cwd) / session_file_name(iso_now(), session_id)
+        path = base / encode_cwd(cwd) / session_file_name(now, session_id)
     return Session(
         JsonlStorage.create(
-            path, cwd=cwd, session_id=session_id, metadata=metadata, parent_session=parent_session
+            path,
+            cwd=cwd,
+            session_id=session_id,
+            metadata=metadata,
+            parent_session=parent_session,
+            timestamp=now,
         )
     )
+
+
+_FILE_NAME_PART = re.compile(r"[^\x00-\x1f\x7f/\\]+")  # no separator or control character

@@ -119,6 +119,7 @@ def _usable_usage(usage: Any) -> bool:
     return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in nums)
 
 
+FRESH_ID_TRIES = 100  # an id factory that repeats itself (a fixed id) is refused, not looped on
 TOOL_CALL_SEARCH = 64  # results of one turn a call is looked for above (parallel calls)
 # Entries another writer may append between a tool call and its results, which carry no message
 # (a label or an archive record written from this app while the agent runs a tool, a rename):
@@ -192,6 +193,7 @@ class Session:
         what the storage keeps materialised and a fresh fold of its log (SQLite). With `decode`,
         every entry is first decoded in full, so damage that indexing cannot see (a number out
         of range, a line changed on disk since) is found and listed too."""
+        self.storage.require_open()
         if decode:
             for i in range(self.entry_count()):
                 # a line that fails is recorded by the storage as a diagnostic, listed below
@@ -519,6 +521,8 @@ class Session:
         return self._append("model_change", {"provider": provider, "modelId": model_id})
 
     def append_active_tools_change(self, names: Sequence[str]) -> str:
+        if isinstance(names, str):  # a Sequence[str] to type checkers: "read" became r, e, a, d
+            raise SessionError("invalid_argument", f"active tool names are a list of names, not {names!r}")
         return self._append("active_tools_change", {"activeToolNames": list(names)})
 
     def append_compaction(
@@ -613,10 +617,11 @@ class Session:
         return batch[-1].id if summary is not None else entry_id
 
     def _fresh_id(self, exclude: set[str]) -> str:
-        while True:
+        for _ in range(FRESH_ID_TRIES):
             candidate = self._new_id()
             if candidate not in exclude:
                 return candidate
+        raise SessionError("invalid_argument", "the id factory keeps giving ids already in use")
 
     def branch(self, entry_id: str | None) -> str | None:
         """Continue the conversation from `entry_id` (alias of `move_to` without a summary)."""

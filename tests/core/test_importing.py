@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from helpers import PI_FIXTURES, A, U
-from sessiontree import open_session
-from sessiontree.importing import Target, find_sources, import_file, import_sessions
+from sessiontree import JsonlStorage, Session, open_session
+from sessiontree.importing import SURROGATE, Target, find_sources, import_file, import_sessions
 from sessiontree.opening import create_session, upgrade_session
 
 
@@ -146,6 +146,41 @@ def test_damaged_lines_are_reported_and_skipped(tmp_path, target):
     v3.write_bytes(b"".join(lines))
     completed = import_file(v3, target)
     assert completed.status == "appended" and completed.added == 1
+
+
+def test_a_label_or_name_with_half_a_character_keeps_the_tree(tmp_path, target):
+    """A label or a session name holding a lone surrogate (half of an emoji cut in two), which
+    a JSONL file holds as an escape, ended the import into SQLite in a traceback, leaving an
+    empty session. SQLite's text cannot hold it: the half becomes U+FFFD, said per line, and
+    the entries after it keep their parents (a label is on the path, Pi's way)."""
+    path = tmp_path / "halves.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work/d\udcff")) as s:  # a directory not in UTF-8
+        first = s.append_message(U("hi"))
+        label = s.append_label(first, "cut \ud83d")
+        name = s.append_session_name("name \udcff")
+        after = s.append_message(U("after"))
+    result = import_file(path, target)
+    assert result.status == "new" and result.added == 4, result.message
+    kinds = {p.line: (p.kind, p.message) for p in result.problems}
+    in_sqlite = not target.startswith("postgresql")
+    if in_sqlite:  # PostgreSQL keeps free text as JSON: nothing to mend there
+        assert kinds == {
+            3: (
+                "mended",
+                f"entry {label!r}: its label has half of a character (a lone surrogate), written as U+FFFD",
+            ),
+            4: (
+                "mended",
+                f"entry {name!r}: its name has half of a character (a lone surrogate), written as U+FFFD",
+            ),
+        }
+    with open_session(address(target, result.session_id)) as imported:
+        assert [e.id for e in imported.get_entries()] == [first, label, name, after]
+        assert imported.get_entry(after).parent_id == name and imported.check() == []
+        written = "cut \ud83d"
+        assert imported.get_label(first) == (SURROGATE.sub("\ufffd", written) if in_sqlite else written)
+        assert imported.storage.header.cwd == "/work/d\udcff"  # the header keeps it exactly
+    assert import_file(path, target).status == "unchanged"
 
 
 def test_sources_and_targets():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import PI_FIXTURES, U
-from sessiontree import Session, SessionError, SqliteStorage, open_session
+from sessiontree import JsonlStorage, MemoryStorage, Session, SessionError, SqliteStorage, open_session
 from sessiontree.opening import Address, create_session, open_or_read_only, parse_address, upgrade_session
 
 
@@ -114,3 +114,47 @@ def test_a_hash_after_a_session_file_says_what_a_hash_is_for(tmp_path: Path):
     with pytest.raises(SessionError) as missing:  # no file before the `#` either: as before
         open_session(f"{tmp_path / 'gone.jsonl'}#abc")
     assert missing.value.code == "not_found"
+
+
+def test_a_database_under_another_name_opens_by_its_first_bytes(tmp_path: Path):
+    """The README says a database is known by its suffix or else by its first bytes, and
+    `#SESSION_ID` may be left out when it holds one session: `one.data` was read as a JSONL
+    file ("the first line is not valid JSON")."""
+    db = tmp_path / "one.data"
+    with Session(SqliteStorage.create(db, cwd="/p", session_id="only")) as s:
+        s.append_message(U("hi"))
+    assert parse_address(db) == Address("sqlite", str(db))
+    with open_session(db) as s:
+        assert s.storage.session_id == "only" and s.entry_count() == 1
+
+
+def test_create_session_names_its_file_after_its_header_and_refuses_ids_that_are_paths(tmp_path: Path):
+    """The file name's timestamp and the header's differed by a millisecond now and then; an id
+    with a `/` made a directory, `../..` pointed outside the sessions directory."""
+    for _ in range(20):
+        with create_session("/p", root=tmp_path) as s:
+            stamp = s.storage.header.timestamp.replace(":", "-").replace(".", "-")
+            assert Path(s.storage.path).name == f"{stamp}_{s.storage.header.id}.jsonl"
+    for bad in ("a/b", "../../evil", "x\ny", "..", "nul\x00"):
+        with pytest.raises(SessionError, match="a session id names the file") as info:
+            create_session("/p", root=tmp_path, session_id=bad)
+        assert info.value.code == "invalid_argument"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["--p--"]
+
+
+def test_options_and_inputs_a_type_checker_lets_through_are_refused(tmp_path: Path):
+    """`verify="bogus"` was taken silently; `append_active_tools_change("read")` stored the
+    tools r, e, a, d (a str is a Sequence[str]); an id factory that repeats itself looped
+    forever on the move that needs a fresh id."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        first = s.append_message(U("hi"))
+        with pytest.raises(SessionError, match="active tool names are a list of names"):
+            s.append_active_tools_change("read")  # type: ignore[arg-type]
+    with pytest.raises(SessionError, match="verify is 'now' or 'later'"):
+        open_session(path, verify="bogus")
+    with Session(MemoryStorage(cwd="/p"), id_factory=lambda: "fixed") as s:
+        s.append_message(U("hi"))
+        with pytest.raises(SessionError, match="keeps giving ids already in use"):
+            s.move_to(s.leaf_id, "a summary")
+    assert first

@@ -591,3 +591,65 @@ def test_archive_records_replay_on_reopen_and_leave_the_context_alone(backend):
     s = check_both(backend, s, check)
     set_archived(s, dead, False)
     check_both(backend, s, lambda x: archived(x) == set() or pytest.fail())
+
+
+# --- what a caller is given is its own ----------------------------------------------------------
+
+
+def test_what_a_caller_changes_is_never_seen_by_the_next_read(backend):
+    """Memory and JSONL handed out the objects they kept (and kept the caller's own): a caller
+    that marks the last message for prompt caching before sending saw the marks pile up in
+    every later context (Anthropic refuses more than four), where SQLite and a reopened file
+    had none. Every storage now gives each read a copy of its own."""
+    s = backend.session()
+    s.append_message({"role": "user", "content": [{"type": "text", "text": "turn 1"}]})
+    for turn in range(2, 5):
+        sent = s.build_context().to_llm()
+        sent[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        content = [{"type": "text", "text": f"turn {turn}"}]
+        last = s.append_message({"role": "user", "content": content})
+        content[0]["text"] = "changed after the append"
+    s.get_entry(last).message["content"][0]["text"] = "changed in an entry read"
+    s.get_branch()[-1].message["content"].append({"type": "text", "text": "added to the branch"})
+    s.build_context().messages[-1]["content"].clear()
+
+    def unchanged(x: Session) -> None:
+        assert [m["content"] for m in x.build_context().to_llm()] == [
+            [{"type": "text", "text": f"turn {turn}"}] for turn in range(1, 5)
+        ]
+
+    check_both(backend, s, unchanged)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_number_json_cannot_hold_is_refused(backend, value):
+    """A NaN compaction `tokensBefore` was written as null: the JSONL session turned read-only
+    as damaged, and SQLite could no longer build the context. JSON has no NaN or infinity."""
+    s = backend.session()
+    u = s.append_message(U("hi"))
+    with pytest.raises(SessionError, match="tokensBefore is NaN or infinite") as info:
+        s.append_compaction("summary", u, value)
+    assert info.value.code == "invalid_entry"
+    with pytest.raises(SessionError, match=r"message\.usage\.cost\.1 is NaN or infinite"):
+        s.append_message({**U("x"), "usage": {"cost": [1.0, value]}})
+    assert s.entry_count() == 1 and not s.read_only and s.check() == []
+    s.append_message({**U("a null is fine"), "usage": {"cost": None}})  # the check is only for numbers
+    check_both(backend, s, lambda x: x.entry_count() == 2 or pytest.fail())
+
+
+def test_a_closed_session_says_so(backend):
+    """An append to a closed JSONL session failed with a bare AssertionError, `check(decode=True)`
+    said nothing was wrong, and a closed memory session went on working."""
+    s = backend.session()
+    u = s.append_message(U("hi"))
+    s.close()
+    s.close()  # idempotent
+    for attempt in (
+        lambda: s.append_message(U("again")),
+        lambda: s.append_session_name("a name"),
+        lambda: s.append_label(u, "good"),
+        lambda: s.move_to(None),
+        lambda: s.check(decode=True),
+    ):
+        with pytest.raises(SessionError, match="the session is closed"):
+            attempt()

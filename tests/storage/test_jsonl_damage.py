@@ -176,6 +176,37 @@ def test_torn_final_line_set_aside_before_next_append(tmp_path):
         assert s.diagnostics == [] and [e.id for e in s.get_entries()] == ["a", "b", new]
 
 
+@pytest.mark.parametrize("whole", [False, True], ids=["torn", "entry-without-newline"])
+def test_another_writers_unfinished_line_stops_our_appends_only_for_a_while(tmp_path, whole):
+    """An unfinished last line another writer appended while the session was open (Pi killed
+    in the middle of a write) refused every append until the session was reopened: "another
+    program is writing this file right now", after 10 s as after 0.3. Once the file has been
+    quiet for a while the line is judged as one found at open: a torn line is set aside, an
+    entry without its newline is kept."""
+    path = write(tmp_path, line(HEADER), line(msg("a", None)))
+    fragment = line(msg("pi", "a"))[:-1] if whole else b'{"type":"message","id":"pi","parentId":"a","times'
+    with open_session(path) as s:
+        with open(path, "ab") as f:
+            f.write(fragment)
+        s.refresh()
+        with pytest.raises(SessionError, match="another program is writing this file right now"):
+            s.append_message(U("too soon"))
+        assert s.entry_count() == 1 and path.read_bytes().endswith(fragment)
+        quiet = path.stat().st_mtime - 5
+        os.utime(path, (quiet, quiet))  # five seconds without a change
+        new = s.append_message(U("after the quiet"))
+        kept = ["a", "pi", new] if whole else ["a", new]
+        assert [e.id for e in s.get_entries()] == kept
+        assert s.get_entry(new).parent_id == kept[-2]
+        repairs = list(s.storage.repairs)
+    if whole:
+        assert repairs == [] and path.read_bytes().count(fragment + b"\n") == 1
+    else:
+        assert Path(repairs[0]).read_bytes() == fragment
+    with open_session(path) as s:
+        assert s.diagnostics == [] and [e.id for e in s.get_entries()] == kept
+
+
 def test_valid_final_line_without_newline_is_not_glued(tmp_path):
     path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "a"))[:-1])
     with open_session(path) as s:

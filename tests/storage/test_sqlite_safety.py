@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -394,3 +395,52 @@ def test_the_schema_is_created_in_one_transaction(tmp_path, monkeypatch):
         SqliteStorage.create(path, cwd="/p", session_id="x")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_half_a_character_in_a_label_or_name_is_refused_with_a_reason(tmp_path):
+    """A lone surrogate in a label or a session name (which the JSONL storage keeps as an
+    escape) raised a bare UnicodeEncodeError from sqlite3; a cwd with one (a directory whose
+    name is not UTF-8) could not even create the session."""
+    db = tmp_path / "s.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/work/d\udcff", session_id="s")) as s:
+        first = s.append_message(U("hi"))
+        for attempt, what in (
+            (lambda: s.append_label(first, "cut \ud83d"), "label"),
+            (lambda: s.append_session_name("name \udcff"), "name"),
+        ):
+            with pytest.raises(SessionError, match=f"has a {what} with a lone surrogate") as info:
+                attempt()
+            assert info.value.code == "invalid_entry"
+        s.append_label(first, "whole \U0001f600")
+        assert s.check() == [] and s.entry_count() == 2
+    with open_session(f"{db}#s") as s:
+        assert s.storage.header.cwd == "/work/d\udcff" and s.get_label(first) == "whole \U0001f600"
+        assert s.check() == []
+
+
+@pytest.mark.parametrize("how", ["replaced", "deleted"])
+def test_a_database_replaced_or_deleted_under_a_writer_is_not_written(tmp_path, how):
+    """The JSONL storage refused to write to a file replaced or deleted while open; SQLite went
+    on, said "Leaf moved", and wrote through its -wal file, which is read over the database
+    moved into place (its commits lost, and `check` found nothing wrong), or into the deleted
+    file (lost at exit). Nothing reaches the -wal now."""
+    db, other = tmp_path / "s.sqlite", tmp_path / "other.sqlite"
+    build(db, n=6)
+    shutil.copy(db, other)  # closed and checkpointed: the file alone is the database
+    wal = Path(f"{db}-wal")
+    with Session(SqliteStorage.open(db, "s1")) as writer:
+        if how == "replaced":
+            with Session(SqliteStorage.open(other, "s1")) as elsewhere:
+                elsewhere.append_message(U("committed in the file moved into place"))
+            os.replace(other, db)
+            frames = wal.read_bytes()
+        else:
+            for name in writer.storage.files:
+                Path(name).unlink(missing_ok=True)
+        for attempt in (lambda: writer.append_message(U("lost")), writer.refresh):
+            with pytest.raises(SessionError, match=f"the database file was {how}"):
+                attempt()
+        if how == "replaced":
+            assert wal.read_bytes() == frames
+        else:
+            assert not db.exists() and not wal.exists()

@@ -82,11 +82,12 @@ WRITTEN = ("new", "appended")  # the statuses of a file whose entries were writt
 
 
 def _said(result: FileResult) -> list[Problem]:
-    """The problems worth saying of `result`: a line "imported as a root" was not, in a file
-    refused or failed, where nothing was written (its report and the summary said it was)."""
+    """The problems worth saying of `result`: a line "imported as a root" (or mended) was not,
+    in a file refused or failed, where nothing was written (its report and the summary said it
+    was)."""
     if result.status in WRITTEN:
         return list(result.problems)
-    return [p for p in result.problems if p.kind != "rooted"]
+    return [p for p in result.problems if p.kind not in ("rooted", "mended")]
 
 
 def _report(result: FileResult) -> None:
@@ -116,9 +117,11 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     added = sum(r.added for r in results)
     skipped = sum(p.kind == "skipped" for r in results for p in _said(r))
     rooted = sum(p.kind == "rooted" for r in results for p in _said(r))
+    mended = sum(p.kind == "mended" for r in results for p in _said(r))
     parts = [f"{n} {status}" for status, n in counts.items()]
     rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
+    rerooted += f", {mended} with a broken character mended" if mended else ""
     err(
         f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {added:,} entries added"
         f"{rate}; {counted(skipped, 'line')} skipped{rerooted}"

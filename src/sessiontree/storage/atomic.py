@@ -98,9 +98,23 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def atomic_rewrite(path: str, chunks: Iterable[bytes], *, backup_suffix: str = ".bak") -> str:
+class ChangedMeanwhile(Exception):
+    """The file was written to while its replacement was being made (`atomic_rewrite`)."""
+
+
+def atomic_rewrite(
+    path: str,
+    chunks: Iterable[bytes],
+    *,
+    backup_suffix: str = ".bak",
+    unchanged_since: tuple[int, int] | None = None,
+) -> str:
     """Replace the file at `path` (through any symlinks: the link is kept) with `chunks`,
-    keeping the original as a backup next to the real file. Returns the backup path."""
+    keeping the original as a backup next to the real file. Returns the backup path.
+
+    `unchanged_since`: the (size, mtime_ns) the chunks were made from. A writer that takes no
+    lock (Pi) may append meanwhile; its lines would be only in the backup, so the rewrite is
+    given up (`ChangedMeanwhile`, nothing changed) if the file differs just before the swap."""
     real = os.path.realpath(path)
     mode = os.stat(real).st_mode & 0o777
     fd, tmp = private_temp(real, "rewrite", mode)
@@ -115,6 +129,10 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes], *, backup_suffix: str = "
                 os.link(real, backup)
             except OSError:  # file systems without hard links
                 shutil.copy2(real, backup)
+            if unchanged_since is not None:
+                st = os.stat(real)
+                if (st.st_size, st.st_mtime_ns) != unchanged_since:
+                    raise ChangedMeanwhile(real)
             os.replace(tmp, real)
         finally:
             os.close(fd)

@@ -17,7 +17,7 @@ from ..model.errors import Diagnostic, SessionError
 from ..model.header import SessionHeader
 from ..model.ids import new_entry_id
 from .index import TreeIndex
-from .scan import encode_line
+from .scan import encode_line, non_finite
 
 CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a line
 
@@ -35,6 +35,7 @@ class SessionStorage(ABC):
 
     def __init__(self) -> None:
         self._diagnostics: list[Diagnostic] = []
+        self.closed = False  # set by `close`: every later read or write says so
 
     # --- contract -----------------------------------------------------------------------------
 
@@ -105,8 +106,14 @@ class SessionStorage(ABC):
         """Refuse every write from now on, saying `reason` (e.g. another writer holds the lock)."""
         self.read_only_reason = reason
 
-    def close(self) -> None:  # noqa: B027 - optional hook; memory storage holds nothing
-        """Release locks and file handles. Idempotent."""
+    def close(self) -> None:
+        """Release locks and file handles. Idempotent. Implementations call this one too: a
+        closed storage refuses reads and writes with "the session is closed"."""
+        self.closed = True
+
+    def require_open(self) -> None:
+        if self.closed:
+            raise SessionError("storage", "the session is closed", path=self.location)
 
     # --- shared behaviour ---------------------------------------------------------------------
 
@@ -192,9 +199,17 @@ class SessionStorage(ABC):
                 raise SessionError("not_found", f"Entry {parent} not found (parent of the new entry)")
             seen.add(entry.id)
             try:
-                encoded.append(encode_line(data))
+                line = encode_line(data)
             except (TypeError, ValueError) as exc:
                 raise SessionError("invalid_entry", f"entry is not JSON-serialisable: {exc}") from None
+            where = non_finite(data) if b"null" in line else None  # where orjson wrote one
+            if where is not None:
+                raise SessionError(
+                    "invalid_entry",
+                    f"refusing to write an entry whose {where} is NaN or infinite: JSON has no such"
+                    " number (it would be written as null)",
+                )
+            encoded.append(line)
         self._persist(entries, encoded)
 
     def _mark_damaged(self) -> None:
@@ -209,6 +224,7 @@ class SessionStorage(ABC):
             )
 
     def check_writable(self) -> None:
+        self.require_open()
         if self.read_only_reason is not None:
             raise SessionError("read_only", self.read_only_reason, path=self.location)
 

@@ -10,7 +10,7 @@ from ..model.header import SessionHeader
 from ..model.ids import iso_now, new_session_id
 from .base import SessionStorage
 from .index import TreeIndex
-from .scan import add_dict
+from .scan import add_dict, encode_line, full_decode
 
 
 class MemoryStorage(SessionStorage):
@@ -29,14 +29,22 @@ class MemoryStorage(SessionStorage):
         super().__init__()
         self.header = header or SessionHeader.new(session_id or new_session_id(), iso_now(), cwd)
         self._index = TreeIndex()
-        self._entries: list[Entry] = []
+        # Each entry as its line: a read decodes a copy of its own, as the other storages do, so
+        # what a caller changes in what it appended or was given is not seen by the next read.
+        self._entries: list[bytes] = []
         for n, item in enumerate(entries, 1):
             data = item.to_dict() if isinstance(item, Entry) else dict(item)
             reason = validate_entry(data)
             if reason is not None:
                 raise SessionError("invalid_entry", f"seed entry #{n} {reason}")
+            try:
+                line = encode_line(data)
+            except (TypeError, ValueError) as exc:
+                raise SessionError(
+                    "invalid_entry", f"seed entry #{n} is not JSON-serialisable: {exc}"
+                ) from None
             add_dict(self._index, data, n)
-            self._entries.append(entry_from_dict(data))
+            self._entries.append(line)
         self._index.finish_load()
         self._mark_damaged()
 
@@ -49,10 +57,10 @@ class MemoryStorage(SessionStorage):
         return self._index.diagnostics
 
     def _load(self, i: int) -> Entry:
-        return self._entries[i]
+        self.require_open()
+        return entry_from_dict(full_decode(self._entries[i]))
 
     def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
-        for entry in entries:
-            data = entry.to_dict()
-            add_dict(self._index, data, None)
-            self._entries.append(entry_from_dict(data))
+        for entry, line in zip(entries, encoded, strict=True):
+            add_dict(self._index, entry.to_dict(), None)
+            self._entries.append(line)

@@ -16,6 +16,7 @@ agree on what is valid; `tests/test_scan.py` checks that with generated inputs.
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from collections.abc import Sequence
 from itertools import repeat
@@ -25,7 +26,7 @@ from typing import Annotated, Any, cast
 import msgspec
 import orjson
 
-from ..model.entries import validate_entry
+from ..model.entries import Entry, entry_from_dict, validate_entry
 from .index import MESSAGE, NONE, OTHER_ROLE, ROLE_CODES, TOOL_ONLY, TreeIndex
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
@@ -234,6 +235,33 @@ def encode_line(data: Any) -> bytes:
         return orjson.dumps(data)
     except TypeError:
         return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def non_finite(value: Any, where: str = "") -> str | None:
+    """Where `value` holds a NaN or an infinity (`message.usage.cost`), or None. JSON has no such
+    numbers: orjson writes them as null, which would change the entry on its way to disk (a
+    compaction's `tokensBefore` would then be missing, the file damaged)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where or "the value"
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(item, float | dict | list | tuple):
+            found = non_finite(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    return None
+
+
+def copied(entry: Entry) -> Entry:
+    """An entry of its own, as written and read back: a storage never hands out an object it
+    keeps (a caller that marks a context's last message for prompt caching would otherwise
+    see the mark in every later context)."""
+    return entry_from_dict(full_decode(encode_line(entry.to_dict())))
 
 
 def _js_int(digits: str) -> int | float:

@@ -20,6 +20,7 @@ leaves this module as a SessionError naming the database.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from array import array
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.request import pathname2url
 
-import orjson
+import msgspec
 
 from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
@@ -50,7 +51,7 @@ from .index import (
     state_slot,
 )
 from .lock import RangeLock, session_slot
-from .scan import LineError, add_dict, decode_entry_dict
+from .scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode
 
 SCHEMA_VERSION = 1
 
@@ -358,6 +359,8 @@ class SqliteStorage(SessionStorage):
         self._seqs = array("q")  # index position -> row seq
         self._state = Projection()
         self._last_seq = 0  # the newest row this object has folded
+        st = os.stat(db_path)
+        self._file = (st.st_dev, st.st_ino)  # the database this connection has open (`_same_file`)
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -441,9 +444,9 @@ class SqliteStorage(SessionStorage):
                     (
                         sid,
                         header.timestamp,
-                        cwd,
-                        parent_session,
-                        orjson.dumps(header.to_dict()).decode(),
+                        _storable(cwd),  # listed and filtered by; the header keeps it exactly
+                        parent_session if parent_session is None else _storable(parent_session),
+                        encode_line(header.to_dict()).decode(),
                     ),
                 )
                 conn.execute(
@@ -698,7 +701,9 @@ class SqliteStorage(SessionStorage):
         return [self._decode(r[0], "active branch entry") for r in rows]
 
     def refresh(self) -> int:
-        """Pick up entries another process appended (the reader side of live follow)."""
+        """Pick up entries another process appended (the reader side of live follow). Raises
+        `SessionError` when the database file was deleted or replaced."""
+        self._same_file()
         with self._reading() as conn:
             row = conn.execute(
                 "SELECT last_seq FROM session_state WHERE session_id = ?", (self.session_id,)
@@ -729,7 +734,38 @@ class SqliteStorage(SessionStorage):
 
     # --- writing ------------------------------------------------------------------------------
 
+    def refusal(self, data: dict[str, Any]) -> str | None:
+        """Lone surrogates in a text column (a label, a session name, an id): SQLite's text is
+        UTF-8, which has no such characters (the entry's JSON holds them as escapes)."""
+        row = _Row.of(data)
+        for field_name, value in zip(_Row._fields, row, strict=True):
+            if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+                what = field_name.replace("_", " ")
+                return f"has a {what} with a lone surrogate, which SQLite cannot store"
+        return None
+
+    def _same_file(self) -> None:
+        """Refuse to go on when the path no longer names the database this connection has
+        open: a write would go to a deleted file (lost at exit) or, through the connection's
+        own -wal file, over a database moved into its place (its commits lost, and `check`
+        would find nothing wrong). The JSONL storage refuses the same way."""
+        try:
+            st = os.stat(self.db_path)
+        except FileNotFoundError:
+            self.mark_read_only("the database file was deleted")
+            raise SessionError(
+                "storage", "the database file was deleted; nothing was written", path=self.location
+            ) from None
+        if (st.st_dev, st.st_ino) != self._file:
+            self.mark_read_only("the database file was replaced on disk; reopen it to see it")
+            raise SessionError(
+                "storage",
+                "the database file was replaced on disk; nothing was written (reopen it to see it)",
+                path=self.location,
+            )
+
     def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
+        self._same_file()
         rows = [_Row.of(entry.to_dict()) for entry in entries]
         with self._mutex:
             conn = self._db()
@@ -807,7 +843,7 @@ class SqliteStorage(SessionStorage):
             (
                 new.leaf,
                 new.session_name,
-                orjson.dumps(new.labels).decode(),
+                encode_line(new.labels).decode(),
                 new.latest_compaction,
                 thinking,
                 model,
@@ -868,8 +904,8 @@ class SqliteStorage(SessionStorage):
         if fresh.session_name != name:
             problems.append(f"name: stored {name!r}, log says {fresh.session_name!r}")
         try:
-            labels = orjson.loads(labels_json) if labels_json else {}
-        except orjson.JSONDecodeError:
+            labels = _json(labels_json, "labels", self.location) if labels_json else {}
+        except SessionError:
             labels = labels_json
         if fresh.labels != labels:
             problems.append(f"labels: stored {labels!r}, log says {fresh.labels!r}")
@@ -889,6 +925,7 @@ class SqliteStorage(SessionStorage):
         return problems
 
     def close(self) -> None:
+        super().close()
         with self._mutex:
             if self._conn is not None:
                 self._conn.close()
@@ -936,6 +973,14 @@ class _StaleLog(Exception):
     """The session's log moved between our last read and our write transaction."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """`text` with any lone surrogate (which UTF-8 cannot encode) as U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
     """A SessionError for what SQLite raised while reading: damage (a malformed page, not a
     database) is said to be damage; the rest (I/O, locking) keeps SQLite's words."""
@@ -945,9 +990,11 @@ def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
 
 
 def _json(text: str | bytes, what: str, location: str | None) -> Any:
+    """Stored JSON (a header, the labels), as `encode_line` wrote it: lone surrogates (a cwd
+    from a file name that is not UTF-8) are escapes there, which orjson does not read."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        return full_decode(text.encode() if isinstance(text, str) else text)
+    except (msgspec.DecodeError, ValueError):
         raise SessionError("invalid_session", f"the stored {what} is not valid JSON", path=location) from None
 
 

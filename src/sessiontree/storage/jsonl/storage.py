@@ -31,12 +31,12 @@ from ...model.entries import Entry, entry_from_dict
 from ...model.errors import Diagnostic, SessionError
 from ...model.header import SessionHeader
 from ...model.ids import iso_now, new_session_id
-from ..atomic import atomic_rewrite, fsync_dir, private_temp, write_all
+from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, write_all
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
 from ..lock import FileLock
-from ..scan import LineError, decode_entry_dict, encode_line, index_line
+from ..scan import LineError, copied, decode_entry_dict, encode_line, index_line
 from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
@@ -48,6 +48,7 @@ from .verify import check_utf8
 CACHE_BYTES = 16 << 20
 CACHE_ENTRIES = 128
 QUIET_SECONDS = 0.25  # a torn tail is only blanked once the file has not changed for this long
+PENDING_SECONDS = 2.0  # another writer's unfinished line is judged torn after this long unchanged
 REWRITE_PROBE = 4096  # bytes before the end hashed to notice a same-size rewrite
 
 
@@ -123,7 +124,10 @@ class JsonlStorage(SessionStorage):
         self._header_end = 0
         self._torn: Diagnostic | None = None
         self._probe: tuple[int, int, bytes] = (0, 0, b"")  # size, mtime_ns, hash of the last bytes
-        self._cache: OrderedDict[int, tuple[Entry, int]] = OrderedDict()
+        # Lines, not decoded entries: every read decodes its own copy, so what a caller changes
+        # in an entry or a context it was given is never seen by the next one (SQLite's reads
+        # behave the same).
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._cache_lock = threading.Lock()  # the browser decodes from worker threads too
         self._cache_index = True  # read and write the index cache (see `cache`) at open
@@ -150,15 +154,21 @@ class JsonlStorage(SessionStorage):
         parent_session: str | None = None,
         metadata: dict[str, Any] | None = None,
         durable: bool = False,
+        timestamp: str | None = None,
     ) -> JsonlStorage:
-        """A new v3 file with mode 0600. Refuses to overwrite an existing file.
+        """A new v3 file with mode 0600. Refuses to overwrite an existing file. `timestamp`:
+        the header's (default now), as Pi names the file after it.
 
         The header is written to a private temp file that is then hard-linked into place, so a
         crash leaves either no file or a file with its header, never an empty one; the temp
         file is locked from its creation, so the session appears already locked by us."""
         path = os.fspath(path)
         header = SessionHeader.new(
-            session_id or new_session_id(), iso_now(), cwd, parent_session=parent_session, metadata=metadata
+            session_id or new_session_id(),
+            timestamp or iso_now(),
+            cwd,
+            parent_session=parent_session,
+            metadata=metadata,
         )
         line = encode_line(header.to_dict()) + b"\n"
         try:
@@ -346,8 +356,10 @@ class JsonlStorage(SessionStorage):
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
+            self.mark_read_only("the session file was deleted")  # nothing written would be kept
             raise SessionError("storage", "the session file was deleted", path=self.path) from None
         if st.st_ino != self._ino:
+            self.mark_read_only("the session file was replaced on disk; reopen it to see it")
             raise SessionError(
                 "storage", "the session file was replaced on disk; reopen it to see it", path=self.path
             )
@@ -365,8 +377,9 @@ class JsonlStorage(SessionStorage):
                         "the file was rewritten in place by another program (same size, other bytes)",
                     )
                 self._probe = probe  # touched, not changed
-            return 0
-        return self._catch_up()
+            if self._tail.kind is not TailKind.PENDING:
+                return 0
+        return self._catch_up()  # with an unfinished line, to judge it once the file is quiet
 
     def _catch_up(self) -> int:
         """Index what was appended after the known end (by another writer, or by us)."""
@@ -397,6 +410,8 @@ class JsonlStorage(SessionStorage):
         elif tail.kind is TailKind.TORN and not self._continue_torn(size):
             return 0
         self._scan(at_open=False)
+        if self._tail.kind is TailKind.PENDING:
+            self._judge_pending()
         if not self._verify_later:
             self.finish_verification()
         self._mark_damaged()
@@ -549,13 +564,15 @@ class JsonlStorage(SessionStorage):
 
     def _load(self, i: int) -> Entry:
         if self._legacy is not None:
-            return self._legacy[i]
+            self.require_open()
+            return copied(self._legacy[i])
         with self._cache_lock:
-            hit = self._cache.get(i)
-            if hit is not None:
+            raw = self._cache.get(i)
+            if raw is not None:
                 self._cache.move_to_end(i)
-                return hit[0]
-        raw = self.raw_line(i)
+        if raw is None:
+            raw = self.raw_line(i)
+            self._remember(i, raw)
         try:
             data = decode_entry_dict(raw)
         except LineError as exc:
@@ -563,9 +580,7 @@ class JsonlStorage(SessionStorage):
         index = self._lines.index
         if data["id"] != index.ids[i] or data["type"] != index.type_name(i):
             raise self._late_damage(i, "does not say what it said when the file was indexed")
-        entry = entry_from_dict(data)
-        self._remember(i, entry, len(raw))
-        return entry
+        return entry_from_dict(data)
 
     def load_many(self, positions: Sequence[int]) -> list[Entry]:
         """One read per stretch of consecutive lines, decoded line by line with the checks of
@@ -624,16 +639,16 @@ class JsonlStorage(SessionStorage):
             self._mark_damaged()
         return SessionError("invalid_entry", message, path=self.path, line=line)
 
-    def _remember(self, i: int, entry: Entry, size: int) -> None:
+    def _remember(self, i: int, raw: bytes) -> None:
         with self._cache_lock:
             previous = self._cache.pop(i, None)
             if previous is not None:
-                self._cache_bytes -= previous[1]
-            self._cache[i] = (entry, size)
-            self._cache_bytes += size
+                self._cache_bytes -= len(previous)
+            self._cache[i] = raw
+            self._cache_bytes += len(raw)
             while self._cache and (self._cache_bytes > CACHE_BYTES or len(self._cache) > CACHE_ENTRIES):
-                _, (_, old) = self._cache.popitem(last=False)
-                self._cache_bytes -= old
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= len(old)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -673,7 +688,20 @@ class JsonlStorage(SessionStorage):
         for k, entry in enumerate(entries):
             i = self._lines.index.pos.get(entry.id, -1)
             if i >= first:
-                self._remember(i, entry, len(encoded[k]))
+                self._remember(i, encoded[k])
+
+    def _judge_pending(self) -> None:
+        """Judge an unfinished last line found while following as if found at open (a torn
+        line, or an entry without its newline) once the file has been quiet for
+        `PENDING_SECONDS`: Pi writes a line in one call, so a line unfinished that long was cut
+        short by a crash, and our appends would otherwise wait for it until the session was
+        opened again. Called by `_catch_up`, which every write and every look of a follower
+        makes first."""
+        fd = self._fd
+        assert fd is not None
+        st = os.fstat(fd)
+        if st.st_size == self._tail.end and time.time() - st.st_mtime >= PENDING_SECONDS:
+            self._scan(at_open=True)
 
     def _undo(self, regions: list[tuple[int, int]], exc: OSError) -> None:
         """A write failed after `regions` of it reached the file: blank exactly those bytes (not a
@@ -773,7 +801,16 @@ class JsonlStorage(SessionStorage):
                     "invalid_session", f"an entry cannot be written back as JSON ({exc}); nothing changed"
                 ) from None
             try:
-                return atomic_rewrite(storage.path, chunks)
+                # the bytes read (a line appended before the probe was taken is past them)
+                read = (storage._tail.end, storage._probe[1])
+                return atomic_rewrite(storage.path, chunks, unchanged_since=read)
+            except ChangedMeanwhile:
+                raise SessionError(
+                    "storage",
+                    "another program wrote to the file while it was being upgraded; nothing was"
+                    " changed (upgrade it when the session is not in use)",
+                    path=storage.path,
+                ) from None
             except OSError as exc:  # a full disk, a directory nobody may write to
                 raise SessionError(
                     "storage",
@@ -784,6 +821,7 @@ class JsonlStorage(SessionStorage):
             storage.close()
 
     def close(self) -> None:
+        super().close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

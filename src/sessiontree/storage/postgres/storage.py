@@ -22,6 +22,7 @@ What differs is the server:
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -58,6 +59,12 @@ _UPDATE_STATE = (
     " last_seq = %s, updated_at = %s WHERE session_id = %s"
 )
 COPY_ROWS = 64  # from this many rows on, an append uses COPY instead of INSERTs
+
+
+def _listable(text: str) -> str:
+    """`text` with NUL characters and lone surrogates, which PostgreSQL's text cannot hold, as
+    U+FFFD."""
+    return text if not _bad_text(text) else re.sub("[\x00\ud800-\udfff]", "\ufffd", text)
 
 
 def _bad_text(value: object) -> bool:
@@ -142,16 +149,11 @@ class PostgresStorage(SessionStorage):
             raise SessionError("invalid_argument", "only version 3 headers are stored; upgrade first")
         sid = header.id
         where = f"{redact(url)}#{sid}"
-        if (
-            _bad_text(sid)
-            or _bad_text(header.cwd)
-            or _bad_text(header.parent_session)
-            or _bad_text(header.timestamp)
-        ):
+        if _bad_text(sid) or _bad_text(header.timestamp):
             raise SessionError(
                 "invalid_argument",
-                "the session id, cwd, parent session or timestamp has a NUL character or a lone"
-                " surrogate, which PostgreSQL cannot store",
+                "the session id or timestamp has a NUL character or a lone surrogate, which"
+                " PostgreSQL cannot store",
                 path=where,
             )
         conn = connect(url, read_only=False, durable=durable)
@@ -171,8 +173,10 @@ class PostgresStorage(SessionStorage):
                         (
                             sid,
                             header.timestamp,
-                            header.cwd,
-                            header.parent_session,
+                            # listed and filtered by; the header keeps them exactly (a
+                            # directory whose name is not UTF-8 has lone surrogates)
+                            _listable(header.cwd),
+                            None if header.parent_session is None else _listable(header.parent_session),
                             encode_line(header.to_dict()),
                         ),
                     )
@@ -688,6 +692,7 @@ class PostgresStorage(SessionStorage):
 
     def close(self) -> None:
         """Close the connection, which also releases the writer lock."""
+        super().close()
         with self._mutex:
             if self._conn is not None:
                 self._conn.close()
