@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual import events
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from harness.pilot import (
     cursor_id,
@@ -1144,6 +1144,34 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
         assert READ_ONLY_HINT[0] in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
 
 
+@pytest.mark.parametrize("how", ["truncated", "replaced"])
+async def test_a_file_truncated_or_replaced_under_the_app_turns_its_write_keys_off(demo, how):
+    """Follow saw a file truncated (or replaced) and said so, but the footer and the hint line
+    still offered Enter, `s`, `b` and `m`, each refused when pressed (QA); the banner says
+    why, once."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        data = demo.read_bytes()
+        if how == "truncated":
+            demo.write_bytes(data[: len(data) // 2])
+        else:
+            other = demo.with_name("other.jsonl")
+            other.write_bytes(data)
+            os.replace(other, demo)
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.read_only:
+                break
+        await settle(app, pilot)
+        assert app.session.read_only and how in str(app.browser.query_one("#banner").render())
+        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]
+        footer = screen_lines(app)[-1]
+        assert "Help" in footer and "Move" not in footer and "Label" not in footer, footer
+        said = [n.message for n in app._notifications]
+        assert len(said) == 1 and how in said[0], said
+
+
 async def test_open_another_session_and_quit(tmp_path, demo):
     other = tmp_path / "other.jsonl"
     with Session(JsonlStorage.create(other, cwd="/p")) as s:
@@ -1303,6 +1331,8 @@ async def test_a_label_refused_for_now_keeps_its_text_to_try_again(demo):
         await settle(app, pilot)
         with open(demo, "ab") as f:  # another writer, mid-line
             f.write(b'{"type":"message","id":"half"')
+        busy = time.time() + 60
+        os.utime(demo, (busy, busy))  # still writing: an unfinished line is judged torn when quiet
         for _ in range(30):
             await pilot.pause(0.1)
             if app.session.storage._tail.kind.value == "pending":  # seen by the follow
@@ -1311,6 +1341,64 @@ async def test_a_label_refused_for_now_keeps_its_text_to_try_again(demo):
         await settle(app, pilot)
         assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "my label"
         assert any("nothing was written" in n.message for n in app._notifications)
+
+
+async def test_a_summary_or_name_refused_for_now_keeps_its_text_and_a_retry_writes_it(demo):
+    """A branch summary or a session name whose write was refused (another writer mid-line, a
+    full disk) was thrown away with its dialog, where a label's prompt opened again (QA). Both
+    open again with the text, the cursor after it (a label's retried text was selected: one
+    key replaced 3,000 characters); once the other writer's line is judged torn, a retry
+    writes them."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        with open(demo, "ab") as f:  # another writer, mid-line
+            f.write(b'{"type":"message","id":"half"')
+        busy = time.time() + 60
+        os.utime(demo, (busy, busy))  # still writing, however slow this test runs
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.storage._tail.kind.value == "pending":  # seen by the follow
+                break
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s", "down", "enter", *"kept summary", "ctrl+s")
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt)
+        assert app.screen.query_one("#summary-text", TextArea).text == "kept summary"
+        assert "the summary is kept" in str(app.screen.query_one("#summary-status").render())
+        await pilot.press("escape", "escape")  # it asks before discarding it, as ever
+        await settle(app, pilot)
+        await pilot.press("r", *"new name", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "new name"
+        await pilot.press("!")  # after the text, not over it
+        assert app.screen.query_one(Input).value == "new name!"
+        quiet = time.time() - 5
+        os.utime(demo, (quiet, quiet))  # the other writer never finished its line
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.screen is app.browser and app.session.session_name == "new name!"
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s", "down", "enter", *"second try", "ctrl+s")
+        await settle(app, pilot)
+        assert app.screen is app.browser
+        summary = app.session.get_entries()[-1]
+        assert summary.type == "branch_summary" and summary.summary == "second try"
+
+
+async def test_ctrl_q_over_a_written_summary_asks_first(demo):
+    """Ctrl+Q quit at once over a summary the user had written, which Esc asks about (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("s", "down", "enter", *"tried X", "ctrl+q")
+        await settle(app, pilot)
+        assert app.is_running and isinstance(app.screen, SummaryPrompt)
+        assert "Ctrl+Q again quits without it" in str(app.screen.query_one("#summary-status").render())
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.2)
+        assert not app.is_running
 
 
 async def test_an_id_typed_in_a_burst_after_colon_goes_to_its_prompt_and_writes_nothing(demo):

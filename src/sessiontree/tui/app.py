@@ -32,6 +32,7 @@ from .collector import CHECK_EVERY, IdleCollector
 from .input_gate import InputGate
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
+from .modals import SummaryPrompt
 from .tree_view import SessionTreeView
 
 # The picker and help screens load on first use: a session given on the command line paints
@@ -357,6 +358,14 @@ class SessionTreeApp(App[None]):
         if directory is None and session is not None and session.storage.location:
             directory = Path(session.storage.location).parent
         self._pick(directory or Path.cwd(), can_go_back=True)
+
+    async def action_quit(self) -> None:
+        """Quit, but not at once over a branch summary the user wrote in the move dialog: a
+        first Ctrl+Q says it would be lost (as Esc there does), a second quits."""
+        screen = self.screen
+        if isinstance(screen, SummaryPrompt) and screen.asks_before_losing("Ctrl+Q again quits without it"):
+            return
+        self.exit()
 
     def action_help(self) -> None:
         from .help import HelpScreen

@@ -137,7 +137,8 @@ class BrowserBase(Screen[None]):
             operation()
         except SessionError as exc:
             said = str(exc)  # the storage's messages mostly say so already
-            note = "" if "nothing was written" in said else " (nothing was written)"
+            already = ("nothing was written", "nothing was added", "nothing was changed")
+            note = "" if any(words in said for words in already) else " (nothing was written)"
             self.notify(f"{said}{note}", title="Not done", severity="error", markup=False)
             return False
         return True

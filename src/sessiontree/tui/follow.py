@@ -48,6 +48,9 @@ class FollowMixin(BrowserBase):
             added = session.refresh()
         except SessionError as exc:
             self.follow = False
+            if session.read_only and not was_read_only:  # the write keys go off; said here, once
+                self._damage_told = True
+                tree.post_message(tree.Damaged())
             self._update_header()
             self.notify(f"{exc}; live follow stopped", severity="warning", markup=False)
             return

@@ -92,8 +92,12 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         drafter: Callable[[str, threading.Event], str],
         drafter_name: str,
         context_tokens: int | None = None,
+        kept: SummaryChoice | None = None,
     ) -> None:
+        """`kept`: a summary whose move could not be written (another writer mid-line, a full
+        disk), shown again to retry rather than lost with the dialog."""
         super().__init__()
+        self.kept = kept
         self.context_tokens = context_tokens  # the `t` column's number for the new leaf
         self.target_text = target_text
         self.branch_size = branch_size
@@ -137,8 +141,22 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                 yield Static("", id="summary-status", classes="dialog-help")
 
     def on_mount(self) -> None:
-        self._sync_kind("kind-none")
-        self.query_one(RadioSet).focus()  # ↑ ↓ pick the kind of summary at once; Ctrl+S moves
+        kept = self.kept
+        if kept is None or kept.text is None:
+            self._sync_kind("kind-none")
+            self.query_one(RadioSet).focus()  # ↑ ↓ pick the kind of summary at once; Ctrl+S moves
+            return
+        kind = "kind-draft" if kept.drafted_by else "kind-write"
+        self._drafted = kept.drafted_by is not None
+        self.query_one(f"#{kind}", RadioButton).value = True
+        self._sync_kind(kind)
+        text = self.query_one("#summary-text", TextArea)
+        text.load_text(kept.text)
+        text.move_cursor(text.document.end)
+        text.focus()
+        self.query_one("#summary-status", Static).update(
+            "Nothing was written (the message says why); the summary is kept: Ctrl+S tries again."
+        )
 
     def on_resize(self, event: events.Resize) -> None:
         # At 24 rows the dialog's parts did not fit: the text box showed two rows, inside a
@@ -250,15 +268,22 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
     def action_cancel(self) -> None:
         """Esc: cancel the move, but not at once over a summary the user wrote or edited: it
         would be lost with the dialog. The first Esc says so; the second discards it."""
+        if not self.asks_before_losing("Esc again discards it and cancels"):
+            self._discard()
+
+    def asks_before_losing(self, again: str) -> bool:
+        """Whether the summary the user wrote or edited would be lost now, and is not yet
+        asked about: then the status line asks (`again`: what the same key does a second time)
+        and the caller stops. Esc asks here, and so does the app's Ctrl+Q."""
         text = self.query_one("#summary-text", TextArea)
-        if self._kind() != "kind-none" and text.text.strip() and not self._discard_asked:
-            self._discard_asked = True
-            status = self.query_one("#summary-status", Static)
-            # short, and scrolled into view: at 80x24 the longer sentence ran out of sight
-            status.update("Esc again discards it and cancels; Ctrl+S moves with it.")
-            status.scroll_visible(animate=False)
-            return
-        self._discard()
+        if self._kind() == "kind-none" or not text.text.strip() or self._discard_asked:
+            return False
+        self._discard_asked = True
+        status = self.query_one("#summary-status", Static)
+        # short, and scrolled into view: at 80x24 the longer sentence ran out of sight
+        status.update(f"{again}; Ctrl+S moves with it.")
+        status.scroll_visible(animate=False)
+        return True
 
     @on(TextArea.Changed, "#summary-text")
     def _edited(self) -> None:
@@ -291,10 +316,13 @@ class TextPrompt(Dialog[str | None]):
         *,
         enter: str = "saves",
         check: Callable[[str], str | None] | None = None,
+        retry: bool = False,
     ) -> None:
         """`check(value)`: why Enter cannot take `value` (said under the box, which stays open
-        with the text kept, to be corrected), or None."""
+        with the text kept, to be corrected), or None. `retry`: `value` is text whose write
+        failed, shown again with the cursor at its end (selected, one key replaced it)."""
         super().__init__()
+        self.retry = retry
         self.title_text = title
         self.value = value
         self.help_text = help_text
@@ -304,7 +332,7 @@ class TextPrompt(Dialog[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
             yield Label(plain(self.title_text), classes="dialog-title")
-            yield Input(value=self.value, id="prompt-input")
+            yield Input(value=self.value, id="prompt-input", select_on_focus=not self.retry)
             problem = Static("", id="prompt-problem", classes="dialog-help")
             problem.display = False
             yield problem

@@ -27,15 +27,16 @@ class MovesMixin(BrowserBase):
             return
         self._navigate(target, None)
 
-    def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> None:
+    def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> bool:
+        """Move the leaf to `target`; False when the write was refused (the message says why)."""
         session = self.session
         result: list[Navigation] = []
         if not self._guard(lambda: result.append(session.navigate(target.entry_id, summary))):
-            return
+            return False
         nav = result[0]
         if not nav.moved:  # nothing written: `b` still goes where it would have
             confirm(self, "That entry already is the leaf.")
-            return
+            return True
         self._back_cursor = None
         keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
         message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
@@ -46,6 +47,7 @@ class MovesMixin(BrowserBase):
             self.app.copy_to_clipboard(nav.editor_text)
             message += f" · copied the text to re-send: {one_line(nav.editor_text, 200)}"
         self._after_write(keep=keep, message=message)
+        return True
 
     def action_move_with_summary(self) -> None:
         target = self._target()
@@ -71,21 +73,27 @@ class MovesMixin(BrowserBase):
             summary = None
             if choice.text is not None:
                 summary = BranchSummary(choice.text, details=branch.files.details())
-            self._navigate(target, summary)
+            if not self._navigate(target, summary) and choice.text is not None and not session.read_only:
+                ask(choice)  # refused for now (another writer mid-line, a full disk): kept to retry
 
         name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
         landing = session.tree.pos.get(new_leaf) if new_leaf else None
         tokens = self._tree().sizes.compute(landing) if landing is not None else 0
-        self.app.push_screen(
-            SummaryPrompt(
-                target_text=f"{target.entry_id} — {row_preview(session, target.position, 50)}",
-                branch_size=branch.size,
-                drafter=drafter,
-                drafter_name=name,
-                context_tokens=tokens,
-            ),
-            done,
-        )
+
+        def ask(kept: SummaryChoice | None) -> None:
+            self.app.push_screen(
+                SummaryPrompt(
+                    target_text=f"{target.entry_id} — {row_preview(session, target.position, 50)}",
+                    branch_size=branch.size,
+                    drafter=drafter,
+                    drafter_name=name,
+                    context_tokens=tokens,
+                    kept=kept,
+                ),
+                done,
+            )
+
+        ask(None)
 
     def action_leaf_back(self) -> None:
         """Move the leaf to where it was before the most recent move; again for the one before.
@@ -147,15 +155,16 @@ class MovesMixin(BrowserBase):
                 what = f"Label '{one_line(text, 80)}' set on" if text else "Label cleared on"
                 self._after_write(keep=target.position, message=f"{what} {target.entry_id}")
             elif not session.read_only:  # refused for now (another writer mid-line): kept to retry
-                ask(value)
+                ask(value, retry=True)
 
-        def ask(value: str) -> None:
+        def ask(value: str, *, retry: bool = False) -> None:
             self.app.push_screen(
                 TextPrompt(
                     f"Label for {target.entry_id}",
                     value,
                     "Enter saves; an empty label clears it."
                     " (As in Pi, the label entry joins the current branch.)",
+                    retry=retry,
                 ),
                 done,
             )
@@ -172,5 +181,10 @@ class MovesMixin(BrowserBase):
                 return
             if self._guard(lambda: session.append_session_name(value)):
                 self._after_write(message=f"Session renamed to {value.strip() or '(no name)'}")
+            elif not session.read_only:  # as a label's: kept to retry
+                ask(value, retry=True)
 
-        self.app.push_screen(TextPrompt("Session name", session.session_name or ""), done)
+        def ask(value: str, *, retry: bool = False) -> None:
+            self.app.push_screen(TextPrompt("Session name", value, retry=retry), done)
+
+        ask(session.session_name or "")
