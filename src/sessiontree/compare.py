@@ -59,6 +59,18 @@ class Comparison:
         return self.b.context.messages[self.shared :]
 
     @property
+    def same(self) -> bool:
+        """Whether the model would be sent the same: the messages, thinking level, model and
+        tools."""
+        a, b = self.a.context, self.b.context
+        return (
+            not self.tail_a
+            and not self.tail_b
+            and (a.thinking_level, a.model, a.active_tool_names)
+            == (b.thinking_level, b.model, b.active_tool_names)
+        )
+
+    @property
     def shared_tokens(self) -> int:
         return sum(estimate_tokens(m) for m in self.shared_messages)
 

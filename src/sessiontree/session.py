@@ -119,6 +119,20 @@ def _usable_usage(usage: Any) -> bool:
     return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in nums)
 
 
+def _check(value: object, kind: type | tuple[type, ...], what: str) -> None:
+    """Refuse a value of the wrong type with a `SessionError` that says so, rather than a
+    TypeError or AttributeError from deep inside (`bool` is no position or limit)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise SessionError("invalid_argument", f"{what} must be {_kind_name(kind)}, not {value!r}")
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "text", int: "a whole number", type(None): "None"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
 FRESH_ID_TRIES = 100  # an id factory that repeats itself (a fixed id) is refused, not looped on
 TOOL_CALL_SEARCH = 64  # results of one turn a call is looked for above (parallel calls)
 # Entries another writer may append between a tool call and its results, which carry no message
@@ -249,9 +263,11 @@ class Session:
         return self.storage.session_name
 
     def get_entry(self, entry_id: str) -> Entry | None:
+        _check(entry_id, str, "an entry id")
         return self.storage.get_entry(entry_id)
 
     def require_entry(self, entry_id: str) -> Entry:
+        _check(entry_id, str, "an entry id")
         entry = self.storage.get_entry(entry_id)
         if entry is None:
             raise SessionError("not_found", f"Entry {entry_id} not found")
@@ -259,14 +275,22 @@ class Session:
 
     def entry_at(self, position: int) -> Entry:
         """The entry at a position of `tree` (file order); decoded on demand."""
+        self._check_position(position)
         return self.storage.load_entry(position)
+
+    def _check_position(self, position: int) -> None:
+        _check(position, int, "a position")
+        if not 0 <= position < len(self.tree):
+            raise SessionError(
+                "invalid_argument", f"no entry at position {position} (the session has {len(self.tree):,})"
+            )
 
     def tool_call_of(self, position: int) -> dict[str, Any] | None:
         """The `toolCall` block that produced the tool result at `position`, or None. Pi writes
         the results of one assistant turn as a chain below it, so the call is found by walking
         up past sibling results (and `WALKED_PAST` entries) to the first assistant message."""
         tree = self.tree
-        entry = self.entry_at(position)
+        entry = self.entry_at(position)  # checks the position
         message = entry.get("message")
         if not isinstance(message, dict) or tree.role[position] != TOOL_RESULT:
             return None
@@ -294,6 +318,7 @@ class Session:
         the chain of results Pi writes right below it (the one `tool_call_of` walks up)."""
         tree = self.tree
         found: dict[str, dict[str, Any]] = {}
+        self._check_position(position)
         if tree.role[position] != ASSISTANT:
             return found
         i = tree.first_child[position]
@@ -364,6 +389,10 @@ class Session:
     def recent_leaf_moves(self, skip: int = 0, count: int | None = None) -> list[LeafMove]:
         """Leaf moves newest first, leaving out the `skip` newest: a page of the navigation
         history in O(skip + count), however long the history is."""
+        _check(skip, int, "skip")
+        _check(count, (int, type(None)), "count")
+        if skip < 0 or (count is not None and count < 0):
+            raise SessionError("invalid_argument", "skip and count cannot be negative")
         tree = self.tree
         ids, parent = tree.ids, tree.parent
         stop = None if count is None else skip + count
@@ -376,6 +405,7 @@ class Session:
         """The id of the entry `text` names: the id itself, or the start of exactly one id (as
         git takes a commit's, in either case when no id starts with it as typed); `not_found`
         when none, `invalid_argument` when several."""
+        _check(text, str, "an entry id")
         tree = self.tree
         if text in tree.pos:
             return text
@@ -439,6 +469,9 @@ class Session:
         out — for previews of huge sessions. Transforms then see only the kept entries.
         `root_path`: every entry from the root to `at` (or the leaf), decoded already by the
         caller (an export), which the bounded path is the end of: not decoded again."""
+        _check(limit, (int, type(None)), "limit")
+        if limit is not None and limit < 0:
+            raise SessionError("invalid_argument", f"limit cannot be negative ({limit})")
         if at is None and self.leaf_id is None:
             return SessionContext(messages=[], entries=[])
         omitted = 0
@@ -572,6 +605,7 @@ class Session:
     def append_label(self, target_id: str, label: str | None) -> str:
         """Set (or, with None/blank, clear) the label of `target_id`. The label entry itself
         joins the current branch (Pi semantics: it becomes the leaf)."""
+        _check(label, (str, type(None)), "a label")
         self.require_entry(target_id)
         payload: dict[str, Any] = {"targetId": target_id}
         if label is not None and label.strip():
@@ -580,6 +614,7 @@ class Session:
 
     def append_session_name(self, name: str) -> str:
         """As Pi does: runs of CR/LF become one space, then trimmed; an empty name clears it."""
+        _check(name, str, "a session name")
         return self._append("session_info", {"name": re.sub(r"[\r\n]+", " ", name).strip()})
 
     # --- moving -------------------------------------------------------------------------------

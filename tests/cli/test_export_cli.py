@@ -278,6 +278,10 @@ def test_diff(tmp_path):
     assert data["shared"]["messages"] == 2 and [m["role"] for m in data["b"]["tail"]] == ["user", "assistant"]
     bad = run("diff", str(path), ids["a2"], "nope", check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    # As git's: the status says whether they differ only when asked (a script's `if`).
+    assert run("diff", str(path), ids["a2"], ids["a3"], "--exit-code", check=False).returncode == 1
+    assert run("diff", str(path), ids["a2"], ids["a2"], "--exit-code").returncode == 0
+    assert run("diff", str(path), ids["a2"], ids["a3"], "--json", "--exit-code", check=False).returncode == 1
 
 
 def test_a_database_of_several_sessions_needs_the_id(tmp_path):

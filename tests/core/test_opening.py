@@ -150,7 +150,7 @@ def test_options_and_inputs_a_type_checker_lets_through_are_refused(tmp_path: Pa
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
         first = s.append_message(U("hi"))
         with pytest.raises(SessionError, match="active tool names are a list of names"):
-            s.append_active_tools_change("read")  # type: ignore[arg-type]
+            s.append_active_tools_change("read")
     with pytest.raises(SessionError, match="verify is 'now' or 'later'"):
         open_session(path, verify="bogus")
     with Session(MemoryStorage(cwd="/p"), id_factory=lambda: "fixed") as s:
@@ -158,3 +158,28 @@ def test_options_and_inputs_a_type_checker_lets_through_are_refused(tmp_path: Pa
         with pytest.raises(SessionError, match="keeps giving ids already in use"):
             s.move_to(s.leaf_id, "a summary")
     assert first
+
+
+def test_a_value_of_the_wrong_type_is_refused_saying_so(tmp_path: Path):
+    """A label given as a number failed with "'int' object has no attribute 'strip'", a name
+    as None with a TypeError from `re`, a position past the end with an IndexError (and -1 was
+    the last entry on JSONL but an error on SQLite), `limit=-1` silently gave nothing."""
+    with Session(JsonlStorage.create(tmp_path / "s.jsonl", cwd="/p")) as s:
+        first = s.append_message(U("hi"))
+        for attempt, said in (
+            (lambda: s.append_label(first, 5), "a label must be text or None, not 5"),
+            (lambda: s.append_session_name(None), "a session name must be text, not None"),
+            (lambda: s.resolve_id(None), "an entry id must be text, not None"),
+            (lambda: s.get_entry([1]), r"an entry id must be text, not \[1\]"),
+            (lambda: s.entry_at(999), "no entry at position 999 \\(the session has 1\\)"),
+            (lambda: s.entry_at(-1), "no entry at position -1"),
+            (lambda: s.tool_call_of(7), "no entry at position 7"),
+            (lambda: s.tool_results_of(7), "no entry at position 7"),
+            (lambda: s.build_context(limit="3"), "limit must be a whole number or None, not '3'"),
+            (lambda: s.build_context(limit=-1), "limit cannot be negative"),
+            (lambda: s.recent_leaf_moves(-1), "skip and count cannot be negative"),
+        ):
+            with pytest.raises(SessionError, match=said) as info:
+                attempt()
+            assert info.value.code == "invalid_argument"
+        assert s.entry_count() == 1 and s.entry_at(0).id == first

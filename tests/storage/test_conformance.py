@@ -3,12 +3,13 @@ against every backend (memory, JSONL, SQLite, PostgreSQL), each checked again af
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
 
 from helpers import A, U, roles, texts, zero_usage
-from sessiontree import BranchSummary, Session, SessionError
+from sessiontree import BranchSummary, JsonlStorage, Session, SessionError, SqliteStorage, open_session
 from sessiontree.model.entries import BranchSummaryEntry, LabelEntry, LeafEntry
 
 
@@ -653,3 +654,26 @@ def test_a_closed_session_says_so(backend):
     ):
         with pytest.raises(SessionError, match="the session is closed"):
             attempt()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_session_dropped_without_close_lets_go_of_its_lock(tmp_path, kind):
+    """A writer dropped without `close` (a notebook cell run again) kept its lock until the
+    process exited: every later writer was refused ("already open for writing in this
+    process"). It is released when the storage is collected, with a ResourceWarning."""
+    where = str(tmp_path / ("s.jsonl" if kind == "jsonl" else "s.sqlite#s"))
+
+    def cell() -> None:
+        storage = (
+            JsonlStorage.create(where, cwd="/p")
+            if kind == "jsonl"
+            else SqliteStorage.create(tmp_path / "s.sqlite", cwd="/p", session_id="s")
+        )
+        Session(storage).append_message(U("hi"))
+
+    with pytest.warns(ResourceWarning, match="was not closed"):
+        cell()
+        gc.collect()
+    with open_session(where) as again:
+        assert again.entry_count() == 1 and not again.read_only
+        again.append_message(U("a writer again"))

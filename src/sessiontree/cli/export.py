@@ -66,6 +66,11 @@ def register(sub: Any) -> None:
     p.add_argument("b", help="second entry id")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
     p.add_argument("--width", type=at_least(40), default=100, help="width of a message line (40 or more)")
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when the contexts differ, 0 when the same (as git diff --exit-code)",
+    )
     p.set_defaults(func=cmd_diff)
 
 
@@ -159,4 +164,5 @@ def cmd_diff(args: argparse.Namespace) -> int:
         else:
             for line in comparison_lines(comparison, width=args.width):
                 out(line)
-        return warn_damage(session, damage_line(session, done="compared"))
+        status = warn_damage(session, damage_line(session, done="compared"))
+        return status or int(args.exit_code and not comparison.same)

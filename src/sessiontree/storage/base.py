@@ -8,6 +8,7 @@ parent a new entry gets, what a move writes, what the model sees) lives in `Sess
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ class SessionStorage(ABC):
 
     header: SessionHeader
     read_only_reason: str | None = None
+    holds_resources = False  # a lock or handles that `close` releases (files, databases)
     location: str | None = None  # file path / db path, for messages
     # The files holding the session, which nothing written from it may replace (an export with
     # `-o` naming its own source would swap the session for a copy of one path)
@@ -110,6 +112,18 @@ class SessionStorage(ABC):
         """Release locks and file handles. Idempotent. Implementations call this one too: a
         closed storage refuses reads and writes with "the session is closed"."""
         self.closed = True
+
+    def __del__(self) -> None:
+        """A storage dropped without `close` (a notebook cell run again) lets go of its lock and
+        handles, warning as an unclosed file does: its lock otherwise refused every later
+        writer in the process until it exited."""
+        if not self.holds_resources or getattr(self, "closed", True):
+            return
+        try:
+            warnings.warn(f"{self.location} was not closed", ResourceWarning, stacklevel=1)
+            self.close()
+        except Exception:  # at interpreter exit the modules it needs may be gone
+            pass
 
     def require_open(self) -> None:
         if self.closed:

@@ -344,6 +344,8 @@ def _active_after_compaction(
 class SqliteStorage(SessionStorage):
     """Use `SqliteStorage.create`, `SqliteStorage.open` or `SqliteStorage.list_sessions`."""
 
+    holds_resources = True
+
     def __init__(
         self, db_path: str, conn: sqlite3.Connection, session_id: str, lock: RangeLock | None
     ) -> None:

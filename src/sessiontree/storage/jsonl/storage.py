@@ -109,6 +109,8 @@ def _lookalike_finders(block: bytes) -> list[Callable[[bytes, int], int]]:
 class JsonlStorage(SessionStorage):
     """Use `JsonlStorage.create` or `JsonlStorage.open`."""
 
+    holds_resources = True
+
     def __init__(self, path: str, fd: int, lock: FileLock | None, durable: bool) -> None:
         super().__init__()
         self.path = path

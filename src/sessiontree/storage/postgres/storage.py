@@ -109,6 +109,8 @@ def _unpack(blob: bytes | None) -> Any:
 class PostgresStorage(SessionStorage):
     """Use `PostgresStorage.create`, `PostgresStorage.open` or `PostgresStorage.list_sessions`."""
 
+    holds_resources = True
+
     def __init__(self, url: str, conn: Any, session_id: str, *, writer: bool) -> None:
         super().__init__()
         self.url = url
