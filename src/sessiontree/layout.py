@@ -472,11 +472,14 @@ def _whole_shape(index: TreeIndex, runs: Runs) -> _Shape | None:
     return _shape(index, runs)
 
 
-def subtree_span(index: TreeIndex, runs: Runs, i: int) -> tuple[int, int] | None:
+def subtree_span(
+    index: TreeIndex, runs: Runs, i: int, vis: bytes | bytearray | None = None
+) -> tuple[int, int] | None:
     """(entries in the subtree of entry `i`, the latest position in it) from the runs in its
     subtree, a contiguous stretch of the preorder: a fold near the root of a deep tree covers
-    180,000 runs, which a walk in Python takes ~0.35 s to count. None with adoptions (the
-    preorder is not kept then)."""
+    180,000 runs, which a walk in Python takes ~0.35 s to count. With `vis`, `i` and the
+    entries it shows below `i` (`outline.subtree_size`). None with adoptions (the preorder is
+    not kept then)."""
     shape = _whole_shape(index, runs)
     if shape is None or not 0 <= i < len(index):
         return None
@@ -485,8 +488,14 @@ def subtree_span(index: TreeIndex, runs: Runs, i: int) -> tuple[int, int] | None
     below = shape.preorder[at + 1 : at + int(shape.size[r])]  # every run under r's last entry
     ends = shape.hi[below]
     end = int(shape.hi[r])
-    count = end - i + int(ends.sum() - shape.lo[below].sum())
-    return count, max(end, int(ends.max()) if len(below) else end) - 1
+    latest = max(end, int(ends.max()) if len(below) else end) - 1
+    if vis is None:
+        return end - i + int(ends.sum() - shape.lo[below].sum()), latest
+    counts = _kept_counts(runs, vis if isinstance(vis, bytearray) else bytearray(vis))
+    shown = int(counts[end] - counts[i + 1]) + int(
+        counts.take(ends).sum() - counts.take(shape.lo[below]).sum()
+    )
+    return 1 + shown, latest
 
 
 def drawn_above(index: TreeIndex, runs: Runs, piece_of: Any, p_count: Any, r: int) -> int | None:

@@ -702,23 +702,34 @@ class _RowOf:
 _NO_RUNS = Runs(TreeIndex())
 
 
-def subtree_size(index: TreeIndex, i: int, runs: Runs | None = None) -> tuple[int, int]:
+def subtree_size(
+    index: TreeIndex, i: int, runs: Runs | None = None, vis: bytes | bytearray | None = None
+) -> tuple[int, int]:
     """(entries in the subtree of `i`, the latest position in it): what a folded stub says.
-    With `runs`, whole runs are counted at once (a fold near the root of a long session)."""
+    With `runs`, whole runs are counted at once (a fold near the root of a long session). With
+    `vis` (one byte per entry), only the entries it shows below `i` are counted, and `i` itself
+    always: a retry left with Enter hides a `leaf` entry the filter does not show, which a
+    stub called "1 entry"."""
     first_child, next_sibling = index.first_child, index.next_sibling
+    if vis is not None and len(vis) != len(index):  # entries arrived since it was made
+        vis = None
+
+    def shown(lo: int, hi: int) -> int:
+        return hi - lo if vis is None else vis.count(1, lo, hi)
+
     if runs is not None and len(runs.lo) and runs.hi[-1] == len(index):
         if len(runs) >= VECTOR_MIN:
             from .layout import subtree_span  # numpy: loaded only for trees of many runs
 
-            span = subtree_span(index, runs, i)
+            span = subtree_span(index, runs, i, vis)
             if span is not None:
                 return span
         r = runs.of(i)
-        count, latest = runs.hi[r] - i, runs.hi[r] - 1
+        count, latest = 1 + shown(i + 1, runs.hi[r]), runs.hi[r] - 1
         todo = children(first_child, next_sibling, runs.hi[r] - 1)
         while todo:
             r = runs.of(todo.pop())
-            count += runs.hi[r] - runs.lo[r]
+            count += shown(runs.lo[r], runs.hi[r])
             latest = max(latest, runs.hi[r] - 1)
             todo.extend(children(first_child, next_sibling, runs.hi[r] - 1))
         return count, latest
@@ -726,7 +737,7 @@ def subtree_size(index: TreeIndex, i: int, runs: Runs | None = None) -> tuple[in
     stack = [i]
     while stack:
         j = stack.pop()
-        count += 1
+        count += 1 if vis is None or j == i else vis[j]
         if j > latest:
             latest = j
         c = first_child[j]

@@ -155,6 +155,36 @@ async def test_z_folds_every_side_branch_and_says_so(demo):
         assert len(tree.outline) == before and not tree.folded
 
 
+async def test_a_fold_stub_counts_what_the_filter_shows(tmp_path):
+    """A retry left with Enter holds the `leaf` entry of that move, which the default filter
+    hides: `z` drew its row as "▸ 1 entry" over nothing one could unfold to see, and a retry
+    with an answer as "▸ 2 entries"."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("first question"))
+        a1 = s.append_message(A("first answer"))
+        s.append_message(U("a retry left at once"))
+        s.move_to(a1)
+        s.append_message(U("a retry with an answer"))
+        s.append_message(A("its answer"))
+        s.move_to(a1)
+        s.append_message(U("the path"))
+        s.append_message(A("the end"))
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("z")
+        await settle(app, pilot)
+        drawn = ["".join(seg.text for seg in tree.render_line(y)) for y in range(len(tree.outline))]
+        at_once = next(line for line in drawn if "a retry left at once" in line)
+        assert "▸" not in at_once and "entr" not in at_once, drawn
+        assert any("▸ 1 entry" in line and "a retry with an answer" in line for line in drawn), drawn
+        await pilot.press("5")  # "all": the leaf entries are shown, and counted
+        await settle(app, pilot)
+        drawn = ["".join(seg.text for seg in tree.render_line(y)) for y in range(len(tree.outline))]
+        assert any("▸ 2 entries" in line and "a retry with an answer" in line for line in drawn), drawn
+
+
 async def test_z_on_a_side_branch_of_one_entry_draws_no_empty_stub(tmp_path):
     """`z` folds every side branch, one of a single entry too (in a file Pi wrote, with no
     `leaf` entries below it): its row read "▸ 0 entries", and space on it said "Unfolded the

@@ -555,7 +555,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         long session walks its runs."""
         kept = self._stubs.get(i)
         if kept is None:
-            count, latest = subtree_size(self.session.tree, i, self._runs)
+            count, latest = subtree_size(self.session.tree, i, self._runs, self.outline.vis)
             hidden = count - 1
             when = ""
             if latest != i:
