@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import shlex
@@ -117,6 +118,12 @@ def _local_page(server_class: type[Any]) -> type[Any]:
     import jinja2
 
     class LocalPageServer(server_class):
+        def initialize_logging(self) -> None:
+            super().initialize_logging()
+            # aiohttp's access log went to stdout under the banner, a line per request with
+            # the size of streamed answers as -1: the banner is what the terminal shows.
+            logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
         async def _make_app(self) -> Any:
             app = await super()._make_app()
             env = aiohttp_jinja2.get_env(app)
