@@ -229,6 +229,22 @@ async def test_sort_cycles_columns_and_reverses(root):
         assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
 
 
+async def test_sessions_of_one_name_sort_newest_first(tmp_path):
+    """Sorted by name, sessions of one name came in the order of their paths, not of time."""
+    for k, where in enumerate(("b", "a", "c")):
+        path = _write(
+            tmp_path / where / "s.jsonl", f"/p/{where}", lambda s: s.append_session_name("Same task")
+        )
+        os.utime(path, (1_700_000_000 + k * 60, 1_700_000_000 + k * 60))
+    app = picker_app(tmp_path)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        assert picker(app).memory.sort == "name"
+        order = [Path(str(row.key.value)).parent.name for row in table(app).ordered_rows]
+        assert order == ["c", "a", "b"]  # newest first
+
+
 @pytest.mark.parametrize("width", [50, 80, 120])
 async def test_the_sorted_column_is_shown_at_any_width(root, width):
     """Sorted by project at 80 and 120 columns, the rows looked out of order: the Project

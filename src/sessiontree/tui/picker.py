@@ -301,7 +301,8 @@ class PickerScreen(Screen[Path | None]):
         sort = self.memory.sort
         key: Callable[[SessionListing], tuple]
         if sort == "name":
-            key = lambda x: (x.title.casefold(), str(x.path))  # noqa: E731
+            # sessions of one name (a retried task, "(no name)"), newest first among them
+            key = lambda x: (x.title.casefold(), -x.modified, str(x.path))  # noqa: E731
         elif sort == "entries":
             key = lambda x: (x.entry_count, x.modified)  # noqa: E731
         elif sort == "size":
