@@ -11,10 +11,13 @@ labels and a session name.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sessiontree import JsonlStorage, Session
+from sessiontree.context import estimate_context_tokens, estimate_tokens
 from sessiontree.model.ids import format_iso
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "sessiontree" / "demo" / "demo.jsonl"
@@ -52,7 +55,7 @@ def user(text: str) -> dict:
     return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ms()}
 
 
-def assistant(text: str = "", *calls: tuple[str, str, dict], thinking: str = "", tokens=(1200, 180)) -> dict:
+def assistant(text: str = "", *calls: tuple[str, str, dict], thinking: str = "") -> dict:
     content: list[dict] = []
     if thinking:
         content.append({"type": "thinking", "thinking": thinking})
@@ -66,7 +69,7 @@ def assistant(text: str = "", *calls: tuple[str, str, dict], thinking: str = "",
         "api": "anthropic-messages",
         "provider": "anthropic",
         "model": "claude-sonnet-4-5",
-        "usage": usage(*tokens),
+        "usage": usage(0, 0),  # what the call sent and produced: `DemoSession` fills it in
         "stopReason": "toolUse" if calls else "stop",
         "timestamp": ms(),
     }
@@ -108,13 +111,33 @@ tests/test_dates.py:12: AssertionError
 1 failed, 13 passed in 0.21s"""
 
 
+SYSTEM_TOKENS = 2400  # the system prompt and the tool definitions every call sends
+
+
+class DemoSession(Session):
+    """Each assistant turn reports the usage its call would have: the context it was sent (the
+    system prompt and the messages of the path) and what it wrote, so the tokens column (`t`)
+    grows along a path as it would in a real session (a constant usage made a turn's own
+    figure negative after a long message)."""
+
+    def append_message(self, message: Mapping[str, Any]) -> str:
+        if message.get("role") == "assistant":
+            sent = SYSTEM_TOKENS + sum(estimate_tokens(m) for m in self.build_context().messages)
+            cached = sent * 9 // 10  # prompt caching: most of the context was read from cache
+            message = {**message, "usage": usage(sent - cached, estimate_tokens(message), cached)}
+        return super().append_message(message)
+
+
 def build(path: Path) -> None:
     if path.exists():
         path.unlink()
     storage = JsonlStorage.create(
-        path, cwd="/home/dev/weather-cli", session_id="0b5e2c7a-demo-4c1d-9e6f-weathercli01"
+        path,
+        cwd="/home/dev/weather-cli",
+        session_id="0b5e2c7a-demo-4c1d-9e6f-weathercli01",
+        timestamp=format_iso(START),  # fixed like the entries' clock: the same file at every run
     )
-    s = Session(storage, clock=clock, id_factory=new_id)
+    s = DemoSession(storage, clock=clock, id_factory=new_id)
     s.append_model_change("anthropic", "claude-sonnet-4-5")
     s.append_thinking_level_change("medium")
     s.append_active_tools_change(["read", "edit", "write", "bash"])
@@ -140,7 +163,6 @@ def build(path: Path) -> None:
             " time as *local* time. CI runs in UTC+9 and your laptop in UTC, so 23:30 lands on a"
             " different day.\n\nTwo ways to fix it:\n1. Treat API times as UTC everywhere.\n"
             "2. Keep local time for users, but pin the time zone in the tests.",
-            tokens=(2100, 240),
         )
     )
     s.append_label(diagnosis, "diagnosis")
@@ -287,7 +309,7 @@ def build(path: Path) -> None:
         "- **Keep local time for users**: UTC everywhere shifted evening forecasts\n\n"
         "## Next Steps\n1. Finish the README\n2. Release 1.4.0",
         docs,
-        48_210,
+        estimate_context_tokens(s.build_context().messages),  # what Pi records: the context it replaces
         details={
             "readFiles": ["src/weather/dates.py"],
             "modifiedFiles": ["README.md", "src/weather/cli.py", "tests/conftest.py"],
@@ -308,7 +330,7 @@ def build(path: Path) -> None:
         )
     )
     s.append_message(result("c10", "write", "Wrote CHANGELOG.md (3 lines)."))
-    last = s.append_message(assistant("Changelog written. Ready to tag 1.4.0.", tokens=(3900, 60)))
+    last = s.append_message(assistant("Changelog written. Ready to tag 1.4.0."))
     s.append_label(final, "release")
     s.move_to(last)
     storage.close()

@@ -106,8 +106,8 @@ def make_app(kind: str, workdir: Path) -> SessionTreeApp:
     if kind == "picker":  # fixed times: the picker shows them, and the picture should not change
         os.utime(demo, (PICKER_TIMES[0], PICKER_TIMES[0]))
         os.utime(retried, (PICKER_TIMES[1], PICKER_TIMES[1]))
-        return SessionTreeApp(None, picker_dir=workdir, follow=False, opener=open_session)
-    return SessionTreeApp(open_session(demo if kind == "demo" else retried), follow=False)
+        return SessionTreeApp(None, picker_dir=workdir, opener=open_session)
+    return SessionTreeApp(open_session(demo if kind == "demo" else retried))
 
 
 async def shoot(name: str, steps: Steps, kind: str, size: tuple[int, int], workdir: Path) -> Path:

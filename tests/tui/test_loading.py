@@ -77,6 +77,8 @@ async def test_a_file_that_is_not_a_session_says_so_and_q_quits(tmp_path):
         shown = str(screen.query_one("#loading-status").render())
         assert "not" in shown.lower() or "session" in shown.lower()  # the reason, in one line
         assert "Cannot open notes.jsonl" in str(screen.query_one("#loading-title").render())
+        # it will not open: "other keys act once it is open" promised what never came (QA)
+        assert str(screen.query_one("#loading-keys").render()) == "q or Esc quits"
         await pilot.press("q")
         await pilot.pause()
     assert not app.is_running

@@ -229,6 +229,31 @@ async def test_sort_cycles_columns_and_reverses(root):
         assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
 
 
+async def test_the_list_follows_the_directory_while_open(tmp_path, monkeypatch):
+    """The picker showed the directory as it was when it opened: a session an agent went on
+    writing kept its count, a new one never appeared, a deleted one stayed to fail on Enter."""
+    monkeypatch.setattr("sessiontree.tui.picker.RESCAN_SECONDS", 0.2)
+    growing = _write(tmp_path / "p" / "growing.jsonl", "/p", lambda s: s.append_message(U("hello")))
+    doomed = _write(tmp_path / "p" / "doomed.jsonl", "/p", lambda s: s.append_message(U("bye")))
+    app = picker_app(tmp_path)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        assert sorted(names(app)) == ["doomed.jsonl", "growing.jsonl"]
+        with open_session(growing) as s:
+            s.append_message(A("hi"))
+            s.append_message(U("and more"))
+        _write(tmp_path / "q" / "new.jsonl", "/q", lambda s: s.append_message(U("a new session")))
+        doomed.unlink()
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if sorted(names(app)) == ["growing.jsonl", "new.jsonl"] and picker(app)._describing is None:
+                break
+        await settle(app, pilot)
+        assert sorted(names(app)) == ["growing.jsonl", "new.jsonl"]
+        assert picker(app).listings[str(growing)].entry_count == 3
+        assert "2 sessions" in text_of(app, "#picker-status")
+
+
 async def test_sessions_of_one_name_sort_newest_first(tmp_path):
     """Sorted by name, sessions of one name came in the order of their paths, not of time."""
     for k, where in enumerate(("b", "a", "c")):

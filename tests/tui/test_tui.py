@@ -112,13 +112,15 @@ async def test_fold_and_unfold(demo):
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("space")
         assert len(tree.outline) == 5 and cursor_id(app) == "3a7c137e"
-        assert "▸ 36 entries" in rows(app)[4]  # the stub says how much is folded away
+        hidden = before - 5  # the stub counts the rows the fold took away, no entry the filter hides
+        assert f"▸ {hidden} entries" in rows(app)[4]  # the stub says how much is folded away
         assert rows(app)[4].rstrip().endswith("← active below")  # the leaf is in there
         # as many as the stub says, and the leaf with them: it is below, on the active path
-        assert status(app) == "Folded 36 entries below 3a7c137e (space unfolds); the leaf is in the fold"
+        said = f"Folded {hidden} entries below 3a7c137e (space unfolds); the leaf is in the fold"
+        assert status(app) == said
         await pilot.press("space")
         assert len(tree.outline) == before
-        assert status(app) == "Unfolded the 36 entries below 3a7c137e"
+        assert status(app) == f"Unfolded the {hidden} entries below 3a7c137e"
         await pilot.press("end")  # the leaf: nothing below it
         await pilot.press("space")
         assert len(tree.outline) == before
@@ -1202,6 +1204,48 @@ async def test_a_file_truncated_or_replaced_under_the_app_turns_its_write_keys_o
         assert len(said) == 1 and how in said[0], said
 
 
+async def test_every_key_says_what_it_did_and_a_search_filter_shows_in_the_header(demo):
+    """The status line promises what the last key did, but `t`, `p`, `v`, `e` and `a` said
+    nothing (it went on saying what the key before did), nor did Esc clearing the highlights;
+    a search used as a filter (`&`) showed only as "match 2/9" once its toast had gone (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        said = {}
+        for key in ("t", "t", "p", "p", "p", "v", "v", "e", "e", "g", "a"):
+            await pilot.press(key)
+            await settle(app, pilot)
+            said.setdefault(key, []).append(status(app))
+        assert (
+            said["t"][0].startswith("Tokens: the context if the leaf were here")
+            and said["t"][1] == "Token column hidden"
+        )
+        assert said["p"] == [
+            "Preview: as sent (convert_to_llm) (p for the next)",
+            "Preview: raw JSON (p for the next)",
+            "Preview: context (p for the next)",
+        ]
+        assert said["v"] == [
+            "Preview: this entry alone, whole (v switches)",
+            "Preview: the context up to this entry (v switches)",
+        ]
+        assert said["e"][0].startswith("Expanded: the newest 1,000") and said["e"][1].startswith(
+            "Long entries cut"
+        )
+        assert (
+            said["a"] == [f"On the active leaf {app.session.leaf_id}"]
+            and cursor_id(app) == app.session.leaf_id
+        )
+        await pilot.press("ampersand", *"time zone", "enter")
+        await settle(app, pilot)
+        assert "only matches (Esc)" in app.browser.sub_title
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert status(app) == "Search filter cleared" and "only matches" not in app.browser.sub_title
+        await pilot.press("escape")
+        assert status(app) == "Search highlights cleared" and "match" not in app.browser.sub_title
+
+
 async def test_open_another_session_and_quit(tmp_path, demo):
     other = tmp_path / "other.jsonl"
     with Session(JsonlStorage.create(other, cwd="/p")) as s:
@@ -1270,7 +1314,9 @@ async def test_open_from_the_demo_lists_the_users_sessions(tmp_path, monkeypatch
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, PickerScreen)
-        assert app.screen.directory == (sessions if has_pi_sessions else tmp_path)
+        # Without Pi, the demo's folder (its forks and exports): the current directory, a
+        # checkout of this project on a newcomer's machine, said "No session files found" (QA).
+        assert app.screen.directory == (sessions if has_pi_sessions else app.demo_dir)
     shutil.rmtree(app.demo_dir)
 
 

@@ -28,6 +28,7 @@ from .header import SessionHeader
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
 from .notices import StatusLine, confirm
+from .preview import COLLAPSED, EXPANDED, Scope
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .search_box import SearchBox
@@ -244,16 +245,30 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         elif self._matches:  # "match 2/5" follows the cursor
             self._update_header()
 
+    # Each says what it did on the status line, which otherwise went on saying what the key
+    # before did (the line promises the last key's effect).
     def action_preview_mode(self) -> None:
         pane = self.query_one(PreviewPane)
         pane.mode = pane.mode.next()
+        confirm(self, f"Preview: {pane.mode.value} (p for the next)")
 
     def action_preview_scope(self) -> None:
-        self.query_one(PreviewPane).action_toggle_scope()
+        pane = self.query_one(PreviewPane)
+        pane.action_toggle_scope()
+        what = "this entry alone, whole" if pane.scope is Scope.ENTRY else "the context up to this entry"
+        confirm(self, f"Preview: {what} (v switches)")
 
     def action_expand(self) -> None:
         pane = self.query_one(PreviewPane)
         pane.expanded = not pane.expanded
+        if pane.expanded:
+            confirm(
+                self, f"Expanded: the newest {EXPANDED.entries:,} context entries, whole (e cuts them again)"
+            )
+        else:
+            confirm(
+                self, f"Long entries cut to a few lines, the newest {COLLAPSED.entries:,} shown (e expands)"
+            )
 
     # --- bindings state -----------------------------------------------------------------------
 

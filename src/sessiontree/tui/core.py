@@ -84,6 +84,8 @@ class BrowserBase(Screen[None]):
         parts = [f"leaf {leaf}"]
         if tree.filter is not Filter.DEFAULT:
             parts.append(f"filter {tree.filter.value}")
+        if tree.restrict is not None:  # `&`: said here as long as it lasts, not only by a toast
+            parts.append("only matches (Esc)")
         if self._matches:
             rows = self._match_rows()
             cursor = tree.cursor_row

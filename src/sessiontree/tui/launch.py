@@ -84,10 +84,12 @@ def build_app(
     target = path
     if _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
         session, locked_note = open_for_browsing(target, read_only=read_only)
-        # From the demo, `o` lists the user's own sessions (Pi's folder), not the demo's copy.
+        # From the demo, `o` lists the user's own sessions (Pi's folder); on a machine without
+        # Pi, the demo's folder, where its forks and exports go (the current directory, a
+        # checkout of this project, held none).
         others = None
         if demo_dir is not None:
-            others = DEFAULT_SESSIONS_DIR if DEFAULT_SESSIONS_DIR.is_dir() else Path.cwd()
+            others = DEFAULT_SESSIONS_DIR if DEFAULT_SESSIONS_DIR.is_dir() else demo_dir
         app = SessionTreeApp(
             session,
             summarizer=summarizer,

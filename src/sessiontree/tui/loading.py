@@ -67,3 +67,5 @@ class LoadingScreen(Screen[None]):
         status = self.query_one("#loading-status", Static)
         status.update(Text(message))
         status.add_class("-error")
+        # not "other keys act once it is open": it will not open
+        self.query_one("#loading-keys", Static).update(Text("q or Esc quits"))

@@ -42,6 +42,9 @@ _DESCENDING = {"modified": True, "name": False, "entries": True, "size": True, "
 SIDE_PREVIEW_WIDTH = 120  # at least this many columns: the preview sits beside the table
 BELOW_PREVIEW_HEIGHT = 20  # narrower, and at least this many rows: below it; fewer: hidden
 BATCH_SECONDS = 0.3  # worker results are handed to the screen at most this often
+# How often the directory is looked at again while the picker is open: an agent's session grows
+# and new ones start while one reads the list (a glob and a stat per file, in a thread).
+RESCAN_SECONDS = 2.0
 # Rows put in the table at once. Refilling a DataTable costs about half a millisecond a row, paid
 # on every keystroke of a search, so thousands of rows would make typing lag; beyond this many,
 # the status line says how many more there are and the search or project filter narrows them.
@@ -239,6 +242,43 @@ class PickerScreen(Screen[Path | None]):
         if todo:
             self._describing = (0, len(todo))
             self._describe_all([self.listings[k].path for k in todo])
+        self._update_status()
+        self.set_interval(RESCAN_SECONDS, self._rescan)
+
+    def _rescan(self) -> None:
+        """Look at the directory again, unless files are still being read or a search is on
+        (its verdicts are per file as it was: a search typed again takes the new ones)."""
+        if self._describing is None and self.search is None:
+            self._look_again()
+
+    @work(thread=True, exclusive=True, group="rescan")
+    def _look_again(self) -> None:
+        deliver(self.app, self._looked, self.catalog.scan())
+
+    def _looked(self, found: list[SessionListing]) -> None:
+        """Sessions that appeared, grew or went away since the last look: the rows follow, the
+        cursor stays on its session, and what changed is read again."""
+        if not self.is_attached or self._describing is not None or self.search is not None:
+            return
+        now = {str(x.path): x for x in found}
+        changed = [
+            key
+            for key, listing in now.items()
+            if key not in self.listings or _stat_of(self.listings[key]) != _stat_of(listing)
+        ]
+        gone = self.listings.keys() - now.keys()
+        if not changed and not gone:
+            return
+        for key in gone:
+            del self.listings[key]
+        for key in changed:
+            self.listings[key] = now[key]
+        self._fill()
+        todo = [now[key].path for key in changed if not now[key].described]
+        if todo:
+            self._describing = (0, len(todo))
+            self._describe_all(todo)
+        self._update_title()
         self._update_status()
 
     def _open_session_key(self) -> str | None:
@@ -840,6 +880,10 @@ class PickerScreen(Screen[Path | None]):
 
 
 # --- drawing helpers ------------------------------------------------------------------------------
+
+
+def _stat_of(listing: SessionListing) -> tuple[int, int]:
+    return (listing.size, listing.mtime_ns)
 
 
 def preview_text(

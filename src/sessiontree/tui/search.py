@@ -114,6 +114,7 @@ class SearchMixin(BrowserBase):
             self._clear_filter()
         elif self._matches and not was_open:  # one Esc at a time: then the highlights go
             self._set_matches([])
+            confirm(self, "Search highlights cleared")
 
     def _clear_filter(self) -> None:
         tree = self._tree()

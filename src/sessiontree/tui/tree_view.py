@@ -433,6 +433,14 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     def action_toggle_sizes(self) -> None:
         self.show_sizes = not self.show_sizes
+        if self.show_sizes:
+            confirm(
+                self,
+                "Tokens: the context if the leaf were here · what the entry adds (the provider's"
+                " usage where reported, else estimated; t hides them)",
+            )
+        else:
+            confirm(self, "Token column hidden")
 
     def watch_show_sizes(self) -> None:
         self._version += 1
@@ -475,8 +483,11 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     def action_jump_active(self) -> None:
         leaf = self.session.tree.leaf
-        if leaf >= 0:
-            self.go_to_position(leaf)
+        if leaf < 0:
+            confirm(self, "No leaf yet: the context is empty")
+            return
+        self.go_to_position(leaf)
+        confirm(self, f"On the active leaf {self.session.tree.ids[leaf]}")
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
