@@ -1246,6 +1246,27 @@ async def test_every_key_says_what_it_did_and_a_search_filter_shows_in_the_heade
         assert status(app) == "Search highlights cleared" and "match" not in app.browser.sub_title
 
 
+async def test_a_leaf_moved_onto_an_entry_the_filter_hides_says_so(demo):
+    """Enter on a user message puts the leaf on its parent (Pi's rule), here the label entry
+    that joined the path: "Leaf moved to 3a7c34a1" named an id on no row (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c3694")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        leaf = app.session.leaf_id
+        assert app.session.tree.type_name(app.session.tree.pos[leaf]) == "label"
+        below = cursor_id(app)  # the row the cursor went to: the label's parent
+        assert status(app).startswith(
+            f"Leaf moved to {leaf} (a label entry below {below} the filter hides: 5 shows every entry)"
+        )
+        await pilot.press("5")
+        await settle(app, pilot)
+        await pilot.press("a")
+        assert cursor_id(app) == leaf  # under "all" it has its row
+
+
 async def test_open_another_session_and_quit(tmp_path, demo):
     other = tmp_path / "other.jsonl"
     with Session(JsonlStorage.create(other, cwd="/p")) as s:

@@ -42,11 +42,20 @@ class MovesMixin(BrowserBase):
         message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
         if nav.summary_id:
             message += " with a branch summary"
+        self._after_write(keep=keep)
+        # Pi's rule puts the leaf above a user message, on its parent, which may be an entry the
+        # filter hides (a label joins the path): the id named was on no row (QA).
+        tree = self._tree()
+        if keep is not None and nav.new_leaf_id and tree.outline.exact_row(keep) < 0:
+            kind = session.tree.type_name(keep)
+            shown = tree.current_position()
+            near = f" below {session.tree.ids[shown]}" if shown is not None and shown != keep else ""
+            message += f" (a {kind} entry{near} the filter hides: 5 shows every entry)"
         if nav.editor_text:
             # Pi puts the text of a user message moved above into its editor; we copy it.
             self.app.copy_to_clipboard(nav.editor_text)
             message += f" · copied the text to re-send: {one_line(nav.editor_text, 200)}"
-        self._after_write(keep=keep, message=message)
+        confirm(self, message)
         return True
 
     def action_move_with_summary(self) -> None:
