@@ -186,9 +186,9 @@ def _by_id_or_prefix(
     hits = [i for i in ids if i.lower().startswith(folded)]
     if len(hits) == 1:
         return open_one(hits[0])
-    if hits:
+    if hits:  # as an entry id's start that names several: the caller must say more
         raise SessionError(
-            "not_found", f"{sid!r} starts {len(hits)} sessions' ids ({_few(hits)})", path=where
+            "invalid_argument", f"{sid!r} starts {len(hits)} sessions' ids ({_few(hits)})", path=where
         )
     newest = f"newest: {_few(ids)}" if ids else "it holds none"
     raise SessionError("not_found", f"no session {sid!r} in the database ({newest})", path=where)

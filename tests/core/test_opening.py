@@ -183,3 +183,17 @@ def test_a_value_of_the_wrong_type_is_refused_saying_so(tmp_path: Path):
                 attempt()
             assert info.value.code == "invalid_argument"
         assert s.entry_count() == 1 and s.entry_at(0).id == first
+
+
+def test_the_start_of_several_session_ids_is_an_invalid_argument(tmp_path: Path):
+    """As the start of several entry ids is: the caller must say more (it said `not_found`)."""
+    db = tmp_path / "db.sqlite"
+    for sid in ("alpha-1", "alpha-2"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            s.append_message(U(sid))
+    with pytest.raises(SessionError, match="starts 2 sessions' ids") as info:
+        open_session(f"{db}#alpha")
+    assert info.value.code == "invalid_argument"
+    with pytest.raises(SessionError, match="no session 'beta'") as info:
+        open_session(f"{db}#beta")
+    assert info.value.code == "not_found"

@@ -1420,20 +1420,27 @@ async def test_keys_that_cannot_act_say_why(demo):
         assert tree.cursor_row == 0 and status(app) == f"{cursor_id(app)} is a root: it has no parent"
 
 
+async def another_writer_mid_line(app, pilot, path: Path) -> None:
+    """Another program's unfinished last line, seen by the app's follow: writes are refused
+    while it lasts. The file's time is set ahead so that, however slow the test runs, it is
+    not yet quiet long enough to be judged torn."""
+    with open(path, "ab") as f:
+        f.write(b'{"type":"message","id":"half"')
+    busy = time.time() + 60
+    os.utime(path, (busy, busy))
+    for _ in range(30):
+        await pilot.pause(0.1)
+        if app.session.storage._tail.kind.value == "pending":
+            break
+
+
 async def test_a_label_refused_for_now_keeps_its_text_to_try_again(demo):
     """A label write refused because another program was in the middle of a line threw the
     typed label away (QA): the prompt opens again with it."""
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        with open(demo, "ab") as f:  # another writer, mid-line
-            f.write(b'{"type":"message","id":"half"')
-        busy = time.time() + 60
-        os.utime(demo, (busy, busy))  # still writing: an unfinished line is judged torn when quiet
-        for _ in range(30):
-            await pilot.pause(0.1)
-            if app.session.storage._tail.kind.value == "pending":  # seen by the follow
-                break
+        await another_writer_mid_line(app, pilot, demo)
         await pilot.press("m", *"my label", "enter")
         await settle(app, pilot)
         assert isinstance(app.screen, TextPrompt) and app.screen.query_one(Input).value == "my label"
@@ -1449,14 +1456,7 @@ async def test_a_summary_or_name_refused_for_now_keeps_its_text_and_a_retry_writ
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        with open(demo, "ab") as f:  # another writer, mid-line
-            f.write(b'{"type":"message","id":"half"')
-        busy = time.time() + 60
-        os.utime(demo, (busy, busy))  # still writing, however slow this test runs
-        for _ in range(30):
-            await pilot.pause(0.1)
-            if app.session.storage._tail.kind.value == "pending":  # seen by the follow
-                break
+        await another_writer_mid_line(app, pilot, demo)
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("s", "down", "enter", *"kept summary", "ctrl+s")
         await settle(app, pilot)

@@ -91,6 +91,7 @@ def read_legacy(
 def read_only_reason(header: SessionHeader, path: str) -> str:
     return (
         f"this is a version {header.version} session file (Pi's older format); it is shown"
-        " migrated to v3 in memory, and the file is left untouched. Run `sessiontree upgrade"
-        f" {path}` to convert it (a backup is kept) before writing to it"
+        " migrated to v3 in memory, and the file is left untouched (lines appended to it"
+        f" are not followed). Run `sessiontree upgrade {path}` to convert it (a backup is"
+        " kept) before writing to it"
     )
