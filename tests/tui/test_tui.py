@@ -1217,7 +1217,7 @@ async def test_every_key_says_what_it_did_and_a_search_filter_shows_in_the_heade
             await settle(app, pilot)
             said.setdefault(key, []).append(status(app))
         assert (
-            said["t"][0].startswith("Tokens: the context if the leaf were here")
+            said["t"][0].startswith("Tokens: context if the leaf were here")
             and said["t"][1] == "Token column hidden"
         )
         assert said["p"] == [

@@ -101,7 +101,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             "t",
             "toggle_sizes",
             "Tokens",
-            tooltip="column: context tokens if the leaf were here, and what the entry adds",
+            tooltip="column: context tokens if the leaf were here (the last reported usage plus"
+            " estimates after it, Pi's rule), and what the entry adds",
             show=False,
             id="tokens",
         ),
@@ -434,11 +435,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     def action_toggle_sizes(self) -> None:
         self.show_sizes = not self.show_sizes
         if self.show_sizes:
-            confirm(
-                self,
-                "Tokens: the context if the leaf were here · what the entry adds (the provider's"
-                " usage where reported, else estimated; t hides them)",
-            )
+            # short enough for 80 columns; the help says where the figures come from
+            confirm(self, "Tokens: context if the leaf were here · what the entry adds (t hides)")
         else:
             confirm(self, "Token column hidden")
 
