@@ -234,7 +234,10 @@ def open_or_read_only(
         session = open_session(target, read_only=True, progress=progress, verify=verify)
         # the refusal's advice ("open it read-only, or wait") is what was just done
         detail = exc.detail.removesuffix(ADVICE)
-        session.storage.mark_read_only(f"{detail}. Opened read-only; moves are disabled")
+        session.storage.mark_read_only(
+            f"{detail}. Opened read-only; once it quits, o and this session again open it for writing"
+        )
+        session.storage.locked_out = True
         return session
 
 

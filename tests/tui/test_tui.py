@@ -1287,6 +1287,35 @@ async def test_open_another_session_and_quit(tmp_path, demo):
     assert not app.is_running
 
 
+async def test_a_session_read_only_for_another_writer_reopens_for_writing_once_it_quits(demo):
+    """Opened while another writer held the lock, the session stayed read-only after that
+    writer quit, its banner naming a pid long gone; choosing it again in the picker went back
+    to the read-only one (QA). Chosen again, it is opened again: for writing once it can be."""
+    holder = open_session(demo)  # another writer
+    app = build_app(str(demo))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.session.read_only and "o and this session again" in app.session.read_only_reason
+
+        async def choose_it_again() -> None:
+            await pilot.press("o")
+            await settle(app, pilot)
+            assert isinstance(app.screen, PickerScreen)
+            await pilot.press("slash", *demo.stem, "enter", "enter")
+            await settle(app, pilot)
+
+        await choose_it_again()  # the other writer is still there
+        assert app.session.read_only
+        assert any(n.message.startswith("Still read-only") for n in app._notifications)
+        holder.close()
+        await choose_it_again()
+        assert not app.session.read_only and app.session.storage.locked_out is False
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c137e"
+
+
 async def test_demo_launch_uses_a_private_copy():
     app = build_app(None)
     assert app.demo_dir is not None and app.demo_dir.exists()

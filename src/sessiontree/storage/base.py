@@ -30,6 +30,7 @@ class SessionStorage(ABC):
     header: SessionHeader
     read_only_reason: str | None = None
     holds_resources = False  # a lock or handles that `close` releases (files, databases)
+    locked_out = False  # opened read-only because another writer held the lock (`open_or_read_only`)
     location: str | None = None  # file path / db path, for messages
     # The files holding the session, which nothing written from it may replace (an export with
     # `-o` naming its own source would swap the session for a copy of one path)

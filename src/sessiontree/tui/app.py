@@ -210,6 +210,9 @@ class SessionTreeApp(App[None]):
             return
         browser = self.browser
         if browser is not None and is_one_of(path, browser.session.files):
+            if browser.session.storage.locked_out:
+                self._reopen_for_writing(path)
+                return
             # The session open already: back to it as it is (opened again, it was read-only,
             # as a second writer is)
             self.notify(f"{path.name} is the session open here", markup=False, timeout=4)
@@ -222,6 +225,25 @@ class SessionTreeApp(App[None]):
             return
         if session is not None:
             self._show(session)
+
+    def _reopen_for_writing(self, path: Path) -> None:
+        """The session open here read-only because another writer held its lock, chosen again:
+        that writer may have quit since (the banner went on naming its pid, and choosing the
+        session went back to the read-only one)."""
+        try:
+            session = self.opener(path)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        if session is None:
+            return
+        if session.read_only:
+            reason = session.read_only_reason or "read-only"
+            session.close()
+            self.notify(f"Still read-only: {reason}", markup=False, timeout=6)
+            return
+        self._show(session)
+        self.notify(f"{path.name} is open for writing now", markup=False, timeout=4)
 
     def open_path(self, path: Path) -> None:
         """Open another session in place of the current one (a fork just made, say)."""
