@@ -281,3 +281,6 @@ def test_serve_a_postgres_session_without_its_password_on_the_command_line(pg_da
         children = [line for line in listing.splitlines() if "serve --child" in line]
         assert children and not any(password in line for line in children)
         assert proc.poll() is None
+    # nor in what it printed: the banner named the URL with its password (QA)
+    said = (proc.stdout.read() if proc.stdout else "") + (proc.stderr.read() if proc.stderr else "")
+    assert "sessiontree: serving postgresql://" in said and ":***@" in said and password not in said

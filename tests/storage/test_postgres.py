@@ -20,6 +20,7 @@ import pytest
 from helpers import A, U
 from sessiontree import MemoryStorage, PostgresStorage, Session, SessionError, open_session
 from sessiontree.model.entries import entry_from_dict
+from sessiontree.storage.postgres.connection import redact
 from sessiontree.storage.postgres.storage import COPY_ROWS
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
@@ -315,3 +316,13 @@ def test_eight_writers_and_a_follower_lose_nothing(pg_url):
                 w.kill()
         for follower in followers.values():
             follower.close()
+
+
+def test_a_password_with_a_raw_at_sign_is_refused_without_showing_it():
+    """`postgresql://me:wr@ngXYZ@host/db`: the masking stopped at the password's own `@`, and
+    the driver, taking `ngXYZ@host` for the host, printed that piece of it twice."""
+    url = "postgresql://me:wr@ngXYZ@127.0.0.1:1/db#s"
+    with pytest.raises(SessionError, match="write an '@' in the password as %40") as info:
+        open_session(url)
+    assert "ngXYZ" not in str(info.value) and "wr@" not in str(info.value)
+    assert redact(url) == "postgresql://me:***@127.0.0.1:1/db#s"

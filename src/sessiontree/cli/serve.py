@@ -88,7 +88,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = _local_page(Server)(
         command, host=host, port=args.port, title="sessiontree", public_url=public_url
     )
-    what = "the bundled demo" if args.path is None else args.path
+    # the banner never shows a password (the URL's own, or `?password=`)
+    what = "the bundled demo" if args.path is None else parse_address(args.path).display()
 
     async def started(_app: object) -> None:
         # In place of textual-serve's banner, which names the command each tab runs (this

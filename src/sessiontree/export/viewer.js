@@ -789,6 +789,7 @@
     if (!full) { pendingSearch = [query, step]; $("hits").textContent = "reading entries…"; return; }
     if (!query) { clearSearch(); return; }
     if (query !== lastQuery) {
+      stopWorker(); // a regex still running answers a query no longer asked
       let matches;
       try { matches = matcher(query); } catch (err) { $("hits").textContent = "bad regex"; return; }
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
@@ -842,15 +843,16 @@
     "  const m = matcher(ev.data.query), out = [];\n" +
     "  for (let i = 0; i < texts.length; i++) if (m(texts[i])) out.push(i);\n" +
     "  postMessage({ query: ev.data.query, found: out });\n};\n";
-  let worker = null, asked = null;
+  let worker = null, workerUrl = null, asked = null;
 
   // False when no worker can be made (the search then runs here).
   function askWorker(query, step) {
     stopWorker();
     try {
-      worker = new Worker(URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" })));
+      workerUrl = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
+      worker = new Worker(workerUrl);
     } catch (err) {
-      worker = null;
+      stopWorker();
       return false;
     }
     worker.onmessage = (ev) => {
@@ -881,7 +883,8 @@
     if (asked) clearTimeout(asked.timer);
     asked = null;
     if (worker) worker.terminate();
-    worker = null;
+    if (workerUrl) URL.revokeObjectURL(workerUrl);
+    worker = workerUrl = null;
   }
 
   // --- the header ---------------------------------------------------------------------------

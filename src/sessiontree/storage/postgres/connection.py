@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT = 10  # seconds; an unreachable host should fail, not hang the command line
 
-_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#\[\]]*):[^@/?#]*@")
+# Up to the last `@` before the path: a password with a raw `@` (which should be `%40`) is
+# hidden whole, not cut at its own `@`.
+_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#\[\]]*):[^/?#]*@")
 _PARAM_PASSWORD = re.compile(r"(password=)[^&#\s]*", re.IGNORECASE)
 
 
@@ -49,6 +51,12 @@ def connect(url: str, *, read_only: bool, durable: bool) -> psycopg.Connection[A
     process holds the session. Without `durable`, commits do not wait for the WAL flush — the
     same trade as JSONL files without fsync: a server crash may lose the last moments, a client
     crash loses nothing."""
+    authority = url.split("://", 1)[-1].split("/", 1)[0]
+    if authority.count("@") > 1:  # the driver would take a piece of the password for the host
+        raise SessionError(
+            "invalid_argument",
+            "the URL has more than one '@' before its host: write an '@' in the password as %40",
+        )
     psycopg = _psycopg()
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
