@@ -17,11 +17,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .export.common import PathExport, path_to, resolve_target, source_file
+from .export.common import PathExport, output_place, path_to, resolve_target
 from .export.files import write_file
 from .export.jsonl import session_lines
 from .model.entries import LabelEntry
-from .model.errors import SessionError
 from .model.ids import iso_now, new_session_id
 from .opening import session_file_name
 from .session import Session
@@ -48,11 +47,9 @@ def fork_point(session: Session, entry_id: str) -> tuple[str | None, str | None]
 
 
 def default_fork_path(session: Session, session_id: str, timestamp: str) -> str:
-    """`<source directory>/<timestamp>_<session id>.jsonl`, Pi's file name for a session."""
-    source = source_file(session)
-    if source is None:
-        raise SessionError("invalid_argument", "a session in memory has no directory; name the output file")
-    return os.path.join(os.path.dirname(source), session_file_name(timestamp, session_id))
+    """`<directory>/<timestamp>_<session id>.jsonl`, Pi's file name for a session, in the
+    source's directory (the current one for a session on a server: `output_place`)."""
+    return os.path.join(output_place(session)[0], session_file_name(timestamp, session_id))
 
 
 def fork_session(

@@ -17,6 +17,7 @@ from ..model.errors import Diagnostic, SessionError
 from ..session import Session
 from ..storage.index import NONE
 from ..storage.jsonl import JsonlStorage
+from ..storage.memory import MemoryStorage
 
 TORN = "torn_tail"  # the diagnostic of an incomplete last line
 
@@ -114,6 +115,19 @@ def source_file(session: Session) -> str | None:
     if isinstance(storage, JsonlStorage):
         return os.path.abspath(storage.path)
     return None
+
+
+def output_place(session: Session) -> tuple[str, str]:
+    """Where a file written from `session` with no name given goes, and the stem its name
+    starts with: next to the session's file (for SQLite, the database), after it; for a session
+    on a server (PostgreSQL), the current directory, after the session's id (its address,
+    password masked or not, is no file name). `invalid_argument` for one only in memory."""
+    source = source_file(session)
+    if source is not None:
+        return os.path.dirname(source), os.path.splitext(os.path.basename(source))[0]
+    if isinstance(session.storage, MemoryStorage):
+        raise SessionError("invalid_argument", "a session in memory has no directory; name the output file")
+    return os.getcwd(), session.header.id
 
 
 def source_name(session: Session) -> str | None:

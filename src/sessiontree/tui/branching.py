@@ -14,6 +14,7 @@ from textual.worker import get_current_worker
 
 from ..compare import Row, compare_contexts, comparison_body, comparison_head
 from ..display import entry_summary, one_line
+from ..export.common import output_place
 from ..fork import fork_point, fork_session
 from ..model.errors import SessionError
 from ..model.messages import assistant_text, content_text, tool_calls
@@ -209,11 +210,14 @@ class BranchingMixin(BrowserBase):
         """Write root → cursor as a self-contained HTML page or as Markdown next to the session,
         in a thread: the page of a 100k-entry session takes seconds."""
         target = self._target()
-        location = self.session.location
-        if target is None or location is None:
+        if target is None:
             return
-        base = Path(location)
-        out = base.with_name(f"{base.stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}")
+        try:  # next to the session's file; from PostgreSQL, in the current directory
+            directory, stem = output_place(self.session)
+        except SessionError as exc:
+            self.notify(f"Not exported: {exc}", severity="error", markup=False)
+            return
+        out = Path(directory) / f"{stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}"
         entry_id = target.entry_id
         if out.is_dir():  # asked "Replace it?", a yes then failed (QA)
             self.notify(f"Not exported: {out} is a directory", severity="error", markup=False)

@@ -360,13 +360,17 @@ class PostgresStorage(SessionStorage):
             blob = self._cache.get(seq)
             if blob is None:
                 # Whatever asked for one entry of a path (context building, a preview) asks for
-                # the rest next: fetch the entry's uncached ancestors in the same round trip.
+                # the rest next, and whatever reads the log in order (`check`, `tree`, an
+                # export) the entries after it: fetch both in the same round trip. Reading in
+                # order fetched one entry per round trip, with up to 256 ancestors each time
+                # (`check` of a 10k-entry chain: 42 s).
                 wanted: list[int] = []
                 k = i
-                while k >= 0 and len(wanted) < PREFETCH:
-                    if k + 1 not in self._cache:
-                        wanted.append(k + 1)
+                while k >= 0 and len(wanted) < PREFETCH and k + 1 not in self._cache:
+                    wanted.append(k + 1)
                     k = index.parent[k]
+                last = min(len(index), i + 1 + PREFETCH)
+                wanted += [s for s in range(seq + 1, last + 1) if s not in self._cache]
                 with _errors("could not read an entry", self.location):
                     rows = (
                         self._db()
