@@ -123,7 +123,7 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     rerooted = f", {rooted} written as roots" if rooted else ""
     rerooted += f", {mended} with a broken character mended" if mended else ""
     err(
-        f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {added:,} entries added"
+        f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {counted(added, 'entry', 'entries')} added"
         f"{rate}; {counted(skipped, 'line')} skipped{rerooted}"
     )
 
