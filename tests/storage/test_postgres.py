@@ -349,3 +349,36 @@ def test_reading_the_log_in_order_takes_a_round_trip_per_few_hundred_entries(pg_
         assert [e.id for e in map(s.entry_at, (0, 1499))] == [s.tree.ids[0], s.leaf_id]
     reads = [c for c in calls if "entry_data" in c]
     assert len(reads) <= 1500 // 256 + 3, (len(reads), calls[:5])
+
+
+@pytest.mark.parametrize("other_writer_stays", [False, True])
+def test_a_lost_connection_is_made_again(pg_database, other_writer_stays):
+    """After the server restarted, a follower stopped for good ("the connection is closed"
+    at every resume) and a writer offered writes that all failed, while another writer had
+    taken the session, its lock gone with the connection (QA). The next call connects again;
+    a writer takes its lock again, or turns read-only naming the one that holds it now."""
+    name = sid()
+    address = f"{pg_database}#{name}"
+    with Session(PostgresStorage.create(pg_database, cwd="/p", session_id=name)) as s:
+        s.append_message(U("before"))
+    s = open_session(address)
+    pid = s.storage._conn.info.backend_pid
+    with psycopg.connect(pg_database, autocommit=True) as admin:  # as a restart does
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))  # waits until it is gone
+    other = open_session(address)  # the lock went with the connection
+    theirs = other.append_message(U("written while it was away"))
+    if not other_writer_stays:
+        other.close()
+    try:
+        assert s.refresh() == 1 and s.leaf_id == theirs
+        if other_writer_stays:
+            assert s.read_only and "the connection to the server was lost, and now" in s.read_only_reason
+            with pytest.raises(SessionError):
+                s.append_message(U("refused"))
+        else:
+            assert not s.read_only
+            mine = s.append_message(U("after it came back"))
+            assert s.get_entry(mine).parent_id == theirs
+    finally:
+        s.close()
+        other.close()

@@ -122,8 +122,9 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
     rerooted += f", {mended} with a broken character mended" if mended else ""
+    entries = counted(added, "entry", "entries")
     err(
-        f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {counted(added, 'entry', 'entries')} added"
+        f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {entries} added"
         f"{rate}; {counted(skipped, 'line')} skipped{rerooted}"
     )
 

@@ -26,7 +26,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from ...model.entries import Entry, entry_from_dict
@@ -124,6 +124,7 @@ class PostgresStorage(SessionStorage):
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._ids: set[str] | None = None  # see has_id
         self._writer = writer
+        self._durable = False  # as opened: a new connection after a lost one is made the same
         if not writer:
             self.read_only_reason = "opened read-only"
 
@@ -190,6 +191,7 @@ class PostgresStorage(SessionStorage):
             conn.close()
             raise
         storage = cls(url, conn, sid, writer=True)
+        storage._durable = durable
         storage.header = header
         storage._index = TreeIndex()
         return storage
@@ -211,6 +213,7 @@ class PostgresStorage(SessionStorage):
                 if not read_only:
                     try_lock(conn, session_id, f"session {session_id} in {redact(url)}")
                 storage = cls(url, conn, session_id, writer=not read_only)
+                storage._durable = durable
                 storage.header = SessionHeader.from_dict(full_decode(row[0]), path=where)
                 storage._read_state()
         except BaseException:
@@ -296,9 +299,32 @@ class PostgresStorage(SessionStorage):
     # --- reading ------------------------------------------------------------------------------
 
     def _db(self) -> Any:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
             raise SessionError("storage", "the session is closed", path=self.location)
+        if conn.closed or conn.broken:  # the server restarted, the network went away
+            self._reconnect()
         return self._conn
+
+    def _reconnect(self) -> None:
+        """A new connection in place of a lost one: a follower stopped for good, and a writer
+        went on offering writes that all failed (QA). A writer's lock died with the old
+        connection, so another writer may hold the session now: then this one turns
+        read-only, saying so. What was appended meanwhile comes with the next `refresh`, and a
+        write built on the state before it is refused by the log-position check."""
+        conn = connect(self.url, read_only=not self._writer, durable=self._durable)
+        if self._writer:
+            try:
+                with _errors("could not take the session again", self.location):
+                    try_lock(conn, self.session_id, f"session {self.session_id} in {redact(self.url)}")
+            except SessionError as exc:
+                self._writer = False
+                self.mark_read_only(f"the connection to the server was lost, and now {exc.detail}")
+                with suppress(Exception):
+                    conn.execute("SET default_transaction_read_only = on")
+        old, self._conn = self._conn, conn
+        with suppress(Exception):
+            old.close()
 
     @property
     def index_loaded(self) -> bool:
@@ -493,10 +519,18 @@ class PostgresStorage(SessionStorage):
 
     def refresh(self) -> int:
         """Pick up entries other processes appended (the reader side of live follow): one
-        primary-key lookup when nothing is new. A writer holds the session's lock, so nobody
-        else can have appended: it need not ask."""
-        if self._writer and self._conn is not None:
-            return 0
+        primary-key lookup when nothing is new. A writer asks too: its lock goes with a lost
+        connection (a server restart), and another writer may have appended meanwhile. A
+        connection found lost is made again at once (`_reconnect`)."""
+        try:
+            return self._refresh()
+        except SessionError:
+            conn = self._conn
+            if conn is None or not (conn.closed or conn.broken):
+                raise
+            return self._refresh()  # `_db` connects again
+
+    def _refresh(self) -> int:
         with self._mutex, _errors("could not refresh the session", self.location):
             row = (
                 self._db()
