@@ -125,6 +125,7 @@ class PostgresStorage(SessionStorage):
         self._ids: set[str] | None = None  # see has_id
         self._writer = writer
         self._durable = False  # as opened: a new connection after a lost one is made the same
+        self._last_load = -1  # the seq `_load` was last asked for (reading in order, or not)
         if not writer:
             self.read_only_reason = "opened read-only"
 
@@ -384,19 +385,21 @@ class PostgresStorage(SessionStorage):
         seq = i + 1
         with self._mutex:
             blob = self._cache.get(seq)
+            sequential, self._last_load = self._last_load == seq - 1, seq
             if blob is None:
                 # Whatever asked for one entry of a path (context building, a preview) asks for
                 # the rest next, and whatever reads the log in order (`check`, `tree`, an
-                # export) the entries after it: fetch both in the same round trip. Reading in
-                # order fetched one entry per round trip, with up to 256 ancestors each time
-                # (`check` of a 10k-entry chain: 42 s).
+                # export: the entry before was the last asked for) the entries after it: fetch
+                # them in the same round trip. Reading in order fetched one entry per round
+                # trip, with up to 256 ancestors each time (`check` of a 10k-entry chain: 42 s).
                 wanted: list[int] = []
                 k = i
                 while k >= 0 and len(wanted) < PREFETCH and k + 1 not in self._cache:
                     wanted.append(k + 1)
                     k = index.parent[k]
-                last = min(len(index), i + 1 + PREFETCH)
-                wanted += [s for s in range(seq + 1, last + 1) if s not in self._cache]
+                if sequential:
+                    last = min(len(index), i + 1 + PREFETCH)
+                    wanted += [s for s in range(seq + 1, last + 1) if s not in self._cache]
                 with _errors("could not read an entry", self.location):
                     rows = (
                         self._db()
