@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -45,6 +46,7 @@ S = schema.SCHEMA
 CACHE_ENTRIES = 2048  # decoded on demand; a few MB of wire JSON at typical entry sizes
 PREFETCH = 256  # ancestors fetched along with a missed entry (paths are read whole)
 PAGE = 2000  # rows per query when walking a whole log
+WRITER_LOOK_SECONDS = 1.0  # a writer's `refresh` asks the database at most this often
 
 _ENTRY_COLUMNS = "id, parent_id, type, role, target_id, label, name, first_kept, has_tail"
 _INSERT_ENTRIES = f"INSERT INTO {S}.entries (session_id, seq, timestamp, {_ENTRY_COLUMNS}) VALUES "
@@ -126,6 +128,7 @@ class PostgresStorage(SessionStorage):
         self._writer = writer
         self._durable = False  # as opened: a new connection after a lost one is made the same
         self._last_load = -1  # the seq `_load` was last asked for (reading in order, or not)
+        self._looked = 0.0  # when a writer's `refresh` last asked the database
         if not writer:
             self.read_only_reason = "opened read-only"
 
@@ -522,9 +525,16 @@ class PostgresStorage(SessionStorage):
 
     def refresh(self) -> int:
         """Pick up entries other processes appended (the reader side of live follow): one
-        primary-key lookup when nothing is new. A writer asks too: its lock goes with a lost
-        connection (a server restart), and another writer may have appended meanwhile. A
-        connection found lost is made again at once (`_reconnect`)."""
+        primary-key lookup when nothing is new. A writer asks too, at most once a second (it
+        is asked before every append): its lock goes with a lost connection (a server
+        restart), and another writer may have appended meanwhile. A connection found lost is
+        made again at once (`_reconnect`)."""
+        now = time.monotonic()
+        conn = self._conn
+        healthy = conn is not None and not (conn.closed or conn.broken)
+        if self._writer and healthy and now - self._looked < WRITER_LOOK_SECONDS:
+            return 0
+        self._looked = now
         try:
             return self._refresh()
         except SessionError:
