@@ -251,7 +251,7 @@ class Catalog:
             out = []
             for listing in listings:
                 cached = self._listings.get(listing.path)
-                if cached is not None and cached[0] == _key(listing):
+                if cached is not None and cached[0] == listing_key(listing):
                     out.append(replace(cached[1]))
                 else:
                     out.append(listing)
@@ -290,7 +290,7 @@ class Catalog:
             if old is not None:
                 self._text_chars -= sum(len(t) for _, t in old[1])
             if size <= self.text_budget:
-                self._texts[path] = (_key(read), texts)
+                self._texts[path] = (listing_key(read), texts)
                 self._text_chars += size
             while self._text_chars > self.text_budget and self._texts:
                 _, (_, dropped) = self._texts.popitem(last=False)
@@ -299,10 +299,11 @@ class Catalog:
 
     def _keep_listing(self, listing: SessionListing) -> None:
         with self._lock:
-            self._listings[listing.path] = (_key(listing), listing)
+            self._listings[listing.path] = (listing_key(listing), listing)
 
 
-def _key(listing: SessionListing) -> tuple[int, int]:
+def listing_key(listing: SessionListing) -> tuple[int, int]:
+    """(size, mtime_ns): a file unchanged since it was listed has the same."""
     return (listing.size, listing.mtime_ns)
 
 

@@ -25,7 +25,6 @@ batches, and the next import goes on from there.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from .storage.jsonl import JsonlStorage
 from .storage.jsonl.files import open_regular, read_header
 from .storage.jsonl.legacy import read_legacy
 from .storage.postgres import PostgresStorage, is_postgres_url, redact
-from .storage.scan import encode_line
+from .storage.scan import LONE_SURROGATE, encode_line
 from .storage.sqlite import SqliteStorage
 
 BATCH = 1000  # entries per transaction: big enough to amortise a commit, small enough to resume
@@ -56,7 +55,6 @@ _PENDING = (
 
 Status = Literal["new", "appended", "unchanged", "refused", "failed"]
 ProblemKind = Literal["skipped", "rooted", "mended", "pending"]
-SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8, and so SQLite's text, cannot hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,7 +440,7 @@ def _admit(
     refusal = storage.refusal(data)
     key = {"label": "label", "session_info": "name"}.get(data["type"])
     if refusal is not None and key is not None and isinstance(data.get(key), str):
-        mended = {**data, key: SURROGATE.sub("\ufffd", data[key])}
+        mended = {**data, key: LONE_SURROGATE.sub("\ufffd", data[key])}
         if mended[key] != data[key] and storage.refusal(mended) is None:
             data, refusal, kind = mended, None, "mended"
             broken = f"{key} has half of a character (a lone surrogate), written as U+FFFD"

@@ -10,8 +10,9 @@ import pytest
 
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session, open_session
-from sessiontree.importing import SURROGATE, Target, find_sources, import_file, import_sessions
+from sessiontree.importing import Target, find_sources, import_file, import_sessions
 from sessiontree.opening import create_session, upgrade_session
+from sessiontree.storage.scan import LONE_SURROGATE
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -178,7 +179,7 @@ def test_a_label_or_name_with_half_a_character_keeps_the_tree(tmp_path, target):
         assert [e.id for e in imported.get_entries()] == [first, label, name, after]
         assert imported.get_entry(after).parent_id == name and imported.check() == []
         written = "cut \ud83d"
-        assert imported.get_label(first) == (SURROGATE.sub("\ufffd", written) if in_sqlite else written)
+        assert imported.get_label(first) == (LONE_SURROGATE.sub("\ufffd", written) if in_sqlite else written)
         assert imported.storage.header.cwd == "/work/d\udcff"  # the header keeps it exactly
     assert import_file(path, target).status == "unchanged"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from collections.abc import Sequence
 from itertools import repeat
@@ -235,6 +236,11 @@ def encode_line(data: Any) -> bytes:
         return orjson.dumps(data)
     except TypeError:
         return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+# Half of a character cut in two (Pi's truncation can leave one): JSON holds it as an escape,
+# UTF-8 (and so SQLite's text) has no form for it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def non_finite(value: Any, where: str = "") -> str | None:

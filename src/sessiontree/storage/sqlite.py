@@ -20,7 +20,6 @@ leaves this module as a SessionError naming the database.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 from array import array
@@ -51,7 +50,7 @@ from .index import (
     state_slot,
 )
 from .lock import RangeLock, session_slot
-from .scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode
+from .scan import LONE_SURROGATE, LineError, add_dict, decode_entry_dict, encode_line, full_decode
 
 SCHEMA_VERSION = 1
 
@@ -741,7 +740,7 @@ class SqliteStorage(SessionStorage):
         UTF-8, which has no such characters (the entry's JSON holds them as escapes)."""
         row = _Row.of(data)
         for field_name, value in zip(_Row._fields, row, strict=True):
-            if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+            if isinstance(value, str) and not value.isascii() and LONE_SURROGATE.search(value):
                 what = field_name.replace("_", " ")
                 return f"has a {what} with a lone surrogate, which SQLite cannot store"
         return None
@@ -975,12 +974,9 @@ class _StaleLog(Exception):
     """The session's log moved between our last read and our write transaction."""
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _storable(text: str) -> str:
     """`text` with any lone surrogate (which UTF-8 cannot encode) as U+FFFD."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:

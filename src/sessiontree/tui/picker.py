@@ -30,7 +30,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
-from ..catalog import Catalog, Hit, SessionListing, listing_match, text_match
+from ..catalog import Catalog, Hit, SessionListing, listing_key, listing_match, text_match
 from ..display import counted, inert, one_line
 from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
@@ -264,7 +264,7 @@ class PickerScreen(Screen[Path | None]):
         changed = [
             key
             for key, listing in now.items()
-            if key not in self.listings or _stat_of(self.listings[key]) != _stat_of(listing)
+            if key not in self.listings or listing_key(self.listings[key]) != listing_key(listing)
         ]
         gone = self.listings.keys() - now.keys()
         if not changed and not gone:
@@ -880,10 +880,6 @@ class PickerScreen(Screen[Path | None]):
 
 
 # --- drawing helpers ------------------------------------------------------------------------------
-
-
-def _stat_of(listing: SessionListing) -> tuple[int, int]:
-    return (listing.size, listing.mtime_ns)
 
 
 def preview_text(

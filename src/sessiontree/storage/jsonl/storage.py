@@ -358,13 +358,14 @@ class JsonlStorage(SessionStorage):
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            self.mark_read_only("the session file was deleted")  # nothing written would be kept
-            raise SessionError("storage", "the session file was deleted", path=self.path) from None
-        if st.st_ino != self._ino:
-            self.mark_read_only("the session file was replaced on disk; reopen it to see it")
-            raise SessionError(
-                "storage", "the session file was replaced on disk; reopen it to see it", path=self.path
+            gone = "the session file was deleted"
+        else:
+            gone = (
+                "" if st.st_ino == self._ino else "the session file was replaced on disk; reopen it to see it"
             )
+        if gone:
+            self.mark_read_only(gone)  # nothing written there would be kept
+            raise SessionError("storage", gone, path=self.path)
         if self._legacy is not None:
             return 0
         known = self._tail.end
