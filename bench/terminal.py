@@ -15,6 +15,9 @@ polls the pane (`tmux capture-pane`, a few ms per poll, the same for both) for:
   where nothing folds), cycle the filter (last: Pi's cycle reaches "labeled only", where
   nothing else moves).
 
+Each round also times the floor under every "key → frame" figure: a program that only redraws a
+line per key (`FLOOR`), printed under the table.
+
 Pi's side is `bench/pi_tree.mjs`: the `TreeSelectorComponent` Pi's interactive `/tree` command
 shows, drawn by Pi's TUI, on the session opened by `SessionManager.open` (Pi's interactive mode
 itself needs an account to start). Prints p50/p95 per measure in milliseconds, with n, and the
@@ -88,6 +91,23 @@ PI = App(
     "Escape",
     {"cursor up": "Up", "page up": "Left", "fold": "C-Left", "filter cycle": "C-o"},
 )
+
+# The floor under every "key → frame" figure: a program that does nothing but redraw one line
+# per key, timed the same way. What it takes is tmux's and the polling's share (send-keys, the
+# terminal, capture-pane), which no app can go under; an app's own share is what it adds.
+FLOOR_SCRIPT = """
+import os, sys, tty
+tty.setraw(0)
+os.write(1, b"\\x1b[2J\\x1b[Hfloor: ready")
+n = 0
+while True:
+    data = os.read(0, 64)
+    if not data or b"q" in data:
+        break
+    n += 1
+    os.write(1, b"\\x1b[2J\\x1b[H%d keys" % n)
+"""
+FLOOR = App("floor", [sys.executable, "-c", FLOOR_SCRIPT], "ready", "q", {"cursor up": "Up"})
 
 
 @dataclass
@@ -294,12 +314,20 @@ def measure_file(path: Path, apps: list[App], args: argparse.Namespace) -> None:
         # An older-format file would be read-only for us and rewritten by Pi's first open: both
         # apps get it in version 3 from the start.
         subprocess.run([*ours(None).command, "upgrade", str(copy)], capture_output=True, check=False)
-        results = {app.name: Samples() for app in apps}
+        results = {app.name: Samples() for app in [*apps, FLOOR]}
         for round_ in range(args.rounds):
             order = apps if round_ % 2 == 0 else apps[::-1]
             for app in order:
                 run_app(app, copy, args.size, args.presses, args.timeout, results[app.name])
+            run_app(FLOOR, copy, args.size, args.presses, args.timeout, results[FLOOR.name])
         report(path, apps, results)
+        floor = results[FLOOR.name].values.get("cursor up → frame", [])
+        if floor:
+            print(
+                f"  floor: key → frame {1000 * statistics.median(floor):.0f} /"
+                f" {1000 * pct(floor, 0.95):.0f} ms ({len(floor)}), a program that only redraws a"
+                " line per key: tmux's and the polling's share of every figure above"
+            )
 
 
 if __name__ == "__main__":

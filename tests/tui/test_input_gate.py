@@ -42,6 +42,20 @@ def test_the_gate_opens_when_the_last_overlapping_input_is_done(monkeypatch):
     assert time.perf_counter() - started < 2
 
 
+def test_a_worker_that_waited_leaves_the_frame_time_to_be_written(monkeypatch):
+    # The gate opens once the frame is drawn; Textual's writer thread has yet to write it out.
+    monkeypatch.setattr(input_gate, "AFTER_FRAME", 0.3)
+    gate = InputGate()
+    started = time.perf_counter()
+    gate.wait()  # open: nothing to leave time for
+    assert time.perf_counter() - started < 0.2
+    gate.close()
+    threading.Timer(0.02, gate.release).start()
+    started = time.perf_counter()
+    gate.wait()
+    assert time.perf_counter() - started >= 0.3
+
+
 async def test_a_key_closes_the_gate_until_its_frame_and_the_preview_waits_for_it(tmp_path):
     path = tmp_path / "long.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:

@@ -69,6 +69,17 @@ async def test_opens_at_the_leaf_with_header_and_preview(demo):
         assert "compactionSummary" in preview_text(app)
 
 
+async def test_frames_wait_at_most_a_millisecond_for_the_interpreter_lock(demo):
+    # Textual writes each frame from a thread of its own: with Python's 5 ms switch interval, a
+    # worker planning the preview held the lock while the frame waited to be written.
+    before = sys.getswitchinterval()
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+    assert sys.getswitchinterval() == before
+
+
 async def test_cursor_keys(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -9,6 +9,7 @@ labels, names) happen on the UI thread, where they take about a millisecond.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,13 @@ from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
 from .tree_view import SessionTreeView
+
+# Seconds a thread holding the interpreter lock runs before one waiting for it gets it (Python's
+# default: 5 ms), while the app runs. A frame goes to the terminal from Textual's writer thread;
+# with the preview's worker planning beside it, the frame waited one or two default slices (up to
+# 15 ms after it was drawn, in tmux). One millisecond bounds that wait, at the cost of more
+# switches between busy threads.
+SWITCH_INTERVAL = 0.001
 
 # The picker and help screens load on first use: a session given on the command line paints
 # without importing them (the picker's catalog and search add ~30 ms to every start).
@@ -98,6 +106,7 @@ class SessionTreeApp(App[None]):
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
         self.collector = IdleCollector()  # full garbage-collection passes between keys
         self.input_gate = InputGate()  # the preview's worker waits while an input is handled
+        self._switch_interval = sys.getswitchinterval()  # given back when the app ends
 
     @property
     def browser(self) -> BrowserScreen | None:
@@ -112,6 +121,9 @@ class SessionTreeApp(App[None]):
         browser = self.browser
         return browser.session if browser is not None else self._first_session
 
+    def on_unmount(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
+
     def _remappable(self) -> list[Binding]:
         """The bindings a keymap is checked against: the app's, the browser's and its tree's,
         whose keys a remapped browser key would clash with."""
@@ -119,6 +131,7 @@ class SessionTreeApp(App[None]):
         return [b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding)]
 
     def on_mount(self) -> None:
+        sys.setswitchinterval(SWITCH_INTERVAL)
         self.set_interval(CHECK_EVERY, self._between_keys, name="between keys")
         keymap, problems = load_keymap(self.keymap_path)
         if keymap:

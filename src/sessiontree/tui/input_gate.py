@@ -18,9 +18,15 @@ column's walks wait the same way (`gated`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 WAIT_MOST = 1.0  # seconds a worker waits at most: a gate left closed must not stop the preview
+# Seconds a worker that waited sleeps on after the gate opens. The gate opens once the input's
+# frame is drawn, but Textual's writer thread has still to write it to the terminal, and needs
+# the interpreter lock for that: a worker resuming at once delayed the frame's write by up to a
+# switch interval (see `tui/app.py`'s SWITCH_INTERVAL), or by more when both cores were busy.
+AFTER_FRAME = 0.002
 
 
 class InputGate:
@@ -50,9 +56,12 @@ class InputGate:
     def wait(self) -> None:
         """From a worker thread: return when the gate is open. One closed for `WAIT_MOST` is
         taken as stuck (an input whose release never came) and opened."""
+        if self._open.is_set():
+            return
         if not self._open.wait(WAIT_MOST):
             self._pending = 0
             self._open.set()
+        time.sleep(AFTER_FRAME)
 
 
 def gated(app: object, cancelled: Callable[[], bool]) -> Callable[[], bool]:
