@@ -15,12 +15,13 @@ Pi names session files, so Pi's session list shows it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .export.common import PathExport, output_place, path_to, resolve_target
+from .export.common import PathExport, output_place, path_positions, read_path, resolve_target
 from .export.files import write_file
-from .export.jsonl import session_lines
-from .model.entries import LabelEntry
+from .export.jsonl import iter_session_lines
+from .model.entries import Entry, LabelEntry
 from .model.ids import iso_now, new_session_id
 from .opening import session_file_name
 from .session import Session
@@ -34,7 +35,7 @@ class ForkResult:
     session_id: str
     leaf_id: str | None  # the path's last entry in the new file (None: it holds no entries)
     resend_text: str | None  # the user/custom message text to send again, when forking at one
-    source: PathExport  # what was copied, with any damage of the source
+    source: PathExport  # where the path ends and the damage met on it (its entries are not kept)
     entries: int = 0  # entries the new file holds (the path's, and the labels written after it)
 
 
@@ -61,18 +62,50 @@ def fork_session(
     parent_session: str | None = None,
 ) -> ForkResult:
     """Write a new session file holding root → `entry_id` (see the module docstring). Nothing
-    is written when anything fails; an existing `output` is replaced only with `force`."""
+    is written when anything fails; an existing `output` is replaced only with `force`. The
+    path's entries are read, written and let go a batch at a time: a fork of a 700,000-entry
+    path held them all and went past 20 GB."""
     end, resend = fork_point(session, entry_id)
-    path = path_to(session, end)
+    positions, path = path_positions(session, end)
     session_id, timestamp = new_session_id(), iso_now()
     target = os.fspath(output) if output is not None else default_fork_path(session, session_id, timestamp)
-    lines = session_lines(
-        session, path, session_id=session_id, parent_session=parent_session, timestamp=timestamp, relabel=True
+    ends: list[str] = []  # the last entry of the path that is not a label
+
+    def entries() -> Iterator[Entry]:
+        for entry in read_path(session, positions, path):
+            if not isinstance(entry, LabelEntry):
+                ends[:] = [entry.id]
+            yield entry
+
+    counted = [0]  # lines written, the header's included
+    lines = iter_session_lines(
+        session,
+        entries(),
+        session_id=session_id,
+        parent_session=parent_session,
+        timestamp=timestamp,
+        relabel=True,
     )
     # a session file like any other sessiontree creates: private to its owner
-    written = write_file(target, lines, force=force, mode=0o600, sources=session.files)
-    ends = next((e.id for e in reversed(path.entries) if not isinstance(e, LabelEntry)), None)
-    return ForkResult(written, session_id, ends if end is not None else None, resend, path, len(lines) - 1)
+    written = write_file(target, _blocks(lines, counted), force=force, mode=0o600, sources=session.files)
+    leaf = ends[0] if ends and end is not None else None
+    return ForkResult(written, session_id, leaf, resend, path, counted[0] - 1)
+
+
+def _blocks(lines: Iterable[bytes], counted: list[int], size: int = 1 << 20) -> Iterator[bytes]:
+    """`lines` joined into writes of about `size` bytes (a write per line is a system call per
+    entry); how many lines went by is added to `counted[0]`."""
+    block: list[bytes] = []
+    held = 0
+    for line in lines:
+        block.append(line)
+        held += len(line)
+        counted[0] += 1
+        if held >= size:
+            yield b"".join(block)
+            block, held = [], 0
+    if block:
+        yield b"".join(block)
 
 
 __all__ = ["ForkResult", "default_fork_path", "fork_point", "fork_session"]

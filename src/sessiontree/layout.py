@@ -514,6 +514,33 @@ def drawn_above(index: TreeIndex, runs: Runs, piece_of: Any, p_count: Any, r: in
     return int(pieces[above[np.argmax(pre[above])]]) if len(above) else -1
 
 
+def match_rows(
+    runs: Runs, vis: bytearray, piece_of: Any, p_lo: Any, p_hi: Any, p_row: Any, positions: Collection[int]
+) -> list[int]:
+    """`Outline.rows_of` for many positions, in passes over them: a piece's rows are its shown
+    entries in order, so an entry's row is its piece's first row plus the shown entries before
+    it in the piece, a difference of two running counts. 527,000 matches of a common word on
+    the deep 1M-entry tree took 1.1 s in the loop, on every key that changed the rows."""
+    n = len(vis)
+    at = np.fromiter(positions, dtype=INT, count=len(positions))
+    at = np.compress((at >= 0) & (at < n), at)
+    at = np.compress(np.frombuffer(vis, dtype=np.uint8).take(at) != 0, at)
+    # Copies of the pieces' arrays: a view would pin the buffer of an `array` that `grow` extends.
+    run = np.searchsorted(np.array(runs.lo, dtype=INT), at, side="right") - 1
+    piece = np.array(piece_of, dtype=INT).take(run)
+    at, piece = np.compress(piece >= 0, at), np.compress(piece >= 0, piece)
+    inside = at < np.array(p_hi, dtype=INT).take(piece)
+    at, piece = np.compress(inside, at), np.compress(inside, piece)
+    before = _kept_counts(runs, vis)
+    rows = (
+        np.array(p_row, dtype=INT).take(piece)
+        + before.take(at)
+        - before.take(np.array(p_lo, dtype=INT).take(piece))
+    )
+    rows.sort()
+    return rows.tolist()
+
+
 def _ints(values: Any) -> memoryview:
     """A view of an index array that Python indexes as plain ints (bisect, `a[k] += 1`), without
     copying it into a list."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from enum import Enum
 from itertools import compress
 from typing import TYPE_CHECKING, TypeAlias
@@ -52,6 +52,7 @@ BLOCK = 4096  # entries per block when finding the k-th shown entry of a long ru
 # From this many runs the layout is computed with array operations (`layout`, numpy): below
 # it, the loop over runs takes a few milliseconds and numpy's import would cost more.
 VECTOR_MIN = 4096
+MANY_MATCHES = 4096  # search matches whose rows `rows_of` finds with array operations
 WALK_MOST = 512  # runs a leaf move walks before the path is marked anew at once (`ActivePath`)
 
 # Per-piece numbers: arrays the loop appends to, or views of the numpy layout's arrays; both
@@ -585,10 +586,15 @@ class Outline:
             return -1
         return self.p_row[k] + self.vis.count(1, self.p_lo[k], i)
 
-    def rows_of(self, positions: Iterable[int]) -> list[int]:
+    def rows_of(self, positions: Collection[int]) -> list[int]:
         """The rows showing these entries (those drawn), sorted: one count per run touched
-        instead of one per entry, so thousands of search matches cost milliseconds."""
+        instead of one per entry, so thousands of search matches cost milliseconds; past
+        `MANY_MATCHES`, with array operations (`layout.match_rows`)."""
         vis, piece_of, of = self.vis, self._piece_of, self.runs.of
+        if len(positions) > MANY_MATCHES:
+            from .layout import match_rows  # numpy
+
+            return match_rows(self.runs, vis, piece_of, self.p_lo, self.p_hi, self.p_row, positions)
         by_piece: dict[int, list[int]] = {}
         for i in positions:
             if 0 <= i < len(vis) and vis[i]:

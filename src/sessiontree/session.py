@@ -13,7 +13,7 @@ import itertools
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,6 +277,30 @@ class Session:
         """The entry at a position of `tree` (file order); decoded on demand."""
         self._check_position(position)
         return self.storage.load_entry(position)
+
+    def iter_entries(self, positions: Sequence[int], batch: int = 256) -> Iterator[tuple[int, Entry | None]]:
+        """(position, entry) for each of `positions` in order, read `batch` at a time (one read
+        per stretch of consecutive lines): what walks a long path holds is one batch, not the
+        path. An entry that cannot be decoded comes as None (the storage records it among its
+        diagnostics, as `entry_at` does), and the others of its batch are read one by one."""
+        count = len(self.tree)
+        wrong = next((p for p in positions if type(p) is not int or not 0 <= p < count), None)
+        if wrong is not None:
+            self._check_position(wrong)  # says what is wrong with it
+        for start in range(0, len(positions), batch):
+            part = positions[start : start + batch]
+            try:
+                got: list[Entry | None] = list(self.storage.load_many(part))
+            except SessionError:
+                got = [self._entry_or_none(position) for position in part]
+            yield from zip(part, got, strict=True)
+            del got  # before the next batch is read, not after
+
+    def _entry_or_none(self, position: int) -> Entry | None:
+        try:
+            return self.storage.load_entry(position)
+        except SessionError:
+            return None
 
     def _check_position(self, position: int) -> None:
         _check(position, int, "a position")

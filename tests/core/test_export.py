@@ -564,6 +564,52 @@ def test_fork_at_the_first_user_message_is_an_empty_session(tmp_path):
         fork.append_message(U("hello again"))  # a usable session: the conversation restarts
 
 
+def test_a_fork_holds_a_batch_of_the_path_not_the_path(tmp_path):
+    # A fork of a 700,000-entry path decoded every entry, and encoded every line, before
+    # writing the first: it went past 20 GB. 2,000 turns of 20 kB here: 40 MB of path.
+    import tracemalloc
+
+    source = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(source, cwd="/p")) as s:
+        for k in range(1000):
+            s.append_message(U(f"question {k} " + "q" * 20_000))
+            s.append_message(A(f"answer {k} " + "a" * 20_000))
+        leaf = s.leaf_id
+    with open_session(source, read_only=True) as s:
+        tracemalloc.start()
+        try:
+            result = fork_session(s, leaf, output=tmp_path / "fork.jsonl")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 40e6  # the whole path: 86 MB
+    assert result.entries == 2000 and result.leaf_id == leaf
+    with open_session(result.path, read_only=True) as fork:
+        assert fork.leaf_id == leaf and fork.entry_count() == 2000 and fork.diagnostics == []
+        assert fork.build_context().messages[-1]["content"][0]["text"].startswith("answer 999 ")
+
+
+def test_a_fork_leaves_out_an_entry_damaged_since_the_open_and_says_so(tree, tmp_path):
+    path, ids = tree
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(path, copy)
+    with open_session(copy, read_only=True) as s:
+        raw = copy.read_bytes()
+        at = raw.index(f'"id":"{ids["u2"]}"'.encode())
+        start = raw.rindex(b"\n", 0, at) + 1
+        end = raw.index(b"\n", at)
+        with open(copy, "r+b") as f:  # the line's bytes changed on disk after it was indexed
+            f.seek(start)
+            f.write(b"x" * (end - start))
+        result = fork_session(s, ids["a2"], output=tmp_path / "fork.jsonl")
+        line = damage_line(s, result.source)
+    assert result.source.unreadable == [ids["u2"]]
+    assert line is not None and ids["u2"] in line
+    with open_session(result.path, read_only=True) as fork:
+        assert fork.diagnostics == [] and result.leaf_id == ids["a2"] in fork.tree.ids
+        assert ids["u2"] not in fork.tree.ids and ids["call"] in fork.tree.ids
+
+
 def test_fork_of_a_sqlite_session_goes_next_to_the_database(tmp_path):
     from sessiontree import SqliteStorage
 

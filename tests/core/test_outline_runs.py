@@ -78,7 +78,10 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
     assert list(outline.side_roots) == sorted(ref.side_roots)
     assert outline.side_folds == set(ref.side_roots)
     assert [outline.row_of[i] for i in range(len(index))] == list(ref.row_of)
-    assert outline.rows_of(range(len(index))) == sorted(r for r in ref.row_of if r >= 0)
+    drawn = sorted(r for r in ref.row_of if r >= 0)
+    assert outline.rows_of(range(len(index))) == drawn
+    with patch.object(outline_module, "MANY_MATCHES", -1):  # as for a search's many matches
+        assert outline.rows_of([-1, *range(len(index)), len(index)]) == drawn
     assert [outline.row_for(i) for i in range(len(index))] == [ref.row_for(i) for i in range(len(index))]
     on_path = active_marks(index, index.leaf)  # per run in the array layout, per entry in the loop
     assert [outline.on_path(i) for i in range(len(index))] == [bool(m) for m in on_path]

@@ -128,6 +128,38 @@ async def test_a_fork_not_opened_says_where_it_went(demo):
         assert app.session.location == str(demo)
 
 
+async def test_a_fork_is_written_while_the_keys_go_on(demo, monkeypatch):
+    # At a million entries a fork reads and writes seconds of entries: the app froze meanwhile.
+    import threading
+
+    from sessiontree.tui import branching
+
+    started, go_on = threading.Event(), threading.Event()
+    real = branching.fork_session
+
+    def slow_fork(*args, **kwargs):
+        started.set()
+        go_on.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(branching, "fork_session", slow_fork)
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("X", "y")
+        assert started.wait(5)
+        assert status(app) == "Forking at 3a7c137e…"
+        await pilot.press("k")  # handled while the fork is being written
+        moved_to = cursor_id(app)
+        assert moved_to != "3a7c137e"
+        go_on.set()
+        await settle(app, pilot)
+        assert isinstance(app.screen, ConfirmScreen) and "Forked to " in str(app.screen.question)
+        await pilot.press("n")
+        await pilot.pause()
+        assert status(app).startswith("Forked to ") and cursor_id(app) == moved_to
+
+
 async def test_compare_two_entries_shows_both_tails(demo):
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -9,6 +9,7 @@ cut off by a missing parent, an entry on the path that no longer decodes.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..display import counted, one_line
@@ -34,6 +35,7 @@ class PathExport:
     cut_above: str | None = None
     unreadable: list[str] = field(default_factory=list)
     note: str | None = None
+    top_id: str | None = None  # the path's root-most entry (readable or not)
 
     @property
     def complete(self) -> bool:
@@ -87,22 +89,36 @@ def collect_path(session: Session, at: str | None = None) -> PathExport:
 
 def path_to(session: Session, target: str | None, note: str | None = None) -> PathExport:
     """The root → `target` path of an entry known to exist; None gives the empty path."""
+    positions, path = path_positions(session, target, note)
+    path.entries.extend(read_path(session, positions, path))
+    return path
+
+
+def read_path(session: Session, positions: list[int], path: PathExport) -> Iterator[Entry]:
+    """The readable entries at `positions`, in order, a batch read at a time; each one that
+    cannot be decoded is added to `path.unreadable` (the storage records it among its
+    diagnostics) and left out."""
+    for i, entry in session.iter_entries(positions):
+        if entry is None:
+            path.unreadable.append(session.tree.ids[i])
+        else:
+            yield entry
+
+
+def path_positions(
+    session: Session, target: str | None, note: str | None = None
+) -> tuple[list[int], PathExport]:
+    """The positions of the root → `target` path, and its `PathExport` with no entries read yet
+    (a fork writes them as it reads them: a path of 700,000 entries held at once took 20 GB)."""
     if target is None:
-        return PathExport(None, [], note=note)
+        return [], PathExport(None, [], note=note)
     tree = session.tree
     positions = tree.path_to_root(session.position(target))
-    entries: list[Entry] = []
-    unreadable: list[str] = []
-    for i in positions:
-        try:
-            entries.append(session.entry_at(i))
-        except SessionError:
-            unreadable.append(tree.ids[i])  # the storage records the line among its diagnostics
+    top = positions[0]
     cut = None
-    if tree.parent[positions[0]] != NONE:  # a root whose parent is not in the log
-        top = positions[0]
+    if tree.parent[top] != NONE:  # a root whose parent is not in the log
         cut = next((pid for pid, kids in tree.missing_parents.items() if top in kids), "?")
-    return PathExport(target, entries, cut, unreadable, note)
+    return positions, PathExport(target, [], cut, note=note, top_id=tree.ids[top])
 
 
 def source_file(session: Session) -> str | None:
@@ -169,10 +185,7 @@ def damage_line(
     problems = damage(session)
     parts: list[str] = []
     if path is not None and path.cut_above is not None:
-        parts.append(
-            f"the path is cut above {path.entries[0].id if path.entries else '?'}"
-            f" (its parent {path.cut_above} is missing)"
-        )
+        parts.append(f"the path is cut above {path.top_id or '?'} (its parent {path.cut_above} is missing)")
     if path is not None and path.unreadable:
         parts.append(
             counted(len(path.unreadable), "unreadable entry", "unreadable entries")

@@ -20,9 +20,10 @@ becomes the leaf, as in Pi's fork; the context is the path's.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..model.entries import LabelEntry, LeafEntry
+from ..model.entries import Entry, LabelEntry, LeafEntry
 from ..model.errors import SessionError
 from ..model.header import SessionHeader
 from ..model.ids import iso_now, new_entry_id, new_session_id
@@ -59,32 +60,62 @@ def session_lines(
     relabel: bool = False,
 ) -> list[bytes]:
     """The lines (each ending in a newline) of a v3 session file holding `path` (and with
-    `relabel`, its labels as Pi's fork writes them: see the module docstring).
+    `relabel`, its labels as Pi's fork writes them: see the module docstring)."""
+    return list(
+        iter_session_lines(
+            session,
+            path.entries,
+            session_id=session_id,
+            parent_session=parent_session,
+            timestamp=timestamp,
+            relabel=relabel,
+        )
+    )
+
+
+def iter_session_lines(
+    session: Session,
+    entries: Iterable[Entry],
+    *,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+    timestamp: str | None = None,
+    relabel: bool = False,
+) -> Iterator[bytes]:
+    """`session_lines` of a path's `entries` (root first), each line made as its entry comes.
 
     A `leaf` entry inside the path (Pi's coding agent chains new entries below one when it
     continues a file that ends with a leaf move) is left out and its child re-parented onto its
     parent: in a file of one path, its target is usually absent, which a reader takes for
-    damage, and it contributes nothing to the context."""
+    damage, and it contributes nothing to the context. One at the end of the path is kept."""
     header = SessionHeader.new(
         session_id or new_session_id(),
         timestamp or iso_now(),
         session.header.cwd,
         parent_session=parent_session if parent_session is not None else source_name(session),
     )
-    lines = [inert_json(encode_line(header.to_dict())) + b"\n"]
+    yield inert_json(encode_line(header.to_dict())) + b"\n"
     previous: str | None = None
     written: set[str] = set()
-    for k, entry in enumerate(path.entries):
-        if (relabel and isinstance(entry, LabelEntry)) or (
-            isinstance(entry, LeafEntry) and k < len(path.entries) - 1
-        ):
-            continue  # see `session_lines`' docstring and the module's
+    held: Entry | None = None  # a `leaf` entry, written only if nothing follows it
+
+    def line(entry: Entry) -> bytes:
+        nonlocal previous
         data = entry.to_dict()
         if data.get("parentId") != previous:
             data["parentId"] = previous  # bridge a gap (see the module docstring)
-        lines.append(inert_json(encode_line(data)) + b"\n")
         previous = entry.id
         written.add(entry.id)
+        return inert_json(encode_line(data)) + b"\n"
+
+    for entry in entries:
+        held = None  # whatever comes after a `leaf` entry leaves it out
+        if isinstance(entry, LeafEntry):
+            held = entry
+        elif not (relabel and isinstance(entry, LabelEntry)):
+            yield line(entry)
+    if held is not None:
+        yield line(held)
     for target_id, label, stamp in labels_of(session, written) if relabel else ():
         label_id = new_entry_id(written.__contains__)
         data = {
@@ -95,10 +126,9 @@ def session_lines(
             "targetId": target_id,
             "label": label,
         }
-        lines.append(inert_json(encode_line(data)) + b"\n")
+        yield inert_json(encode_line(data)) + b"\n"
         previous = label_id
         written.add(label_id)
-    return lines
 
 
 def labels_of(session: Session, ids: set[str]) -> list[tuple[str, Any, str]]:

@@ -15,7 +15,7 @@ from textual.worker import get_current_worker
 from ..compare import Row, compare_contexts, comparison_body, comparison_head
 from ..display import entry_summary, one_line
 from ..export.common import output_place
-from ..fork import fork_point, fork_session
+from ..fork import ForkResult, fork_point, fork_session
 from ..model.errors import SessionError
 from ..model.messages import assistant_text, content_text, tool_calls
 from . import deliver
@@ -139,20 +139,34 @@ class BranchingMixin(BrowserBase):
         detail += ". This session is not changed."
 
         def answered(yes: bool | None) -> None:
-            if not yes:
-                return
-            try:
-                result = fork_session(session, target.entry_id)
-            except SessionError as exc:
-                self.notify(f"Not forked: {exc}", severity="error", markup=False)
-                return
-            if result.resend_text:
-                self.app.copy_to_clipboard(result.resend_text)
-            self._offer_to_open(result.path)
+            if yes:
+                confirm(self, f"Forking at {target.entry_id}…", timeout=3600)
+                self._fork(target.entry_id)
 
         self.app.push_screen(
             ConfirmScreen(f"Fork a new session at {target.entry_id}?", detail, "Fork"), answered
         )
+
+    @work(thread=True, exclusive=True, group="fork")
+    def _fork(self, entry_id: str) -> None:
+        """In a thread, like an export: a fork of a deep path reads and writes every entry on
+        it (seconds at a million entries, where the app froze)."""
+        try:
+            result = fork_session(self.session, entry_id)
+        except SessionError as exc:
+            deliver(self.app, self._not_forked, exc)
+            return
+        deliver(self.app, self._forked, result)
+
+    def _not_forked(self, exc: SessionError) -> None:
+        withdraw(self, "Forking ")
+        self.notify(f"Not forked: {exc}", severity="error", markup=False)
+
+    def _forked(self, result: ForkResult) -> None:
+        withdraw(self, "Forking ")
+        if result.resend_text:
+            self.app.copy_to_clipboard(result.resend_text)
+        self._offer_to_open(result.path)
 
     def _offer_to_open(self, path: str) -> None:
         def answered(yes: bool | None) -> None:
