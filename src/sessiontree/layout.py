@@ -519,8 +519,8 @@ def match_rows(
 ) -> list[int]:
     """`Outline.rows_of` for many positions, in passes over them: a piece's rows are its shown
     entries in order, so an entry's row is its piece's first row plus the shown entries before
-    it in the piece, a difference of two running counts. 527,000 matches of a common word on
-    the deep 1M-entry tree took 1.1 s in the loop, on every key that changed the rows."""
+    it in the piece, a difference of two running counts. The loop took ~0.3 s for 500,000
+    matches on the deep 1M-entry tree, on every key that changed the rows; this, ~40 ms."""
     n = len(vis)
     at = np.fromiter(positions, dtype=INT, count=len(positions))
     at = np.compress((at >= 0) & (at < n), at)
