@@ -41,10 +41,13 @@ def archived(session: Session) -> set[int]:
 
 def set_archived(session: Session, entry_id: str, on: bool) -> str:
     """Archive (or unarchive) the subtree below `entry_id`; returns the record's id. Archiving a
-    subtree that holds the leaf is refused: the conversation would go on inside a hidden branch."""
+    subtree that holds the leaf is refused: the conversation would go on inside a hidden branch;
+    so is archiving an entry with nothing below it."""
     target = session.position(entry_id)
     if on:
         tree = session.tree
+        if tree.first_child[target] < 0:  # a stub of nothing, where "Archived" would be the only change
+            raise SessionError("invalid_argument", f"entry {entry_id} has nothing below it to archive")
         j = tree.leaf
         while j >= 0:
             if j == target:

@@ -578,8 +578,11 @@ def test_archive_records_replay_on_reopen_and_leave_the_context_alone(backend):
     u1 = s.append_message(U("question"))
     dead = s.append_message(A("first answer"))
     s.move_to(u1)
+    move = s.tree.ids[len(s.tree) - 1]  # the `leaf` entry below `dead`: nothing below it
     s.append_message(A("second answer"))
     before = s.build_context().messages
+    with pytest.raises(SessionError, match="nothing below it"):
+        set_archived(s, move, True)  # a stub of nothing would be the only change
     set_archived(s, dead, True)
     assert s.build_context().messages == before  # a custom entry: never in the context
     with pytest.raises(SessionError):

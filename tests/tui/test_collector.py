@@ -94,3 +94,46 @@ async def test_the_app_collects_after_keys_stop_never_between_them(demo, monkeyp
         assert app.collector.passes == 1
         assert len(full_passes) > ran
         assert min(full_passes[ran:]) >= typing_until
+
+
+def test_collections_are_held_while_an_input_is_handled():
+    idle = IdleCollector()
+    assert gc.isenabled()
+    try:
+        idle.hold()
+        assert not gc.isenabled()
+        idle.resume(animating=True)  # a smooth scroll holds them too: Textual turns them on after
+        assert not gc.isenabled()
+        idle.resume()
+        assert gc.isenabled()
+        gc.disable()  # off already (a smooth scroll): holding and resuming leave it to Textual
+        idle.hold()
+        idle.resume()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+async def test_no_collection_runs_in_a_keys_handling(demo):
+    # Opening a dialog allocates enough to start a full pass in the middle of it (`?` took 58
+    # ms to its frame on the demo with one, 36 ms without).
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        from sessiontree.tui.tree_view import SessionTreeView
+
+        tree = app.browser.query_one(SessionTreeView)
+        seen: list[bool] = []
+        real = tree.action_cursor
+
+        def cursor(step: int) -> None:
+            seen.append(gc.isenabled())
+            real(step)
+
+        tree.action_cursor = cursor
+        await pilot.press("j", "k")
+        await settle(app, pilot)
+        await pilot.pause(0.1)
+        assert seen == [False, False]
+        assert gc.isenabled()  # on again once the frames are out
+    assert gc.isenabled()

@@ -42,6 +42,7 @@ from .tree_view import SessionTreeView
 # 15 ms after it was drawn, in tmux). One millisecond bounds that wait, at the cost of more
 # switches between busy threads.
 SWITCH_INTERVAL = 0.001
+RESUME_COLLECTION = 0.02  # seconds after an input's frame is drawn that collections resume
 
 # The picker and help screens load on first use: a session given on the command line paints
 # without importing them (the picker's catalog and search add ~30 ms to every start).
@@ -123,6 +124,7 @@ class SessionTreeApp(App[None]):
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+        self.collector.resume()
 
     def _remappable(self) -> list[Binding]:
         """The bindings a keymap is checked against: the app's, the browser's and its tree's,
@@ -384,8 +386,20 @@ class SessionTreeApp(App[None]):
             self.collector.touched()
         if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
             self.input_gate.close()  # not on mouse moves: a mouse resting on the app sends many
-            self.call_after_refresh(self.input_gate.release)
+            self.collector.hold()
+            self.call_after_refresh(self._input_handled)
         await super().on_event(event)
+
+    def _input_handled(self) -> None:
+        """An input's frame is drawn: workers may go on, and garbage collection once Textual's
+        writer thread has written the frame (a pass would hold the interpreter lock it needs)."""
+        self.input_gate.release()
+        if self.input_gate.is_open:
+            self.set_timer(RESUME_COLLECTION, self._resume_collection)
+
+    def _resume_collection(self) -> None:
+        if self.input_gate.is_open:  # else the input handled next resumes it
+            self.collector.resume(animating=getattr(self, "_realtime_animation_count", 0) > 0)
 
     def action_open_other(self) -> None:
         directory = self.picker_dir
