@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .model.errors import SessionError
 from .session import Session
-from .storage.index import CUSTOM
+from .storage.index import CUSTOM, LEAF, TreeIndex
 
 ARCHIVE_TYPE = "sessiontree.archive"
 
@@ -42,11 +42,11 @@ def archived(session: Session) -> set[int]:
 def set_archived(session: Session, entry_id: str, on: bool) -> str:
     """Archive (or unarchive) the subtree below `entry_id`; returns the record's id. Archiving a
     subtree that holds the leaf is refused: the conversation would go on inside a hidden branch;
-    so is archiving an entry with nothing below it."""
+    so is archiving an entry with nothing below it but records of the leaf's moves."""
     target = session.position(entry_id)
     if on:
         tree = session.tree
-        if tree.first_child[target] < 0:  # a stub of nothing, where "Archived" would be the only change
+        if _nothing_below(tree, target):  # a stub of nothing, where "Archived" would be the only change
             raise SessionError("invalid_argument", f"entry {entry_id} has nothing below it to archive")
         j = tree.leaf
         while j >= 0:
@@ -58,3 +58,14 @@ def set_archived(session: Session, entry_id: str, on: bool) -> str:
                 )
             j = tree.parent[j]
     return session.append_custom_entry(ARCHIVE_TYPE, {"targetId": entry_id, "archived": on})
+
+
+def _nothing_below(tree: TreeIndex, i: int) -> bool:
+    """Whether entry `i` has no children but `leaf` entries with none of their own: the records
+    a move away from `i` leaves below it (the tree draws them only under the "all" filter)."""
+    child = tree.first_child[i]
+    while child >= 0:
+        if tree.kind[child] != LEAF or tree.first_child[child] >= 0:
+            return False
+        child = tree.next_sibling[child]
+    return True

@@ -282,7 +282,8 @@ class Session:
         """(position, entry) for each of `positions` in order, read `batch` at a time (one read
         per stretch of consecutive lines): what walks a long path holds is one batch, not the
         path. An entry that cannot be decoded comes as None (the storage records it among its
-        diagnostics, as `entry_at` does), and the others of its batch are read one by one."""
+        diagnostics, as `entry_at` does), and the others of its batch are read one by one; a
+        storage that cannot be read (closed, a failing disk) raises its `storage` error."""
         count = len(self.tree)
         wrong = next((p for p in positions if type(p) is not int or not 0 <= p < count), None)
         if wrong is not None:
@@ -297,9 +298,14 @@ class Session:
             del got  # before the next batch is read, not after
 
     def _entry_or_none(self, position: int) -> Entry | None:
+        """The entry, or None when its line cannot be decoded. A storage that cannot be read at
+        all (closed meanwhile, a failing disk) raises: taken for damage, every entry after it
+        would be passed over, and a fork cut short written as whole."""
         try:
             return self.storage.load_entry(position)
-        except SessionError:
+        except SessionError as exc:
+            if exc.code == "storage":
+                raise
             return None
 
     def _check_position(self, position: int) -> None:

@@ -589,6 +589,29 @@ def test_a_fork_holds_a_batch_of_the_path_not_the_path(tmp_path):
         assert fork.build_context().messages[-1]["content"][0]["text"].startswith("answer 999 ")
 
 
+def test_a_fork_of_a_session_closed_meanwhile_writes_nothing(tmp_path):
+    # The app forks in a worker; quitting closes the session under it. Taken for damage, the
+    # rest of the path was passed over and the fork, cut short, written as a whole session.
+    source = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(source, cwd="/p")) as s:
+        for k in range(600):
+            s.append_message(U(f"question {k}"))
+            s.append_message(A(f"answer {k}"))
+        leaf = s.leaf_id
+    s = open_session(source, read_only=True)
+    real = s.storage.load_many
+
+    def closed_after_the_first_batch(positions):
+        out = real(positions)
+        s.close()
+        return out
+
+    s.storage.load_many = closed_after_the_first_batch
+    with pytest.raises(SessionError, match="closed"):
+        fork_session(s, leaf, output=tmp_path / "fork.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.jsonl"]
+
+
 def test_a_fork_leaves_out_an_entry_damaged_since_the_open_and_says_so(tree, tmp_path):
     path, ids = tree
     copy = tmp_path / "copy.jsonl"

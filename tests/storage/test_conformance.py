@@ -577,12 +577,15 @@ def test_archive_records_replay_on_reopen_and_leave_the_context_alone(backend):
     s = backend.session()
     u1 = s.append_message(U("question"))
     dead = s.append_message(A("first answer"))
+    tip = s.append_message(U("follow-up"))
     s.move_to(u1)
-    move = s.tree.ids[len(s.tree) - 1]  # the `leaf` entry below `dead`: nothing below it
+    move = s.tree.ids[len(s.tree) - 1]  # the `leaf` entry below `tip`
     s.append_message(A("second answer"))
     before = s.build_context().messages
-    with pytest.raises(SessionError, match="nothing below it"):
-        set_archived(s, move, True)  # a stub of nothing would be the only change
+    # A stub of nothing would be the only change: nothing below, or only records of moves
+    for nothing in (move, tip):
+        with pytest.raises(SessionError, match="nothing below it"):
+            set_archived(s, nothing, True)
     set_archived(s, dead, True)
     assert s.build_context().messages == before  # a custom entry: never in the context
     with pytest.raises(SessionError):

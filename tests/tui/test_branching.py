@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import sys
@@ -152,12 +153,44 @@ async def test_a_fork_is_written_while_the_keys_go_on(demo, monkeypatch):
         await pilot.press("k")  # handled while the fork is being written
         moved_to = cursor_id(app)
         assert moved_to != "3a7c137e"
+        await pilot.press("X")  # one at a time: each says where it went
+        assert status(app) == "A fork at 3a7c137e is being written: wait for it"
+        assert not isinstance(app.screen, ConfirmScreen)
         go_on.set()
         await settle(app, pilot)
         assert isinstance(app.screen, ConfirmScreen) and "Forked to " in str(app.screen.question)
         await pilot.press("n")
         await pilot.pause()
         assert status(app).startswith("Forked to ") and cursor_id(app) == moved_to
+
+
+async def test_quitting_during_a_fork_writes_no_fork(demo, monkeypatch):
+    # Quitting closes the session under the fork's worker: the rest of the path was taken for
+    # damage, and a fork cut short was written as a whole session that `check` called ok.
+    import threading
+
+    from sessiontree.tui import branching
+
+    started, go_on = threading.Event(), threading.Event()
+    real = branching.fork_session
+
+    def slow_fork(*args, **kwargs):
+        started.set()
+        go_on.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(branching, "fork_session", slow_fork)
+    before = sorted(demo.parent.iterdir())
+    app = make_app(demo)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("X", "y")
+        assert started.wait(5)
+        threading.Timer(0.3, go_on.set).start()  # the fork goes on once the session is closed
+        await pilot.press("q")
+    go_on.wait(5)
+    await asyncio.sleep(0.5)  # the worker's thread, let go, finds the session closed
+    assert sorted(demo.parent.iterdir()) == before
 
 
 async def test_compare_two_entries_shows_both_tails(demo):

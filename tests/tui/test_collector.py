@@ -115,8 +115,8 @@ def test_collections_are_held_while_an_input_is_handled():
 
 
 async def test_no_collection_runs_in_a_keys_handling(demo):
-    # Opening a dialog allocates enough to start a full pass in the middle of it (`?` took 58
-    # ms to its frame on the demo with one, 36 ms without).
+    # Opening a dialog allocates enough to start a full pass in the middle of it (`?` took 54
+    # ms to its frame on the demo with one, 35 ms without).
     app = make_app(demo)
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)

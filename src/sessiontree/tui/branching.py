@@ -43,6 +43,7 @@ def _call_text(call: dict[str, Any], result: dict[str, Any] | None = None) -> st
 
 class BranchingMixin(BrowserBase):
     _compare_mark: str | None = None  # the entry id marked with `d`, waiting for its pair
+    _forking: str | None = None  # the entry a fork is being written at, in a worker
 
     # --- copy ---------------------------------------------------------------------------------
 
@@ -127,6 +128,9 @@ class BranchingMixin(BrowserBase):
         target = self._target()
         if target is None:
             return
+        if self._forking is not None:  # one at a time: each says where it went when done
+            confirm(self, f"A fork at {self._forking} is being written: wait for it")
+            return
         session = self.session
         try:
             end, resend = fork_point(session, target.entry_id)
@@ -139,7 +143,8 @@ class BranchingMixin(BrowserBase):
         detail += ". This session is not changed."
 
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and self._forking is None:
+                self._forking = target.entry_id
                 confirm(self, f"Forking at {target.entry_id}…", timeout=3600)
                 self._fork(target.entry_id)
 
@@ -159,10 +164,12 @@ class BranchingMixin(BrowserBase):
         deliver(self.app, self._forked, result)
 
     def _not_forked(self, exc: SessionError) -> None:
+        self._forking = None
         withdraw(self, "Forking ")
         self.notify(f"Not forked: {exc}", severity="error", markup=False)
 
     def _forked(self, result: ForkResult) -> None:
+        self._forking = None
         withdraw(self, "Forking ")
         if result.resend_text:
             self.app.copy_to_clipboard(result.resend_text)

@@ -43,8 +43,8 @@ class IdleCollector:
 
     def hold(self) -> None:
         """An input arrived: no collection until its frame is out (`resume`). Opening a dialog
-        allocates enough to start a full pass in the middle of it: `?` took 58 ms to its frame
-        on the demo with one every time, 36 ms without (the pass is longer on a big session).
+        allocates enough to start a full pass in the middle of it: `?` took 54 ms to its frame
+        on the demo with one every time, 35 ms without (the pass is longer on a big session).
         What the input leaves behind is collected once it is done, by Python or by `tick`."""
         if gc.isenabled():
             gc.disable()
