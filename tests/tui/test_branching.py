@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -129,10 +130,10 @@ async def test_a_fork_not_opened_says_where_it_went(demo):
         assert app.session.location == str(demo)
 
 
-async def test_a_fork_is_written_while_the_keys_go_on(demo, monkeypatch):
-    # At a million entries a fork reads and writes seconds of entries: the app froze meanwhile.
-    import threading
-
+@pytest.fixture
+def held_fork(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """The app's forks wait, in their worker, until the second event is set; the first is set
+    once one has started."""
     from sessiontree.tui import branching
 
     started, go_on = threading.Event(), threading.Event()
@@ -144,6 +145,12 @@ async def test_a_fork_is_written_while_the_keys_go_on(demo, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(branching, "fork_session", slow_fork)
+    return started, go_on
+
+
+async def test_a_fork_is_written_while_the_keys_go_on(demo, held_fork):
+    # At a million entries a fork reads and writes seconds of entries: the app froze meanwhile.
+    started, go_on = held_fork
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
@@ -164,22 +171,10 @@ async def test_a_fork_is_written_while_the_keys_go_on(demo, monkeypatch):
         assert status(app).startswith("Forked to ") and cursor_id(app) == moved_to
 
 
-async def test_quitting_during_a_fork_writes_no_fork(demo, monkeypatch):
+async def test_quitting_during_a_fork_writes_no_fork(demo, held_fork):
     # Quitting closes the session under the fork's worker: the rest of the path was taken for
     # damage, and a fork cut short was written as a whole session that `check` called ok.
-    import threading
-
-    from sessiontree.tui import branching
-
-    started, go_on = threading.Event(), threading.Event()
-    real = branching.fork_session
-
-    def slow_fork(*args, **kwargs):
-        started.set()
-        go_on.wait(10)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(branching, "fork_session", slow_fork)
+    started, go_on = held_fork
     before = sorted(demo.parent.iterdir())
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:
