@@ -15,8 +15,9 @@ polls the pane (`tmux capture-pane`, a few ms per poll, the same for both) for:
   where nothing folds), cycle the filter (last: Pi's cycle reaches "labeled only", where
   nothing else moves).
 
-Each round also times the floor under every "key → frame" figure: a program that only redraws a
-line per key (`FLOOR`), printed under the table.
+Each round also times the floors under every "key → frame" figure (`FLOORS`), printed under the
+table: a program that only redraws a line per key, and one that redraws every cell of the screen
+(what a key that changes the whole tree costs tmux and the polling).
 
 Pi's side is `bench/pi_tree.mjs`: the `TreeSelectorComponent` Pi's interactive `/tree` command
 shows, drawn by Pi's TUI, on the session opened by `SessionManager.open` (Pi's interactive mode
@@ -98,6 +99,7 @@ PI = App(
 FLOOR_SCRIPT = """
 import os, sys, tty
 tty.setraw(0)
+whole = sys.argv[1] == "screen"
 os.write(1, b"\\x1b[2J\\x1b[Hfloor: ready")
 n = 0
 while True:
@@ -105,9 +107,28 @@ while True:
     if not data or b"q" in data:
         break
     n += 1
-    os.write(1, b"\\x1b[2J\\x1b[H%d keys" % n)
+    if not whole:
+        os.write(1, b"\\x1b[2J\\x1b[H%d keys" % n)
+        continue
+    # Every cell of the screen in a few colours per row, about what Textual writes when a key
+    # changes the whole tree (10-18 KB at 160x50, measured on its writes).
+    cols, rows = os.get_terminal_size(1)
+    out = [b"\\x1b[H"]
+    for y in range(rows):
+        out.append(b"\\x1b[%d;1H" % (y + 1))
+        for x in range(0, cols, 20):
+            shade = (n * 7 + y * 3 + x) % 200
+            out.append(b"\\x1b[38;2;%d;%d;200m" % (shade, 255 - shade))
+            out.append((b"%d:%d " % (n, y) * 20)[: min(20, cols - x)])
+        out.append(b"\\x1b[0m")
+    os.write(1, b"".join(out))
 """
-FLOOR = App("floor", [sys.executable, "-c", FLOOR_SCRIPT], "ready", "q", {"cursor up": "Up"})
+# Two floors under every "key → frame" figure: one redraws a line per key, the other the whole
+# screen (what a filter or a fold changes). Their figures are tmux's and the polling's share.
+FLOORS = {
+    what: App(f"floor {what}", [sys.executable, "-c", FLOOR_SCRIPT, what], "ready", "q", {"cursor up": "Up"})
+    for what in ("line", "screen")
+}
 
 
 @dataclass
@@ -314,20 +335,23 @@ def measure_file(path: Path, apps: list[App], args: argparse.Namespace) -> None:
         # An older-format file would be read-only for us and rewritten by Pi's first open: both
         # apps get it in version 3 from the start.
         subprocess.run([*ours(None).command, "upgrade", str(copy)], capture_output=True, check=False)
-        results = {app.name: Samples() for app in [*apps, FLOOR]}
+        floors = list(FLOORS.values())
+        results = {app.name: Samples() for app in [*apps, *floors]}
         for round_ in range(args.rounds):
             order = apps if round_ % 2 == 0 else apps[::-1]
             for app in order:
                 run_app(app, copy, args.size, args.presses, args.timeout, results[app.name])
-            run_app(FLOOR, copy, args.size, args.presses, args.timeout, results[FLOOR.name])
+            for floor_app in floors:
+                run_app(floor_app, copy, args.size, args.presses, args.timeout, results[floor_app.name])
         report(path, apps, results)
-        floor = results[FLOOR.name].values.get("cursor up → frame", [])
-        if floor:
-            print(
-                f"  floor: key → frame {1000 * statistics.median(floor):.0f} /"
-                f" {1000 * pct(floor, 0.95):.0f} ms ({len(floor)}), a program that only redraws a"
-                " line per key: tmux's and the polling's share of every figure above"
-            )
+        for what, floor_app in FLOORS.items():
+            floor = results[floor_app.name].values.get("cursor up → frame", [])
+            if floor:
+                print(
+                    f"  floor, {what}: key → frame {1000 * statistics.median(floor):.0f} /"
+                    f" {1000 * pct(floor, 0.95):.0f} ms ({len(floor)}), a program that only redraws"
+                    f" {'a line' if what == 'line' else 'the whole screen'} per key"
+                )
 
 
 if __name__ == "__main__":
