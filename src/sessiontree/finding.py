@@ -42,7 +42,7 @@ from .session import TOOL_CALL_SEARCH, WALKED_PAST, Session
 from .storage.base import CONTAINS, ESCAPED
 from .storage.index import ASSISTANT, CUSTOM, LABEL, TOOL_RESULT, UNKNOWN
 
-__all__ = ["Found", "find", "haystack", "scan_needle"]
+__all__ = ["Found", "Remembered", "find", "haystack", "scan_needle"]
 
 # Words `display.entry_summary` adds to what the line says; a needle inside one of them could
 # match there and nowhere in the line.
@@ -79,13 +79,17 @@ Progress = Callable[[int, int, int], None]  # (entries done, entries to do, matc
 class Found:
     """Matches in the order they were asked for, and how many entries could not be read."""
 
-    __slots__ = ("candidates", "positions", "scanned", "skipped")
+    __slots__ = ("candidates", "positions", "scanned", "unreadable")
 
     def __init__(self) -> None:
         self.positions: list[int] = []
-        self.skipped = 0
+        self.unreadable: list[int] = []  # entries that could not be decoded: no match, no crash
         self.candidates = 0  # entries decoded and matched
         self.scanned = False  # a byte scan chose them
+
+    @property
+    def skipped(self) -> int:
+        return len(self.unreadable)
 
 
 def haystack(session: Session, position: int) -> str:
@@ -164,15 +168,18 @@ def find(
     cancelled: Callable[[], bool] = lambda: False,
     progress: Progress | None = None,
     every: int = 2000,
+    scanning: Callable[[int, int], None] | None = None,
 ) -> Found | None:
     """The entries among `positions` (kept in that order) whose haystack matches `query`.
-    `progress` is called every `every` entries decoded; returns None if `cancelled()`."""
+    `scanning` is called with (bytes scanned, bytes to scan) as the byte scan goes (one to two
+    seconds per gigabyte), `progress` every `every` entries decoded after it; returns None if
+    `cancelled()`."""
     found = Found()
     wanted = list(positions)
     needle = scan_needle(query)
     lines = None
-    if needle is not None:
-        lines = session.storage.lines_containing(needle, cancelled=cancelled)
+    if needle is not None and wanted:  # nothing asked (all known to `Remembered`): no scan
+        lines = session.storage.lines_containing(needle, cancelled=cancelled, progress=scanning)
         if lines is None and cancelled():
             return None
     if lines is not None:
@@ -198,8 +205,56 @@ def find(
             if query.matches(haystack(session, i)):
                 found.positions.append(i)
         except SessionError:
-            found.skipped += 1  # an entry that cannot be decoded is not a match (and not a crash)
+            found.unreadable.append(i)  # an entry that cannot be decoded is not a match
         if progress is not None and n % every == 0:
             progress(n, total, len(found.positions))
     found.candidates = total
     return found
+
+
+class Remembered:
+    """The last query's verdict on each entry it looked at, so that searching with it again
+    (`&` after `/`, the same `/` again) decodes only the entries it has not looked at yet: at a
+    million entries `&` repeated a finished 2-4 s search whole. Entries never change once
+    written, so the verdicts hold as entries are appended, but a label is part of its entry's
+    haystack: other labels, another query or another session's tree forget them."""
+
+    NO, YES, UNREADABLE = 1, 2, 3  # 0: not looked at
+
+    def __init__(self) -> None:
+        self._key: tuple[object, str, dict[str, str]] | None = None
+        self._verdicts = bytearray()
+
+    def find(
+        self,
+        session: Session,
+        query: Query,
+        positions: Iterable[int],
+        **options: Any,
+    ) -> Found | None:
+        """`find(session, query, positions, **options)`, deciding the entries looked at before
+        from what they were found to be then."""
+        key = (session.tree, query.source, dict(session.labels()))
+        kept = self._key is not None and self._key[0] is key[0] and self._key[1:] == key[1:]
+        verdicts = bytearray(self._verdicts) if kept else bytearray()
+        verdicts.extend(bytes(max(len(session.tree) - len(verdicts), 0)))
+        wanted = list(positions)
+        found = find(session, query, [i for i in wanted if not verdicts[i]], **options)
+        if found is None:
+            return None
+        for i in found.positions:
+            verdicts[i] = self.YES
+        for i in found.unreadable:
+            verdicts[i] = self.UNREADABLE
+        out = Found()
+        out.scanned, out.candidates = found.scanned, found.candidates
+        for i in wanted:
+            verdict = verdicts[i]
+            if not verdict:
+                verdicts[i] = self.NO
+            elif verdict == self.YES:
+                out.positions.append(i)
+            elif verdict == self.UNREADABLE:
+                out.unreadable.append(i)
+        self._key, self._verdicts = key, verdicts
+        return out

@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import PI_FIXTURES, A, U
-from sessiontree import Session, SqliteStorage, open_session
-from sessiontree.finding import find, haystack, required_pieces, scan_needle
+from sessiontree import Session, SqliteStorage, finding, open_session
+from sessiontree.finding import Remembered, find, haystack, required_pieces, scan_needle
 from sessiontree.opening import create_session, upgrade_session
 from sessiontree.query import compile_query
 from sessiontree.storage.base import CONTAINS, ESCAPED
 from sessiontree.storage.index import TOOL_RESULT
+from sessiontree.storage.jsonl import storage as jsonl_storage
 
 
 def decode_all(session, query) -> list[int]:
@@ -184,6 +185,68 @@ def test_a_cancelled_search_returns_nothing(tmp_path):
     upgrade_session(path)
     with open_session(path, read_only=True) as session:
         assert find(session, compile_query("theme"), range(len(session.tree)), cancelled=lambda: True) is None
+
+
+def test_the_scan_reports_its_progress_through_the_file(tmp_path, monkeypatch):
+    """(bytes scanned, bytes to scan) after every block: what the app shows before the first
+    entry is decoded, one to two seconds per gigabyte."""
+    monkeypatch.setattr(jsonl_storage, "SCAN_BLOCK", 64 << 10)
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    upgrade_session(path)
+    seen: list[tuple[int, int]] = []
+    with open_session(path, read_only=True) as session:
+        query = compile_query("theme")
+        found = find(session, query, range(len(session.tree)), scanning=lambda *a: seen.append(a))
+        assert found is not None and found.scanned and found.positions == decode_all(session, query)
+    size = path.stat().st_size
+    assert len(seen) > 10 and {total for _, total in seen} == {size - 1}  # the last line's newline aside
+    done = [d for d, _ in seen]
+    assert done == sorted(set(done)) and done[-1] == size - 1
+
+
+def test_a_query_searched_again_decodes_only_what_it_has_not_seen(tmp_path, monkeypatch):
+    """`&` after `/`: the verdicts of the first search stand for the entries it looked at; the
+    answer is the same as a search from scratch. Another query, or a label added (part of its
+    entry's haystack), starts over."""
+    path = tmp_path / "s.jsonl"
+    session = create_session("/p", path=path)
+    for n in range(40):
+        session.append_message(U(f"flaky question {n}" if n % 3 else f"question {n}"))
+        session.append_message(A(f"flaky answer {n}" if n % 4 else f"answer {n}"))
+    decoded: list[int] = []
+    real = finding.haystack
+    monkeypatch.setattr(finding, "haystack", lambda s, i: decoded.append(i) or real(s, i))
+    query = compile_query("flaky")
+    remembered = Remembered()
+    everything = range(len(session.tree))
+    first = remembered.find(session, query, range(0, len(session.tree), 2))
+    assert first is not None and first.positions == [i for i in decode_all(session, query) if i % 2 == 0]
+    decoded.clear()
+    again = remembered.find(session, query, everything)
+    assert again is not None and again.positions == decode_all(session, query)
+    assert decoded and all(i % 2 for i in decoded)  # only the entries the first did not look at
+    decoded.clear()
+    scans: list[bytes] = []
+    scan = session.storage.lines_containing
+    monkeypatch.setattr(
+        session.storage, "lines_containing", lambda needle, **kw: scans.append(needle) or scan(needle, **kw)
+    )
+    assert remembered.find(session, query, reversed(everything)).positions == decode_all(session, query)[::-1]
+    assert not decoded and not scans  # every verdict known, in the order asked for: not even a scan
+    session.append_message(U("flaky at last"))
+    decoded.clear()
+    assert remembered.find(session, query, range(len(session.tree))).positions[-1] == len(session.tree) - 1
+    assert decoded == [len(session.tree) - 1]  # appended since: looked at, the rest known
+    session.append_label(session.tree.ids[0], "flaky label")
+    decoded.clear()
+    assert (
+        remembered.find(session, query, range(len(session.tree))).positions[0] == 0
+    )  # labelled: a match now
+    assert len(decoded) > 1  # labels changed: nothing was kept
+    other = remembered.find(session, compile_query("answer"), range(len(session.tree)))
+    assert other is not None and other.positions == decode_all(session, compile_query("answer"))
+    session.close()
 
 
 def test_lines_with_ascii_escapes_are_marked_and_remembered(tmp_path):

@@ -877,3 +877,32 @@ async def test_a_slow_rebuild_says_it_is_working_until_its_rows_come(demo, monke
             await pilot.pause(0.05)
         await pilot.pause()
         assert str(title.render()).startswith("context · up to") and "expanded" in str(title.render())
+
+
+async def test_keys_scroll_the_preview_at_once(tmp_path):
+    """PgUp, PgDn, Home and End jump: Textual's smooth scroll left the preview moving for
+    0.7-1.0 s after each key (a QA pass in tmux), through ~30 frames, where the tree jumps."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(60):
+            s.append_message(U(f"question {n}"))
+            last = s.append_message(A(f"answer {n}\n\n" + MARKDOWN))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await put_cursor(app, pilot, last)
+        v = view(app)
+        v.focus()
+        offsets: list[int] = []
+        v.watch(v, "scroll_y", lambda y: offsets.append(round(y)), init=False)
+        bottom = round(v.scroll_offset.y)
+        page = v.scrollable_content_region.height
+        for key, expected in (
+            ("pageup", bottom - page),
+            ("pageup", bottom - 2 * page),
+            ("home", 0),
+            ("pagedown", page),
+            ("end", round(v.max_scroll_y)),
+        ):
+            offsets.clear()
+            await pilot.press(key)
+            assert offsets == [expected], key  # one step, no frames in between

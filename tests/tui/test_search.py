@@ -305,3 +305,25 @@ async def test_thousands_of_matches_are_counted_and_stepped_through_in_row_order
         assert view.restrict is not None
         assert {i for i, on in enumerate(view.restrict) if on} == placed
         assert f"/{len(found):,}" in app.browser.sub_title
+
+
+async def test_the_filter_after_the_same_find_decodes_nothing_again(large, monkeypatch):
+    """`&` right after `/` with the same words: the find looked at every row already, and on a
+    1M-entry file `&` repeated its 3-4 s (QA). It now only narrows the tree."""
+    from sessiontree import finding
+
+    decoded: list[int] = []
+    real = finding.haystack
+    monkeypatch.setattr(finding, "haystack", lambda s, i: decoded.append(i) or real(s, i))
+    app = make_app(large)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        full = len(tree(app).outline)
+        await search(app, pilot, "slash", "thinkingMedium cyan")
+        found = list(app.browser._matches)
+        assert found and decoded
+        decoded.clear()
+        await search(app, pilot, "ampersand", "thinkingMedium cyan")
+        assert app.browser._matches == found and not decoded
+        assert 0 < len(tree(app).outline) < full
+        assert tree(app).current_position() in found

@@ -9,6 +9,7 @@ labels, names) happen on the UI thread, where they take about a millisecond.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -108,6 +109,11 @@ class SessionTreeApp(App[None]):
         self.collector = IdleCollector()  # full garbage-collection passes between keys
         self.input_gate = InputGate()  # the preview's worker waits while an input is handled
         self._switch_interval = sys.getswitchinterval()  # given back when the app ends
+        # Keys scroll at once, as in the tree: Textual's smooth scroll kept the preview, help and
+        # dialogs moving for 0.7-1.0 s after PgUp or End, ~30 frames each. A user who set
+        # Textual's own TEXTUAL_ANIMATIONS keeps what they chose.
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            self.animation_level = "none"
 
     @property
     def browser(self) -> BrowserScreen | None:

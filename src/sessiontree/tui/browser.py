@@ -38,8 +38,8 @@ PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palet
 
 # Each hint in the wordings the status line picks from, longest first (`StatusLine`).
 STATUS_HINT = (
-    "Enter moves the leaf here (nothing is deleted) · b goes back · ? every key",
-    "Enter moves the leaf here · b goes back · ? every key",
+    "Enter moves the leaf here (nothing is deleted) · b moves it back · ? every key",
+    "Enter moves the leaf here · b moves it back · ? every key",
     "⏎ moves the leaf · b back · ? keys",
 )
 READ_ONLY_HINT = (
