@@ -73,7 +73,9 @@ _ALWAYS_DECODED = bytes(1 if code in (CUSTOM, LABEL, UNKNOWN) else 0 for code in
 _RUN = re.compile(r"[a-z]+")  # ASCII letters (compared lowercased)
 MIN_NEEDLE = 3
 
-Progress = Callable[[int, int, int], None]  # (entries done, entries to do, matches so far)
+# (entries done, entries to do, the matches so far): the list the search appends to, to be
+# copied by a caller that keeps it
+Progress = Callable[[int, int, list[int]], None]
 
 
 class Found:
@@ -169,12 +171,15 @@ def find(
     progress: Progress | None = None,
     every: int = 2000,
     scanning: Callable[[int, int], None] | None = None,
+    matched: Iterable[int] = (),
 ) -> Found | None:
-    """The entries among `positions` (kept in that order) whose haystack matches `query`.
-    `scanning` is called with (bytes scanned, bytes to scan) as the byte scan goes (one to two
-    seconds per gigabyte), `progress` every `every` entries decoded after it; returns None if
+    """The entries among `positions` (kept in that order) whose haystack matches `query`,
+    after the entries `matched` already known to match (`Remembered`). `scanning` is called
+    with (bytes scanned, bytes to scan) as the byte scan goes (one to two seconds per
+    gigabyte), `progress` every `every` entries decoded after it; returns None if
     `cancelled()`."""
     found = Found()
+    found.positions.extend(matched)
     wanted = list(positions)
     needle = scan_needle(query)
     lines = None
@@ -207,7 +212,7 @@ def find(
         except SessionError:
             found.unreadable.append(i)  # an entry that cannot be decoded is not a match
         if progress is not None and n % every == 0:
-            progress(n, total, len(found.positions))
+            progress(n, total, found.positions)
     found.candidates = total
     return found
 
@@ -239,7 +244,9 @@ class Remembered:
         verdicts = bytearray(self._verdicts) if kept else bytearray()
         verdicts.extend(bytes(max(len(session.tree) - len(verdicts), 0)))
         wanted = list(positions)
-        found = find(session, query, [i for i in wanted if not verdicts[i]], **options)
+        todo = [i for i in wanted if not verdicts[i]]
+        known = [i for i in wanted if verdicts[i] == self.YES] if len(todo) < len(wanted) else []
+        found = find(session, query, todo, matched=known, **options)  # `progress` sees them all
         if found is None:
             return None
         for i in found.positions:

@@ -327,3 +327,89 @@ async def test_the_filter_after_the_same_find_decodes_nothing_again(large, monke
         assert app.browser._matches == found and not decoded
         assert 0 < len(tree(app).outline) < full
         assert tree(app).current_position() in found
+
+
+@pytest.fixture
+def slow_search(tmp_path, monkeypatch):
+    """A session of 60 turns, every third saying "flaky", and a search that stops after its
+    first 5 decodes until the test lets it go on (`go`)."""
+    import threading
+
+    from sessiontree import finding
+    from sessiontree.tui import search as search_module
+
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(60):
+            s.append_message(U(f"flaky question {n}" if n % 3 == 0 else f"question {n}"))
+    go, decoded = threading.Event(), []
+    real = finding.haystack
+
+    def haystack(session, i):
+        decoded.append(i)
+        if len(decoded) > 5:
+            go.wait(10)
+        return real(session, i)
+
+    monkeypatch.setattr(finding, "haystack", haystack)
+    monkeypatch.setattr(search_module, "PROGRESS_EVERY", 1)
+    monkeypatch.setattr(search_module, "PARTIAL_EVERY", 0.0)
+    return path, go
+
+
+async def wait_for(pilot, condition) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("not reached")
+
+
+async def test_a_running_find_shows_its_matches_so_far(slow_search):
+    """The matches show as they are found, the cursor on the first: on a 1M-entry file a
+    common word took ~17 s to decode, with nothing to see until its end (QA)."""
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("home", "slash", *"flaky", "enter")
+        await wait_for(pilot, lambda: app.browser._matches)
+        so_far = list(app.browser._matches)
+        assert 0 < len(so_far) < 20
+        assert tree(app).current_position() == min(so_far)  # the first match from the top
+        assert any(w.group == "search" and not w.is_finished for w in app.workers)  # still running
+        go.set()
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 20 and tree(app).current_position() == min(so_far)
+        assert "20 matches for 'flaky'" in status(app)
+
+
+async def test_a_find_leaves_a_cursor_moved_while_it_ran_where_it_is(slow_search):
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("home", "slash", *"flaky", "enter")
+        await wait_for(pilot, lambda: app.browser._matches)
+        await pilot.press("end")  # the reader goes elsewhere while it runs
+        where = tree(app).current_position()
+        go.set()
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 20 and tree(app).current_position() == where
+
+
+async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("home", "slash", *"flaky", "enter")
+        await wait_for(pilot, lambda: app.browser._matches)
+        so_far = list(app.browser._matches)
+        await pilot.press("escape")
+        go.set()
+        await settle(app, pilot)
+        assert app.browser._matches == so_far  # a later delivery of the stopped search adds none
+        assert status(app) == f"Search stopped: {len(so_far)} matches so far (n / N)"
+        await pilot.press("n")
+        assert tree(app).current_position() == sorted(so_far)[1]

@@ -10,6 +10,7 @@ stops it."""
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
@@ -17,7 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.css.query import NoMatches
 from textual.widgets import Input, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..display import counted
 from ..finding import Remembered
@@ -30,12 +31,14 @@ from .notices import confirm, withdraw
 from .search_box import Mode, SearchBox
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
+PARTIAL_EVERY = 0.5  # seconds before a running find first shows its matches so far (then 1, 2, 4…)
 WRAPPED = "Search wrapped"  # what `n` and `N` say past the last or first match
 
 
 class SearchMixin(BrowserBase):
     _restore_position: int | None = None  # the cursor's entry before a filter narrowed the tree
     _remembered: Remembered | None = None  # the last query's verdicts, for `&` after `/` (made once)
+    _search_row = -1  # the cursor's row when a find began, or the match it was put on since
 
     def action_search(self) -> None:
         self._open_search("find", 'find entries: words, "a phrase", re:regex (Enter; Esc closes)')
@@ -96,6 +99,7 @@ class SearchMixin(BrowserBase):
                 self._restore_position = tree.current_position()
             self._run_search(query, None, bytes(tree.outline.vis))
         else:
+            self._search_row = tree.cursor_row
             self._run_search(query, tree.outline, None)
 
     @on(SearchBox.Closed)
@@ -110,6 +114,10 @@ class SearchMixin(BrowserBase):
             self._tree().focus()
         if self.workers.cancel_group(self, "search"):
             self._status("")
+            if self._matches:  # a find stopped after showing some
+                confirm(
+                    self, f"Search stopped: {counted(len(self._matches), 'match', 'matches')} so far (n / N)"
+                )
             return
         self._status("")
         if self._tree().restrict is not None:
@@ -151,8 +159,19 @@ class SearchMixin(BrowserBase):
                 shown[0] = percent
                 deliver(self.app, self._status, f"searching… scanning the file {percent}%")
 
-        def progress(done: int, total: int, matches: int) -> None:
-            deliver(self.app, self._status, f"searching… {100 * done // total}% · {matches:,} found")
+        due = [time.monotonic() + PARTIAL_EVERY, PARTIAL_EVERY]  # next showing of matches, then the wait
+
+        def progress(done: int, total: int, matches: list[int]) -> None:
+            deliver(self.app, self._status, f"searching… {100 * done // total}% · {len(matches):,} found")
+            # Find shows its matches as they come: a common word on a 1M-entry file takes ~17 s
+            # to decode, and its first match is on screen after the scan rather than at the end.
+            # Each showing costs the UI thread a pass over the matches (~0.1 s at 400,000), so
+            # the waits between them double: the count is on the progress line meanwhile.
+            now = time.monotonic()
+            if outline is not None and matches and now >= due[0] and not worker.is_cancelled:
+                due[1] *= 2
+                due[0] = now + due[1]
+                deliver(self.app, self._search_partial, worker, outline, list(matches))
 
         if self._remembered is None:
             self._remembered = Remembered()
@@ -177,6 +196,21 @@ class SearchMixin(BrowserBase):
         placed = _placing(self.session.tree.parent, found.positions) if outline is None else None
         if not worker.is_cancelled:
             deliver(self.app, self._search_done, query, outline, found.positions, found.skipped, placed)
+
+    def _search_partial(self, worker: Worker[None], outline: Outline, found: list[int]) -> None:
+        """Matches so far of a find still running: highlighted and counted, and the cursor on
+        the first of them if it has not moved since the search began."""
+        if worker.is_cancelled:  # Esc or a new search came after this was sent
+            return
+        try:
+            tree = self._tree()
+        except NoMatches:
+            return
+        first = not self._matches
+        self._set_matches(found)
+        if first and tree.outline is outline and tree.cursor_row == self._search_row:
+            self.action_next_match(1, include_current=True)
+            self._search_row = tree.cursor_row
 
     def _search_gave_up(self, reason: str) -> None:
         self._status("")
@@ -219,7 +253,9 @@ class SearchMixin(BrowserBase):
             return
         matches = counted(len(found), "match", "matches")
         confirm(self, f"{matches} for '{query.source}'{note} (n / N)")
-        if tree.outline is outline:
+        # Onto the first match from where the search began, unless the reader has moved
+        # since (a search may run for seconds; matches shown meanwhile may have placed it).
+        if tree.outline is outline and tree.cursor_row == self._search_row:
             self.action_next_match(1, include_current=True)
 
     def _set_matches(self, positions: list[int]) -> None:
