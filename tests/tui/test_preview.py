@@ -257,13 +257,20 @@ async def test_the_selected_entry_is_marked_and_in_view_as_the_cursor_moves(conv
             assert not v.render_line(start - 1 - top).text.startswith("▌")
 
 
-async def test_the_last_entry_of_a_long_context_is_in_view_at_once(tmp_path):
-    """The selected entry ends the context, usually far below its top."""
+@pytest.fixture
+def long_context(tmp_path) -> tuple[Path, str]:
+    """60 questions and answers, every answer with Markdown: (the file, the last answer's id)."""
     path = tmp_path / "long.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
         for n in range(60):
             s.append_message(U(f"question {n}"))
             last = s.append_message(A(f"answer {n}\n\n" + MARKDOWN))
+    return path, last
+
+
+async def test_the_last_entry_of_a_long_context_is_in_view_at_once(long_context):
+    """The selected entry ends the context, usually far below its top."""
+    path, last = long_context
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
         await put_cursor(app, pilot, last)
@@ -879,14 +886,10 @@ async def test_a_slow_rebuild_says_it_is_working_until_its_rows_come(demo, monke
         assert str(title.render()).startswith("context · up to") and "expanded" in str(title.render())
 
 
-async def test_keys_scroll_the_preview_at_once(tmp_path):
+async def test_keys_scroll_the_preview_at_once(long_context):
     """PgUp, PgDn, Home and End jump: Textual's smooth scroll left the preview moving for
     0.7-1.0 s after each key (a QA pass in tmux), through ~30 frames, where the tree jumps."""
-    path = tmp_path / "long.jsonl"
-    with Session(JsonlStorage.create(path, cwd="/p")) as s:
-        for n in range(60):
-            s.append_message(U(f"question {n}"))
-            last = s.append_message(A(f"answer {n}\n\n" + MARKDOWN))
+    path, last = long_context
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
         await put_cursor(app, pilot, last)

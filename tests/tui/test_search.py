@@ -357,12 +357,15 @@ def slow_search(tmp_path, monkeypatch):
     return path, go
 
 
-async def wait_for(pilot, condition) -> None:
+async def find_slowly(app, pilot) -> None:
+    """From the top, find "flaky" (the `slow_search` session), until its first matches show."""
+    await settle(app, pilot)
+    await pilot.press("home", "slash", *"flaky", "enter")
     for _ in range(200):
-        if condition():
+        if app.browser._matches:
             return
         await pilot.pause(0.01)
-    raise AssertionError("not reached")
+    raise AssertionError("no matches shown while the search ran")
 
 
 async def test_a_running_find_shows_its_matches_so_far(slow_search):
@@ -371,9 +374,7 @@ async def test_a_running_find_shows_its_matches_so_far(slow_search):
     path, go = slow_search
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("home", "slash", *"flaky", "enter")
-        await wait_for(pilot, lambda: app.browser._matches)
+        await find_slowly(app, pilot)
         so_far = list(app.browser._matches)
         assert 0 < len(so_far) < 20
         assert tree(app).current_position() == min(so_far)  # the first match from the top
@@ -388,9 +389,7 @@ async def test_a_find_leaves_a_cursor_moved_while_it_ran_where_it_is(slow_search
     path, go = slow_search
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("home", "slash", *"flaky", "enter")
-        await wait_for(pilot, lambda: app.browser._matches)
+        await find_slowly(app, pilot)
         await pilot.press("end")  # the reader goes elsewhere while it runs
         where = tree(app).current_position()
         go.set()
@@ -402,9 +401,7 @@ async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
     path, go = slow_search
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("home", "slash", *"flaky", "enter")
-        await wait_for(pilot, lambda: app.browser._matches)
+        await find_slowly(app, pilot)
         so_far = list(app.browser._matches)
         await pilot.press("escape")
         go.set()
