@@ -337,7 +337,12 @@ def import_file(
             storage.close()
     except _Diverged as exc:
         result.status = "refused"
-        result.message = f"{exc} (the file changed since it was imported; nothing was written for it)"
+        # Either side may have moved on: a move written to the database's copy diverges it
+        # from a file that only grew (QA), which "the file changed" blamed on the file.
+        result.message = (
+            f"{exc} (the file and the database's copy differ: one of them changed since the"
+            " import; nothing was written for it)"
+        )
     except SessionError as exc:
         result.status = "failed"
         result.message = exc.detail

@@ -89,6 +89,21 @@ def test_move_to_the_leaf_writes_nothing_and_ids_are_taken_in_either_case(tmp_pa
     assert "nothing written" in run("move", str(path), "--start").stdout and path.read_bytes() == before
 
 
+def test_a_summary_with_no_move_is_refused_not_dropped(tmp_path):
+    """`--summary` to where the leaf already is said "nothing written" and exited 0: the
+    user's text was gone without a word (QA)."""
+    path, _u1, a1 = make(tmp_path)
+    run("move", str(path), a1)
+    before = path.read_bytes()
+    for where in ([a1], ["--start"]):
+        if where == ["--start"]:
+            run("move", str(path), "--start")
+            before = path.read_bytes()
+        done = run("move", str(path), *where, "--summary", "important notes", check=False)
+        assert done.returncode == 2 and "the summary was not written either" in done.stderr
+        assert path.read_bytes() == before
+
+
 def test_check_reports_damage(tmp_path):
     path, _, _ = make(tmp_path)
     with open(path, "ab") as f:

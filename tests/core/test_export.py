@@ -349,6 +349,32 @@ def test_damaged_source_exports_what_is_readable(tree, tmp_path):
     assert "**Incomplete:**" in text
 
 
+@pytest.mark.parametrize(
+    ("parents", "said"),
+    [
+        ({"u1": "u1"}, "its parent u1 is the entry itself"),
+        ({"u1": "a1"}, "its parent a1 leads back to it (a cycle)"),
+    ],
+)
+def test_a_path_cut_at_a_cycle_names_the_parent_and_why(tmp_path, parents, said):
+    """A self-parent or a cycle is cut like a missing parent; the warning said "its parent ? is
+    missing" (QA): the parent is known, and it is there."""
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": ts, "cwd": "/p"}]
+    for eid, parent, message in (("u1", None, U("hi")), ("a1", "u1", A("hello")), ("u2", "a1", U("more"))):
+        parent = parents.get(eid, parent)
+        lines.append({"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message})
+    source = tmp_path / "cut.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with open_session(source, read_only=True) as s:
+        collected = collect_path(s, "u2")
+        line = damage_line(s, collected)
+        text, _ = export_markdown(s, "u2")
+    assert line is not None and f"the path is cut above {collected.top_id} ({said})" in line
+    assert "?" not in line
+    assert f"its parent `{collected.cut_above}` {said.split(' ', 3)[3]}" in text
+
+
 def test_a_clean_source_reports_no_damage(tree):
     path, _ = tree
     with open_session(path, read_only=True) as s:

@@ -65,8 +65,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 done = progress.last.done if progress.last is not None else 0
                 err(
                     f"sessiontree: interrupted in {path} (file {number} of {len(paths)}) after"
-                    f" ~{done:,} entries; whole batches of {BATCH:,} are kept: importing again"
-                    " goes on from there"
+                    f" ~{done:,} entries; what was committed is kept (a commit at least every"
+                    f" {BATCH:,} entries): importing again goes on from there"
                 )
                 raise
             results.append(result)

@@ -37,7 +37,14 @@ def cmd_move(args: argparse.Namespace) -> int:
         elif target is not None:
             target = session.resolve_id(target)
         if target == session.leaf_id:  # as in the app: a leaf entry to where it is says nothing
-            out(f"leaf is already {target or '(none: before the first entry)'}; nothing written")
+            where = target or "(none: before the first entry)"
+            if args.summary is not None:  # the user's text would be dropped without a word (QA)
+                raise SessionError(
+                    "invalid_argument",
+                    f"the leaf is already {where}: no move, so the summary was not written either"
+                    " (a branch summary records the branch a move leaves)",
+                )
+            out(f"leaf is already {where}; nothing written")
             return 0
         new_leaf = session.move_to(target, args.summary)
         out(f"leaf is now {new_leaf or '(none: before the first entry)'}")

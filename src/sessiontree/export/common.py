@@ -33,6 +33,7 @@ class PathExport:
     target_id: str | None
     entries: list[Entry]
     cut_above: str | None = None
+    cut_why: str = "is missing"  # what is wrong with that parent: missing, or it closes a cycle
     unreadable: list[str] = field(default_factory=list)
     note: str | None = None
     top_id: str | None = None  # the path's root-most entry (readable or not)
@@ -117,7 +118,17 @@ def path_positions(
     top = positions[0]
     cut = None
     if tree.parent[top] != NONE:  # a root whose parent is not in the log
-        cut = next((pid for pid, kids in tree.missing_parents.items() if top in kids), "?")
+        cut = next((pid for pid, kids in tree.missing_parents.items() if top in kids), None)
+        if cut is None:  # the parent is in the log: the link to it was cut to break a cycle
+            try:
+                entry: Entry | None = session.entry_at(top)
+            except SessionError:  # unreadable: its parent is not known
+                entry = None
+            if entry is not None and entry.parent_id:
+                cut = entry.parent_id
+                why = "is the entry itself" if cut == entry.id else "leads back to it (a cycle)"
+                return positions, PathExport(target, [], cut, why, note=note, top_id=tree.ids[top])
+            cut = "?"
     return positions, PathExport(target, [], cut, note=note, top_id=tree.ids[top])
 
 
@@ -185,7 +196,8 @@ def damage_line(
     problems = damage(session)
     parts: list[str] = []
     if path is not None and path.cut_above is not None:
-        parts.append(f"the path is cut above {path.top_id or '?'} (its parent {path.cut_above} is missing)")
+        top, parent = path.top_id or "?", path.cut_above
+        parts.append(f"the path is cut above {top} (its parent {parent} {path.cut_why})")
     if path is not None and path.unreadable:
         parts.append(
             counted(len(path.unreadable), "unreadable entry", "unreadable entries")

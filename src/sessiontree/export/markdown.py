@@ -301,7 +301,7 @@ def markdown_parts(
     if path.cut_above is not None:
         lines.append(
             f"- **Incomplete:** the path is cut above the first entry; its parent {code(path.cut_above)}"
-            " is missing from the source"
+            + (" is missing from the source" if path.cut_why == "is missing" else f" {path.cut_why}")
         )
     if path.unreadable:
         lines.append(
