@@ -388,3 +388,21 @@ def test_number_options_out_of_range_are_refused(tmp_path, args, said):
     path = make(tmp_path)[0]
     done = run(args[0], str(path), *args[1:], check=False)
     assert done.returncode == 2 and said in done.stderr and done.stdout == ""
+
+
+def test_the_browser_without_a_terminal_says_what_to_run_instead(tmp_path):
+    """With stdin from /dev/null (a script, cron) the app started anyway, wrote escape codes
+    and waited for keys that never came until it was killed (QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    before = path.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", str(path)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "needs a terminal" in done.stderr and "sessiontree tree FILE" in done.stderr
+    assert "\x1b" not in done.stderr and path.read_bytes() == before

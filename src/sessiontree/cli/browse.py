@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 
 from .. import __version__
 from ..opening import DEFAULT_SESSIONS_DIR
+from .output import err
 
 SUMMARIZER_ENV = "SESSIONTREE_SUMMARIZER"
 
@@ -40,6 +42,17 @@ def parser(commands: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Textual reads keys from stdin and draws on stderr (stdout stays free to redirect). Without
+    # a terminal on either, the app started all the same, wrote escape codes into a file or a
+    # pipe and waited for keys that could never come, until it was killed (QA).
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        which = "input" if not sys.stdin.isatty() else "screen (stderr)"
+        err(
+            f"sessiontree: the browser needs a terminal, and its {which} is not one; to print"
+            " instead: `sessiontree tree FILE` (the tree), `sessiontree context FILE` (what the"
+            " model sees), `sessiontree export FILE` (a whole file)"
+        )
+        return 2
     from ..tui.launch import launch
 
     return launch(
