@@ -116,20 +116,18 @@ def path_positions(
     tree = session.tree
     positions = tree.path_to_root(session.position(target))
     top = positions[0]
-    cut = None
+    cut, why = None, "is missing"
     if tree.parent[top] != NONE:  # a root whose parent is not in the log
         cut = next((pid for pid, kids in tree.missing_parents.items() if top in kids), None)
         if cut is None:  # the parent is in the log: the link to it was cut to break a cycle
             try:
-                entry: Entry | None = session.entry_at(top)
+                cut = session.entry_at(top).parent_id
             except SessionError:  # unreadable: its parent is not known
-                entry = None
-            if entry is not None and entry.parent_id:
-                cut = entry.parent_id
-                why = "is the entry itself" if cut == entry.id else "leads back to it (a cycle)"
-                return positions, PathExport(target, [], cut, why, note=note, top_id=tree.ids[top])
-            cut = "?"
-    return positions, PathExport(target, [], cut, note=note, top_id=tree.ids[top])
+                cut = None
+            if cut:
+                why = "is the entry itself" if cut == tree.ids[top] else "leads back to it (a cycle)"
+            cut = cut or "?"
+    return positions, PathExport(target, [], cut, why, note=note, top_id=tree.ids[top])
 
 
 def source_file(session: Session) -> str | None:
