@@ -9,7 +9,7 @@ the `estimate_*` functions implement Pi's chars/4 token estimate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,16 +205,20 @@ def bash_execution_text(msg: Message) -> str:
 
 def convert_to_llm(messages: Iterable[Message]) -> list[Message]:
     """AgentMessages → the messages a provider receives (Pi's `convertToLlm`)."""
-    out: list[Message] = []
+    return list(iter_llm(messages))
+
+
+def iter_llm(messages: Iterable[Message]) -> Iterator[Message]:
+    """`convert_to_llm` one message at a time."""
     for msg in messages:
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
         if role in ("user", "assistant", "toolResult"):
-            out.append(msg)
+            yield msg
         elif role == "bashExecution":
             if not msg.get("excludeFromContext"):
-                out.append(_text_message(bash_execution_text(msg), msg.get("timestamp")))
+                yield _text_message(bash_execution_text(msg), msg.get("timestamp"))
         elif role == "custom":
             content = msg.get("content")
             if isinstance(content, str):
@@ -222,14 +226,13 @@ def convert_to_llm(messages: Iterable[Message]) -> list[Message]:
             converted: Message = {"role": "user", "content": content}
             if "timestamp" in msg:
                 converted["timestamp"] = msg["timestamp"]
-            out.append(converted)
+            yield converted
         elif role == "branchSummary":
             text = BRANCH_SUMMARY_PREFIX + str(msg.get("summary", "")) + BRANCH_SUMMARY_SUFFIX
-            out.append(_text_message(text, msg.get("timestamp")))
+            yield _text_message(text, msg.get("timestamp"))
         elif role == "compactionSummary":
             text = COMPACTION_SUMMARY_PREFIX + str(msg.get("summary", "")) + COMPACTION_SUMMARY_SUFFIX
-            out.append(_text_message(text, msg.get("timestamp")))
-    return out
+            yield _text_message(text, msg.get("timestamp"))
 
 
 # --- token estimates ----------------------------------------------------------------------------
@@ -298,17 +301,71 @@ def usage_total(usage: Any) -> int:
     return int(sum(p for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool)))
 
 
+def _reported_usage(msg: Any) -> int:
+    """The usage total of an assistant message that completed (0: none, or not one): what
+    Pi's estimate starts from."""
+    if not isinstance(msg, dict) or msg.get("role") != "assistant":
+        return 0
+    return 0 if msg.get("stopReason") in ("aborted", "error") else usage_total(msg.get("usage"))
+
+
 def estimate_context_tokens(messages: Sequence[Message]) -> int:
     """The last usable assistant usage total plus estimates of the messages after it; the sum of
     all estimates when no assistant reported usage."""
     for k in range(len(messages) - 1, -1, -1):
-        msg = messages[k]
-        if (
-            isinstance(msg, dict)
-            and msg.get("role") == "assistant"
-            and msg.get("stopReason") not in ("aborted", "error")
-        ):
-            total = usage_total(msg.get("usage"))
-            if total > 0:
-                return total + sum(estimate_tokens(m) for m in messages[k + 1 :])
+        total = _reported_usage(messages[k])
+        if total > 0:
+            return total + sum(estimate_tokens(m) for m in messages[k + 1 :])
     return sum(estimate_tokens(m) for m in messages)
+
+
+class TokenTally:
+    """`estimate_context_tokens` of messages seen one at a time, holding only those after the
+    last reported usage (a streamed context never holds them all)."""
+
+    def __init__(self) -> None:
+        self._usage = 0
+        self._after: list[Message] = []
+
+    def add(self, msg: Message) -> None:
+        total = _reported_usage(msg)
+        if total > 0:
+            self._usage, self._after = total, []
+        else:
+            self._after.append(msg)
+
+    @property
+    def total(self) -> int:
+        return self._usage + sum(estimate_tokens(m) for m in self._after)
+
+
+class ContextStream:
+    """What the model sees at one leaf, its messages read a stretch of entries at a time
+    (`Session.stream_context`) as it is iterated: the state is known at once, `tokens` once
+    every message has been taken (it is Pi's estimate, which needs the last of them)."""
+
+    def __init__(
+        self,
+        messages: Iterable[Message],
+        thinking_level: str = "off",
+        model: ModelRef | None = None,
+        active_tool_names: list[str] | None = None,
+    ) -> None:
+        self.thinking_level = thinking_level
+        self.model = model
+        self.active_tool_names = active_tool_names
+        self._source = iter(messages)
+        self._tally = TokenTally()
+        self._done = False
+
+    def __iter__(self) -> Iterator[Message]:
+        for msg in self._source:
+            self._tally.add(msg)
+            yield msg
+        self._done = True
+
+    @property
+    def tokens(self) -> int:
+        if not self._done:
+            raise RuntimeError("the token estimate needs every message: iterate the stream first")
+        return self._tally.total

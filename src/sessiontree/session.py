@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import (
+    ContextStream,
     Projector,
     SessionContext,
     Transform,
@@ -134,6 +135,9 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 FRESH_ID_TRIES = 100  # an id factory that repeats itself (a fixed id) is refused, not looped on
+# Context entries decoded at once by `stream_context`: enough for `load_many`'s long reads, few
+# enough that what is held is a few megabytes however long the context.
+STREAM_ENTRIES = 4096
 TOOL_CALL_SEARCH = 64  # results of one turn a call is looked for above (parallel calls)
 # Entries another writer may append between a tool call and its results, which carry no message
 # (a label or an archive record written from this app while the agent runs a tool, a rename):
@@ -525,6 +529,42 @@ class Session:
             omitted=omitted,
         )
 
+    def stream_context(self, *, at: str | None = None) -> ContextStream:
+        """`build_context(at=at)`, its messages decoded a stretch of entries at a time as the
+        stream is iterated, so a context of a million messages is never all in memory (`context
+        --json`). Transforms and projectors see a whole context: with any set on the session,
+        it is built whole first. A line damaged on disk after the open raises `SessionError`
+        part-way through."""
+        if at is None and self.leaf_id is None:
+            return ContextStream(())
+        state = derive_state(*self.storage.state_entries(at))
+        if self._transforms or self._projectors:
+            return ContextStream(self.build_context(at=at).messages, *state)
+        positions = self._context_positions(self.tree.leaf if at is None else self.position(at))
+        storage = self.storage
+
+        def messages() -> Iterator[dict[str, Any]]:
+            for k in range(0, len(positions), STREAM_ENTRIES):
+                yield from project(storage.load_many(positions[k : k + STREAM_ENTRIES]))
+
+        return ContextStream(messages(), *state)
+
+    def _context_positions(self, start: int, compaction: int | None = None) -> list[int]:
+        """The positions of the context entries at `start`, in context order (`select_indices`
+        over the bounded path); `compaction` is the path's newest, when known (`path_facts`)."""
+        index = self.tree
+        if compaction is None:
+            compaction = index.path_facts(start)[1]
+        path = index.bounded_path(start)
+        chosen = select_indices(
+            len(path),
+            lambda k: index.kind[path[k]] == COMPACTION,
+            lambda k: index.compactions[path[k]],
+            lambda k: index.ids[path[k]],
+            last=_index_in(path, compaction, index.relinks),
+        )
+        return [path[k] for k in chosen]
+
     def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int]:
         index = self.tree
         start = index.leaf if at is None else self.position(at)
@@ -535,21 +575,14 @@ class Session:
             newest = index.newest_on_path(start, limit)
             newest.reverse()
             return self.storage.load_many(newest), length - len(newest)
-        path = index.bounded_path(start)
-        chosen = select_indices(
-            len(path),
-            lambda k: index.kind[path[k]] == COMPACTION,
-            lambda k: index.compactions[path[k]],
-            lambda k: index.ids[path[k]],
-            last=_index_in(path, compaction, index.relinks),
-        )
+        chosen = self._context_positions(start, compaction)
         omitted = 0
         if len(chosen) > limit:
-            head = chosen[:1] if index.kind[path[chosen[0]]] == COMPACTION else []
+            head = chosen[:1] if index.kind[chosen[0]] == COMPACTION else []
             keep = max(limit - len(head), 0)
             omitted = len(chosen) - len(head) - keep
             chosen = head + chosen[len(chosen) - keep :]
-        return [self.storage.load_entry(path[k]) for k in chosen], omitted
+        return [self.storage.load_entry(i) for i in chosen], omitted
 
     # --- appending ----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import PI_FIXTURES
 from sessiontree import open_session
-from sessiontree.cli.output import json_out, json_out_streamed
+from sessiontree.cli.output import json_list_streamed, json_out, json_out_streamed
 from sessiontree.opening import upgrade_session
 
 
@@ -35,6 +35,18 @@ def test_streamed_json_is_byte_for_byte_the_whole_dump(items):
     streamed = captured(lambda: json_out_streamed(fields, "messages", iter(items)))
     assert streamed == captured(lambda: json_out(whole))
     assert json.loads(streamed) == whole
+
+
+@pytest.mark.parametrize("items", [[], [{}], [{"a": [1, {"b": "c\nd"}]}, None, "x"]])
+@pytest.mark.parametrize("after", [[], [("tokens", 12)], [("tokens", 3), ("more", {"x": [1]})]])
+def test_fields_after_the_list_and_a_list_alone_are_the_whole_dump(items, after):
+    """`context --json` writes the token estimate after the messages (it needs the last of
+    them); `context --llm` writes a bare list."""
+    fields = [("leafId", "abc")]
+    whole = {**dict(fields), "messages": items, **dict(after)}
+    streamed = captured(lambda: json_out_streamed(fields, "messages", iter(items), lambda: after))
+    assert streamed == captured(lambda: json_out(whole))
+    assert captured(lambda: json_list_streamed(iter(items))) == captured(lambda: json_out(items))
 
 
 def test_a_path_read_in_stretches_equals_one_read_entry_by_entry(tmp_path, monkeypatch):

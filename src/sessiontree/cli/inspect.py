@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..context import iter_llm
 from ..display import counted, entry_glyph, entry_preview, short_time
 from ..export.common import damage_line
 from ..model.errors import SessionError
@@ -12,7 +13,7 @@ from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
-from .output import json_out, json_out_streamed, out, warn_damage, working
+from .output import json_list_streamed, json_out_streamed, out, warn_damage, working
 
 COMMANDS = ("context", "tree", "check")
 
@@ -46,27 +47,30 @@ def register(sub: Any) -> None:
 def cmd_context(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
         at = session.resolve_id(args.at) if args.at is not None else None
-        context = session.build_context(at=at)
         leaf = at or session.leaf_id
         damaged = warn_damage(session, damage_line(session, done="built the context from"))
-        if args.llm:
-            json_out(context.to_llm())
+        if args.llm or args.json:
+            # Written as the entries are decoded: a context of a million messages is never all
+            # in memory.
+            stream = session.stream_context(at=at)
+            if args.llm:
+                json_list_streamed(iter_llm(stream))
+            else:
+                model = stream.model
+                named = None if model is None else {"provider": model.provider, "modelId": model.model_id}
+                json_out_streamed(
+                    [
+                        ("leafId", leaf),
+                        ("thinkingLevel", stream.thinking_level),
+                        ("model", named),
+                        ("activeToolNames", stream.active_tool_names),
+                    ],
+                    "messages",
+                    stream,
+                    lambda: [("tokens", stream.tokens)],
+                )
             return damaged
-        if args.json:
-            model = context.model
-            named = None if model is None else {"provider": model.provider, "modelId": model.model_id}
-            json_out_streamed(
-                [
-                    ("leafId", leaf),
-                    ("thinkingLevel", context.thinking_level),
-                    ("model", named),
-                    ("activeToolNames", context.active_tool_names),
-                    ("tokens", context.tokens),
-                ],
-                "messages",
-                context.messages,
-            )
-            return damaged
+        context = session.build_context(at=at)
         tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
         out(
             f"leaf {leaf or '(none)'} · {counted(len(context.messages), 'message')}"

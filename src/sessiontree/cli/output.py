@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -36,20 +36,45 @@ def json_out(value: Any) -> None:
     sys.stdout.buffer.write(_dumps(value) + b"\n")
 
 
-def json_out_streamed(fields: Iterable[tuple[str, Any]], key: str, items: Iterable[Any]) -> None:
-    """An object of `fields` and then `key`: a list of `items`, written item by item, so a
-    context of a million messages never exists as one string. The bytes are those `json_out`
-    writes for the same object."""
+def json_out_streamed(
+    fields: Iterable[tuple[str, Any]],
+    key: str,
+    items: Iterable[Any],
+    after: Callable[[], Iterable[tuple[str, Any]]] = tuple,
+) -> None:
+    """An object of `fields`, then `key`: a list of `items`, then the fields `after()` gives
+    once the items are written (what can only be known from all of them), written item by item,
+    so a context of a million messages never exists as one string. The bytes are those
+    `json_out` writes for the same object."""
     write = sys.stdout.buffer.write
     write(b"{")
     for name, value in fields:
-        write(b"\n  " + _dumps(name) + b": " + _indent(_dumps(value), b"  ", first=False) + b",")
-    write(b"\n  " + _dumps(key) + b": [")
+        write(b"\n  " + _member(name, value) + b",")
+    write(b"\n  " + _dumps(key) + b": ")
+    _write_list(items, b"  ")
+    for name, value in after():
+        write(b",\n  " + _member(name, value))
+    write(b"\n}\n")
+
+
+def json_list_streamed(items: Iterable[Any]) -> None:
+    """`json_out` of a list, written item by item."""
+    _write_list(items, b"")
+    sys.stdout.buffer.write(b"\n")
+
+
+def _write_list(items: Iterable[Any], indent: bytes) -> None:
+    write = sys.stdout.buffer.write
+    write(b"[")
     empty = True
     for item in items:
-        write((b"\n" if empty else b",\n") + _indent(_dumps(item), b"    ", first=True))
+        write((b"\n" if empty else b",\n") + _indent(_dumps(item), indent + b"  ", first=True))
         empty = False
-    write(b"]\n}\n" if empty else b"\n  ]\n}\n")
+    write(b"]" if empty else b"\n" + indent + b"]")
+
+
+def _member(name: str, value: Any) -> bytes:
+    return _dumps(name) + b": " + _indent(_dumps(value), b"  ", first=False)
 
 
 def _dumps(value: Any) -> bytes:
