@@ -230,8 +230,12 @@ async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_p
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await settle(app, pilot)
         said = [str(n.message) for n in app._notifications]
-        assert any(m.startswith("keys.nonexistent: no binding has this id; the ids: archive,") for m in said)
-        assert 'keys.quit = "j": Down has that key; Quit stays on q' in said
+        assert len(said) == 1  # one toast: at 80x24 a third pushed the first out of sight (QA)
+        problems = said[0].split("\n")
+        assert any(
+            m.startswith("• keys.nonexistent: no binding has this id; the ids: archive,") for m in problems
+        )
+        assert '• keys.quit = "j": Down has that key; Quit stays on q' in problems
         rows = HelpScreen.for_screen(app.screen).sections
         quits = [keys for _, section in rows for keys, what in section if what == "Quit"]
         assert quits == ["q"]
@@ -505,3 +509,32 @@ async def test_a_toast_leaves_the_status_line_in_sight(demo):
         status_line = app.browser.query_one("#status")
         assert toast.region.bottom <= status_line.region.y
         assert any(line.startswith(" Folded") and "unfolds them" in line for line in screen_lines(app))
+
+
+async def test_key_names_are_spelt_as_textual_spells_them_and_no_key_is_taken_silently(demo, tmp_path):
+    """`help = "F1"` showed in the footer and never fired; `search = "ctrl+q"` showed too and
+    the key quit the app (Textual's own binding); `label = "enter"` took Enter from Move
+    without a word (QA)."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text(
+        '[keys]\nhelp = "F1"\nsearch = "Ctrl+K"\ncopy = "ctrl+q"\nlabel = "enter"\nrename = "f1x"\n'
+    )
+    app = make_app(demo, keymap_path=keys)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(app, pilot)
+        problems = next(str(n.message) for n in app._notifications).split("\n")
+        assert problems == [
+            '• keys.rename = "f1x": no key is called "f1x" (key names look like "f1", "ctrl+k",'
+            ' "pageup", "?"); Rename stays on r',
+            '• keys.copy = "ctrl+q": Quit has that key; Copy stays on c',
+            '• keys.label = "enter": Move has that key; Label stays on m',
+        ]
+        await pilot.press("ctrl+k")
+        assert app.browser.query_one("#search").display
+        await pilot.press("escape")
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        rows = HelpScreen.for_screen(app.screen_stack[-2]).sections
+        moves = [keys for _, section in rows for keys, what in section if what.startswith("Move")]
+        assert moves and moves[0].startswith("⏎")

@@ -133,10 +133,12 @@ class SessionTreeApp(App[None]):
         self.collector.resume()
 
     def _remappable(self) -> list[Binding]:
-        """The bindings a keymap is checked against: the app's, the browser's and its tree's,
-        whose keys a remapped browser key would clash with."""
-        classes = (type(self), BrowserScreen, SessionTreeView)
-        return [b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding)]
+        """The bindings a keymap is checked against: the app's (Textual's own `ctrl+q` and the
+        command palette's key among them), the browser's and its tree's, whose keys a remapped
+        browser key would clash with."""
+        palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Commands")
+        classes = (type(self), App, BrowserScreen, SessionTreeView)
+        return [palette, *(b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding))]
 
     def on_mount(self) -> None:
         sys.setswitchinterval(SWITCH_INTERVAL)
@@ -147,8 +149,11 @@ class SessionTreeApp(App[None]):
             problems += clashes
         if keymap:
             self.set_keymap(keymap)
-        for problem in problems:
-            self.notify(problem, title="Key bindings", severity="warning", markup=False, timeout=8)
+        if problems:  # one toast: at 80x24 a third pushed the first out of sight
+            said = "\n".join(f"• {problem}" for problem in problems) if len(problems) > 1 else problems[0]
+            self.notify(
+                said, title="Key bindings", severity="warning", markup=False, timeout=6 + 4 * len(problems)
+            )
         session, self._first_session = self._first_session, None
         if self._opening is not None:
             self.push_screen(LoadingScreen(self._opening.label))

@@ -11,11 +11,13 @@ ids to keys, applied with Textual's keymap support (`App.set_keymap`). For examp
 from __future__ import annotations
 
 import os
+import string
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
 from textual.binding import Binding
+from textual.keys import Keys, _character_to_key, format_key
 
 
 def default_keymap_path() -> Path:
@@ -47,9 +49,11 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
 
 
 def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple[dict[str, str], list[str]]:
-    """`keymap` without the ids no binding has and the keys another binding answers to, with
-    a problem for each: `quit = "j"` left `q` dead and `j` still moving down (the tree's own
-    key comes first), and a misspelt id did nothing, both without a word."""
+    """`keymap` with its key names as Textual spells them, without the ids no binding has, the
+    keys no keyboard sends and the keys another binding answers to, with a problem for each:
+    `quit = "j"` left `q` dead and `j` still moving down (the tree's own key comes first),
+    `label = "enter"` took Enter from Move, `help = "F1"` showed in the footer but never fired
+    (Textual's names are lower case), and a misspelt id did nothing, all without a word."""
     bindings = list(bindings)
     by_id = {b.id: b for b in bindings if b.id}
     problems = [
@@ -57,7 +61,19 @@ def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple
         for name in keymap
         if name not in by_id
     ]
-    wanted = {name: keys for name, keys in keymap.items() if name in by_id}
+    wanted: dict[str, str] = {}
+    for name, keys in keymap.items():
+        if name not in by_id:
+            continue
+        named = [key_name(k) for k in keys.split(",")]
+        unknown = [k for k, n in zip(keys.split(","), named, strict=True) if n is None]
+        if unknown:
+            problems.append(
+                f'keys.{name} = "{keys}": no key is called "{unknown[0].strip()}" (key names look like'
+                f' "f1", "ctrl+k", "pageup", "?"); {_stays(by_id[name])}'
+            )
+        else:
+            wanted[name] = ",".join(n for n in named if n is not None)
     taken: dict[str, Binding] = {}
     for b in bindings:
         if b.id not in wanted:
@@ -65,17 +81,42 @@ def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple
                 taken.setdefault(key, b)
     kept: dict[str, str] = {}
     for name, keys in wanted.items():
-        # A priority binding (`/`, `m`, …) is looked up before the focused widget's: it wins.
-        mine = by_id[name].priority
-        clash = next((taken[k] for k in keys.split(",") if k in taken and not mine), None)
+        # Whichever of two bindings of one key Textual looks up first, the other goes dead.
+        clash = next((taken[k] for k in keys.split(",") if k in taken), None)
         if clash is not None:
-            default = by_id[name].key.split(",")[0]
             problems.append(
-                f'keys.{name} = "{keys}": {clash.description or clash.action} has that key;'
-                f" {by_id[name].description or name} stays on {default}"
+                f'keys.{name} = "{keymap[name]}": {clash.description or clash.action} has that key;'
+                f" {_stays(by_id[name])}"
             )
             continue
         kept[name] = keys
         for key in keys.split(","):
             taken[key] = by_id[name]
     return kept, problems
+
+
+MODIFIERS = ("ctrl", "alt", "shift", "meta", "super", "hyper")
+# Names of keys that are not characters, as Textual's key events name them.
+NAMED_KEYS = frozenset(k.value.rpartition("+")[2] for k in Keys if not k.value.startswith("<")) | frozenset(
+    _character_to_key(c) for c in string.printable if c.isprintable() and not c.isspace()
+)
+
+
+def key_name(key: str) -> str | None:
+    """`key` as Textual names it (`F1` → `f1`, `Ctrl+K` → `ctrl+k`, `?` → `question_mark`), or
+    None when no key is called that. A letter alone keeps its case: `B` is shift+b."""
+    key = key.strip()
+    if len(key) == 1:
+        return _character_to_key(key)
+    *mods, name = key.split("+")
+    mods = [m.strip().lower() for m in mods]
+    name = name.strip()
+    name = name.lower() if len(name) > 1 else _character_to_key(name.lower() if mods else name)
+    if not name or any(m not in MODIFIERS for m in mods) or name not in NAMED_KEYS:
+        return None
+    return "+".join([*mods, name])
+
+
+def _stays(binding: Binding) -> str:
+    default = binding.key.split(",")[0]
+    return f"{binding.description or binding.id} stays on {format_key(default)}"
