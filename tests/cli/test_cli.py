@@ -19,6 +19,7 @@ import pytest
 
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session, SqliteStorage
+from sessiontree.storage.index import LEAF
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -102,6 +103,24 @@ def test_a_summary_with_no_move_is_refused_not_dropped(tmp_path):
         done = run("move", str(path), *where, "--summary", "important notes", check=False)
         assert done.returncode == 2 and "the summary was not written either" in done.stderr
         assert path.read_bytes() == before
+
+
+def test_move_and_context_refuse_a_leaf_entry_as_fork_and_export_do(tmp_path):
+    """`move` to a `leaf` entry put the leaf on the entry's parent (where the leaf was before
+    that move) and `context --at` one answered with that parent's context, while fork and
+    export refuse one and name its target (QA)."""
+    path, _u1, a1 = make(tmp_path)
+    with Session(JsonlStorage.open(path, read_only=True)) as s:
+        moved = next(i for i in range(len(s.tree)) if s.tree.kind[i] == LEAF)
+        leaf_entry = s.tree.ids[moved]
+    before = path.read_bytes()
+    for args in (["move", str(path), leaf_entry], ["context", str(path), "--at", leaf_entry, "--json"]):
+        done = run(*args, check=False)
+        assert done.returncode == 2 and done.stdout == ""
+        assert f"is a `leaf` entry (a recorded move of the leaf to {a1})" in done.stderr
+        assert f"use its target {a1}" in done.stderr
+    assert path.read_bytes() == before
+    assert json.loads(run("context", str(path), "--at", a1, "--json").stdout)["leafId"] == a1
 
 
 def test_check_reports_damage(tmp_path):

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..context import iter_llm
 from ..display import counted, entry_glyph, entry_preview, short_time
-from ..export.common import damage_line
+from ..export.common import damage_line, resolve_target
 from ..model.errors import SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
@@ -46,7 +46,8 @@ def register(sub: Any) -> None:
 
 def cmd_context(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
-        at = session.resolve_id(args.at) if args.at is not None else None
+        # A `leaf` entry is refused (its context is that of where the leaf was before it).
+        at = resolve_target(session, session.resolve_id(args.at))[0] if args.at is not None else None
         leaf = at or session.leaf_id
         damaged = warn_damage(session, damage_line(session, done="built the context from"))
         if args.llm or args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..export.common import resolve_target
 from ..model.errors import SessionError
 from ..opening import open_session, upgrade_session
 from .output import err, out, working
@@ -35,7 +36,9 @@ def cmd_move(args: argparse.Namespace) -> int:
         if target in ("root", "none") and session.get_entry(target) is None:
             target = None  # the old spelling of --start, kept where no entry has that id
         elif target is not None:
-            target = session.resolve_id(target)
+            # A `leaf` entry is refused as fork and export refuse it: the leaf would go to its
+            # parent, where the leaf was before that move (QA).
+            target, _ = resolve_target(session, session.resolve_id(target))
         if target == session.leaf_id:  # as in the app: a leaf entry to where it is says nothing
             where = target or "(none: before the first entry)"
             if args.summary is not None:  # the user's text would be dropped without a word (QA)
