@@ -329,6 +329,23 @@ async def test_project_filter_cycles_through_working_directories(root):
         assert names(app) == ["api.jsonl"]
 
 
+async def test_the_match_count_is_of_the_rows_the_project_filter_shows(root):
+    """With a project chosen, the line under the search box counted the matches of every
+    project ("5 sessions match" over 4 rows: QA)."""
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await search_for(app, pilot, "the")
+        await pilot.press("enter")  # to the list, where p chooses a project
+        await settle(app, pilot)
+        assert sorted(names(app)) == ["api.jsonl", "hostile.jsonl", "weather.jsonl"]
+        assert text_of(app, "#picker-message").startswith("3 sessions match · ")
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert names(app) == ["weather.jsonl", "hostile.jsonl"]
+        assert text_of(app, "#picker-message").startswith("2 sessions match in this project · ")
+
+
 async def test_cwd_term_in_the_search(root):
     app = picker_app(root)
     async with app.run_test(size=WIDE) as pilot:

@@ -630,8 +630,14 @@ class PickerScreen(Screen[Path | None]):
         elif search is not None and search.pending:
             text = Text(f"searching message text… {search.done}/{search.total} files", style="italic")
         elif search is not None:
-            found = len(search.matched)
-            text = Text(f"{counted(found, 'session')} {'matches' if found == 1 else 'match'} · Esc clears")
+            # Counted as the rows are shown: in the project filtered to, if one is (QA: "5
+            # sessions match" over 4 rows).
+            project = self.memory.project
+            listings = (self.listings.get(key) for key in search.matched)
+            found = sum(1 for x in listings if x is not None and project in (None, x.cwd))
+            verb = "matches" if found == 1 else "match"
+            where = " in this project" if project is not None else ""
+            text = Text(f"{counted(found, 'session')} {verb}{where} · Esc clears")
         elif focused:
             text = Text('words (all must appear) · "a phrase" · re:regex · cwd:dir · Enter: to the list')
         message.update(text or "")
@@ -837,6 +843,7 @@ class PickerScreen(Screen[Path | None]):
         self._fill()
         self._update_title()
         self._update_status()
+        self._show_message()
         self._show_preview()
 
     def action_toggle_preview(self) -> None:
