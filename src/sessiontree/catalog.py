@@ -130,9 +130,7 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             tree = session.tree
             listing.leaf_id = tree.leaf_id()
             # Counted as `Session.stats` counts them, from the index alone (no entry decoded).
-            after = tree.next_sibling
-            listing.leaf_count = sum(1 for c in tree.first_child if c < 0)
-            listing.fork_count = sum(1 for c in tree.first_child if c >= 0 and after[c] >= 0)
+            listing.leaf_count, listing.fork_count = tree.branch_counts()
             listing.first_message = first_words(session)
             last = tree.role.rfind(USER)
             listing.last_message = _text(session, last, USER) if last >= 0 else ""

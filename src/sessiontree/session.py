@@ -785,9 +785,7 @@ class Session:
                     usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
                 )
                 stats.cost_total += usage["cost"]["total"]
-        index = self.tree
-        stats.fork_count = sum(1 for i in range(len(index)) if index.is_fork(i))
-        stats.leaf_count = sum(1 for i in range(len(index)) if index.first_child[i] < 0)
+        stats.leaf_count, stats.fork_count = self.tree.branch_counts()
         stats.types = dict(types)
         stats.roles = dict(roles)
         return stats

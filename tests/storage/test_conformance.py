@@ -550,6 +550,25 @@ def test_stats(backend):
     assert st.cost_total == 0.5
 
 
+def test_moving_the_leaf_about_makes_no_tip_and_no_fork(backend):
+    """Browsing back and forth appends `leaf` entries below the old leaf: counted as entries
+    of the conversation, two moves made one more tip and one fork (QA: the picker said "2
+    leaves · 1 fork" of a session nobody had branched)."""
+    s = backend.session()
+    u1 = s.append_message(U("q"))
+    a1 = s.append_message(A("r"))
+    s.append_message(U("q2"))
+    st = s.stats()
+    assert (st.leaf_count, st.fork_count) == (1, 0)
+    s.move_to(u1)
+    s.move_to(a1)
+    st = s.stats()
+    assert (st.leaf_count, st.fork_count) == (1, 0) and st.entry_count == 5
+    s.append_message(U("another q2"))  # a branch now: the answer is continued twice
+    st = s.stats()
+    assert (st.leaf_count, st.fork_count) == (2, 1)
+
+
 def test_limited_context_keeps_newest_and_the_summary(backend):
     s = backend.session()
     for n in range(5):

@@ -116,6 +116,7 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
     target, note = resolve_target(session, at)
     tree = session.tree
     n = len(tree)
+    tips, forks = tree.branch_counts()  # as `Session.stats` counts them
     result = HtmlExport(target, n, note=note)
     # The leaf's context, for its counts only: built before the page's parts, and dropped, so
     # its decoded entries are never held beside them.
@@ -205,8 +206,8 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
             "messages": sum(counts.roles.values()),
             "roles": counts.roles,
             "types": counts.types,
-            "forks": sum(1 for i in range(n) if tree.is_fork(i)),
-            "tips": sum(1 for i in range(n) if tree.first_child[i] < 0),
+            "forks": forks,
+            "tips": tips,
             "labels": len(labels),
             "usageTokens": counts.usage_tokens,
             "cost": round(counts.cost, 6),

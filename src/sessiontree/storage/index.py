@@ -317,9 +317,17 @@ class TreeIndex:
             yield c
             c = self.next_sibling[c]
 
-    def is_fork(self, i: int) -> bool:
-        c = self.first_child[i]
-        return c != NONE and self.next_sibling[c] != NONE
+    def branch_counts(self) -> tuple[int, int]:
+        """(tips, forks): entries nothing continues, and entries continued more than once.
+        `leaf` entries, which record a move of the leaf rather than say anything, are left out:
+        browsing back and forth added a tip and a fork per move (QA)."""
+        kind, parent = self.kind, self.parent
+        kids = bytearray(len(parent))  # children counted up to 2: enough to tell
+        for i, p in enumerate(parent):
+            if p >= 0 and kind[i] != LEAF and kids[p] < 2:
+                kids[p] += 1
+        tips = sum(1 for i, k in enumerate(kids) if not k and kind[i] != LEAF)
+        return tips, kids.count(2)
 
     def runs(self) -> Runs:
         """The tree cut into runs of consecutive positions (`storage.runs`), up to date."""
