@@ -276,6 +276,27 @@ def test_an_argument_a_command_does_not_take_is_shown_with_its_usage(tmp_path):
         assert done.stderr.rstrip().endswith(f"unrecognized arguments: {args[-1]}")
 
 
+def test_a_misspelt_command_and_pick_on_a_file_say_what_is_wrong(tmp_path):
+    """`sessiontree exprot FILE` said "unrecognized arguments: FILE"; `--pick FILE` (or a path
+    that does not exist) opened an empty picker saying no session files were found (QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    done = run("exprot", str(path), check=False)
+    assert done.returncode == 2 and "no command 'exprot'; did you mean 'export'?" in done.stderr
+    for where, why in ((path, "is a file: open it without --pick"), (tmp_path / "nope", "does not exist")):
+        done = run("--pick", str(where), check=False)
+        assert done.returncode == 2 and done.stdout == ""
+        assert f"--pick lists the sessions of a directory; {where} {why}" in done.stderr
+    named = tmp_path / "exprot"  # a file of that name is opened, not taken for a typo
+    shutil.copyfile(path, named)
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", str(named)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "needs a terminal" in done.stderr
+
+
 def test_move_says_where_an_incomplete_last_line_went(tmp_path):
     """`move` on a file whose last line was cut off set the line aside in FILE.torn, unsaid."""
     path, u1, _a1 = make(tmp_path)

@@ -13,6 +13,8 @@ Text output goes through `output.out`, which makes session text inert; `--json` 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -42,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if extra:  # said by the command's own parser, with its usage, not the top level's
                 commands[argv[0]].error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args))
+        typo = _misspelt_command(argv)
+        if typo is not None:
+            raise SessionError("invalid_argument", typo)
         args = browse.parser(COMMANDS).parse_args(argv)
         return browse.run(args)
     except SessionError as exc:
@@ -51,6 +56,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def _misspelt_command(argv: list[str]) -> str | None:
+    """What to say when the first word is no command and no file but close to a command: the
+    browser took `sessiontree exprot FILE` as a file to open and said "unrecognized arguments:
+    FILE" (QA)."""
+    if not argv or argv[0].startswith("-") or "#" in argv[0] or os.path.exists(argv[0]):
+        return None
+    close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
+    return (
+        f"no command {argv[0]!r}; did you mean {close[0]!r}? (sessiontree --help lists them)"
+        if close
+        else None
+    )
 
 
 __all__ = ["COMMANDS", "main"]

@@ -6,8 +6,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import __version__
+from ..model.errors import SessionError
 from ..opening import DEFAULT_SESSIONS_DIR
 from .output import err
 
@@ -42,6 +44,12 @@ def parser(commands: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pick and args.path is not None and not Path(args.path).is_dir():
+        # It showed an empty picker saying "No session files found in FILE" (QA).
+        what = "is a file: open it without --pick" if Path(args.path).exists() else "does not exist"
+        raise SessionError(
+            "invalid_argument", f"--pick lists the sessions of a directory; {args.path} {what}"
+        )
     # Textual reads keys from stdin and draws on stderr (stdout stays free to redirect). Without
     # a terminal on either, the app started all the same, wrote escape codes into a file or a
     # pipe and waited for keys that could never come, until it was killed (QA).
