@@ -644,6 +644,30 @@ async def test_back_and_history(demo):
         assert cursor_id(app) == "3a7c55c4"
 
 
+async def test_history_shows_an_entry_the_filter_hides_and_says_so(demo):
+    """Under "user only", Enter on a move to an answer put the cursor on the user message above
+    it, and the status line said only the filter's name (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await move_leaf(app, pilot, "3a7c137e")  # an assistant answer
+        tree = app.browser.query_one(SessionTreeView)
+        tree.filter = Filter.USER
+        tree.rebuild()
+        await settle(app, pilot)
+        assert tree.outline.row_of[app.session.tree.pos["3a7c137e"]] < 0
+        await pilot.press("H")
+        await settle(app, pilot)
+        await pilot.press("enter")  # the newest move: to the answer
+        await settle(app, pilot)
+        assert cursor_id(app) == "3a7c137e" and tree.filter is Filter.ALL
+        assert status(app) == "At 3a7c137e, where that move went (the filter hid it: now all)"
+        await pilot.press("H")
+        await settle(app, pilot)
+        await pilot.press("enter")  # shown now: nothing changes but the cursor
+        await settle(app, pilot)
+        assert status(app) == "At 3a7c137e, where that move went"
+
+
 async def test_a_refused_move_leaves_where_b_goes_alone(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -366,8 +366,9 @@ class SessionTreeApp(App[None]):
         for target, label in sorted(screen.session.labels().items(), key=lambda kv: kv[1]):
             position = screen.session.tree.pos.get(target)
             if position is not None:
+                said = f"At {target}, labelled {inert(label)}"
                 yield SystemCommand(
-                    f"Go to label: {inert(label)}", f"entry {target}", partial(tree.go_to_position, position)
+                    f"Go to label: {inert(label)}", f"entry {target}", partial(screen.reveal, position, said)
                 )
 
     @on(events.DeliveryFailed)

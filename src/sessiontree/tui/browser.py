@@ -353,15 +353,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             if value is None or not value.strip():
                 return
             entry_id = resolved[value]  # Enter passed `check` with this very value
-            position = session.tree.pos[entry_id]
-            tree = self._tree()
-            shown = tree.outline.row_of[position] >= 0
-            if not shown:
-                tree.filter = Filter.ALL
-                tree.rebuild()
-                self.refresh_bindings()
-            tree.go_to_position(position)
-            confirm(self, f"At {entry_id}" + ("" if shown else " (the filter hid it: now all)"))
+            self.reveal(session.tree.pos[entry_id], f"At {entry_id}")
 
         self.app.push_screen(
             TextPrompt("Go to entry id (or a unique prefix)", enter="goes there", check=check), done

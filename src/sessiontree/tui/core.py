@@ -51,6 +51,19 @@ class BrowserBase(Screen[None]):
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
 
+    def reveal(self, position: int, what: str) -> None:
+        """Put the cursor on entry `position` and say so (`what`: "At 3f2a…"), showing every
+        entry first when the filter hides it: the history's Enter and a label's command landed
+        on a shown ancestor without a word (QA)."""
+        tree = self._tree()
+        hidden = tree.outline.row_of[position] < 0 and tree.filter is not Filter.ALL
+        if hidden:
+            tree.filter = Filter.ALL
+            tree.rebuild()
+            self.refresh_bindings()
+        tree.go_to_position(position)
+        confirm(self, what + (" (the filter hid it: now all)" if hidden else ""))
+
     def _target(self) -> RowTarget | None:
         """The cursor's entry, or None after saying on the status line why there is none (an
         empty session, a filter that shows nothing): the key did nothing, said."""

@@ -145,7 +145,7 @@ class MovesMixin(BrowserBase):
                 self._tree().action_first()
                 confirm(self, "That move went to the start, before the first entry: the top row")
             elif entry_id and session.tree.pos.get(entry_id) is not None:
-                self._tree().go_to_position(session.tree.pos[entry_id])
+                self.reveal(session.tree.pos[entry_id], f"At {entry_id}, where that move went")
 
         self.app.push_screen(HistoryScreen(page, session.move_count()), chosen)
 
