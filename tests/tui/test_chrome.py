@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import subprocess
 import sys
@@ -329,6 +330,28 @@ async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
         leaf = app.session.leaf_id
     with open_session(path, read_only=True) as again:
         assert again.format_version == 3 and again.leaf_id == leaf
+
+
+async def test_an_old_format_file_the_user_cannot_write_is_not_offered_an_upgrade(tmp_path, monkeypatch):
+    """The banner offered U for a file of another user's, and U said no only after its dialog
+    (QA, as an unprivileged user: these tests run as root, whom the permissions do not stop,
+    so the answer of `os.access` is the other user's here)."""
+    path = tmp_path / "old.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(path) else real_access(p, mode))
+    before = path.read_bytes()
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        text = str(app.browser.query_one("#banner").render())
+        assert "U upgrades" not in text and "the file is not writable by you" in text
+        assert "it cannot be upgraded here" in text
+        await pilot.press("U")
+        await pilot.pause()
+        assert app.screen is app.browser  # no dialog
+        assert status(app) == "Not upgraded: the file is not writable by you"
+    assert path.read_bytes() == before and not (tmp_path / "old.jsonl.bak").exists()
 
 
 async def test_palette_offers_filters_labels_and_go_to_id(demo):

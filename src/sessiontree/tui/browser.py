@@ -365,6 +365,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         location = session.location
         if session.format_version >= 3 or location is None:
             return
+        blocked = self.upgrade_blocked()
+        if blocked is not None:
+            self.app.bell()
+            confirm(self, f"Not upgraded: {blocked}")
+            return
 
         def answered(yes: bool | None) -> None:
             if yes:

@@ -5,6 +5,7 @@ one module each, so a change to one job touches one file."""
 from __future__ import annotations
 
 import contextlib
+import os
 from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
@@ -115,10 +116,12 @@ class BrowserBase(Screen[None]):
             if session.format_version < 3 and session.location is not None:
                 # The storage's reason names the CLI's `upgrade` with the file's path: four
                 # rows at 80 columns. Here a key does it, so two rows say as much.
-                text = (
-                    f"READ-ONLY: a version {session.format_version} file (Pi's older format), shown"
-                    " as v3; the file is left untouched. U upgrades it (a backup is kept)."
-                )
+                old = f"READ-ONLY: a version {session.format_version} file (Pi's older format), shown as v3"
+                blocked = self.upgrade_blocked()
+                if blocked is None:
+                    text = f"{old}; the file is left untouched. U upgrades it (a backup is kept)."
+                else:  # U was offered, and said so only after its dialog (QA)
+                    text = f"{old}, and {blocked}: it cannot be upgraded here."
             else:
                 text = f"READ-ONLY: {inert(session.read_only_reason or 'opened with --read-only')}"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
@@ -127,6 +130,18 @@ class BrowserBase(Screen[None]):
             banner.display = True
         else:
             banner.display = False
+
+    def upgrade_blocked(self) -> str | None:
+        """Why an old-format file cannot be upgraded by this user (a rewrite next to the file,
+        with a backup: the file and its directory must be writable), or None."""
+        location = self.session.location
+        if location is None:
+            return None
+        if not os.access(location, os.W_OK):
+            return "the file is not writable by you"
+        if not os.access(os.path.dirname(os.path.abspath(location)), os.W_OK):
+            return "its directory is not writable by you"
+        return None
 
     def _match_rows(self) -> list[int]:
         """The rows of the search matches, sorted; kept until the rows or the matches change
