@@ -182,7 +182,7 @@ async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_pat
                 assert f"filter {name}" in lines[0]
             assert f"context · up to {cursor_id(app)}" in "".join(lines[1:3])
         assert "filter" not in screen_lines(app)[0]
-        assert ("READ-ONLY: opened read-only" in screen_lines(app)[1]) is read_only
+        assert ("READ-ONLY: opened with --read-only; nothing is written" in screen_lines(app)[1]) is read_only
         assert not layouts
 
 

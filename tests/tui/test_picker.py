@@ -516,9 +516,11 @@ async def test_escape_clears_the_search_then_the_project_and_never_quits(root, t
         assert len(names(app)) == one_project < 4 and picker(app).query_one(Input).value == ""
         assert isinstance(app.focused, DataTable)
         assert app.screen.active_bindings["escape"].binding.description == "All projects"
+        assert "All projects" in screen_lines(app)[-1]
         await pilot.press("escape")
         await settle(app, pilot)
         assert len(names(app)) == 4 and picker(app).memory.project is None
+        assert "All projects" not in screen_lines(app)[-1]  # the footer kept it (QA)
         assert app.screen.active_bindings["escape"].binding.action == "escape('none')"
         await pilot.press("escape")  # nothing to clear, no session behind: it says how to quit
         await pilot.pause()

@@ -123,7 +123,10 @@ class BrowserBase(Screen[None]):
                 else:  # U was offered, and said so only after its dialog (QA)
                     text = f"{old}, and {blocked}: it cannot be upgraded here."
             else:
-                text = f"READ-ONLY: {inert(session.read_only_reason or 'opened with --read-only')}"
+                reason = session.read_only_reason
+                if reason in (None, "opened read-only"):  # the storage's word for what was asked
+                    reason = "opened with --read-only; nothing is written to the session"
+                text = f"READ-ONLY: {inert(reason)}"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text
                 banner.update(Text(text))

@@ -51,11 +51,13 @@ RESCAN_SECONDS = 2.0
 ROW_LIMIT = 500
 FIELDS = ("cwd",)  # `cwd:TEXT` in the search box limits it to sessions of matching directories
 
-HELP_NOTES = """\
-Search: every word must appear somewhere in the session, in any case; "a phrase" as written;
-re:PATTERN a regular expression; cwd:TEXT only sessions whose directory matches. Names, first
-messages and directories match at once; message text is read in the background (progress under
-the search box)."""
+# One paragraph: the help wraps it to its width (hard line breaks made it ragged: QA).
+HELP_NOTES = (
+    'Search: every word must appear somewhere in the session, in any case; "a phrase" as written;'
+    " re:PATTERN a regular expression; cwd:TEXT only sessions whose directory matches. Names,"
+    " first messages and directories match at once; message text is read in the background"
+    " (progress under the search box)."
+)
 
 
 @dataclass
@@ -845,6 +847,7 @@ class PickerScreen(Screen[Path | None]):
         self._update_status()
         self._show_message()
         self._show_preview()
+        self.refresh_bindings()  # Esc's meaning goes with the project (the footer kept "All projects")
 
     def action_toggle_preview(self) -> None:
         self._preview_choice = self.has_class("-no-preview")
