@@ -21,7 +21,9 @@ from .model.messages import assistant_text, content_text
 from .opening import open_session
 from .query import Query, Term
 from .session import Session
-from .storage.index import ASSISTANT, USER
+from .storage.index import ASSISTANT, USER, TreeIndex
+
+PATH_WALK = 100_000  # entries walked up from the leaf for its last user message
 
 __all__ = [
     "Catalog",
@@ -54,7 +56,7 @@ class SessionListing:
     cwd: str = ""
     name: str | None = None
     first_message: str = ""
-    last_message: str = ""  # the last user message in file order: where the session was left
+    last_message: str = ""  # the active path's last user message: where the session was left
     entry_count: int = 0
     leaf_id: str | None = None  # of a v1/v2 file: made up at each read (see `version`)
     version: int = 3  # the file's format; v1/v2 entries get ids only when read or upgraded
@@ -132,7 +134,7 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             # Counted as `Session.stats` counts them, from the index alone (no entry decoded).
             listing.leaf_count, listing.fork_count = tree.branch_counts()
             listing.first_message = first_words(session)
-            last = tree.role.rfind(USER)
+            last = _last_user_on_path(tree)
             listing.last_message = _text(session, last, USER) if last >= 0 else ""
             if texts is not None:
                 for i, role in enumerate(tree.role):
@@ -155,6 +157,18 @@ def first_words(session: Session) -> str:
     unnamed session by, and the browser's header names it by."""
     first = session.tree.role.find(USER)
     return _text(session, first, USER) if first >= 0 else ""
+
+
+def _last_user_on_path(tree: TreeIndex) -> int:
+    """The last user message on the leaf's path (-1: none): with the leaf moved back, the last
+    one in the file is on a branch left behind (QA). Past `PATH_WALK` entries without one (a
+    long run of tool calls), the last in the file."""
+    i, parent, role = tree.leaf, tree.parent, tree.role
+    for _ in range(PATH_WALK):
+        if i < 0 or role[i] == USER:
+            return i
+        i = parent[i]
+    return role.rfind(USER)
 
 
 def _text(session: Session, i: int, role: int) -> str:

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Input, Static
 
 from harness.pilot import screen_lines
 from helpers import A, U
-from sessiontree import JsonlStorage, Session, open_session
+from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
@@ -546,6 +546,25 @@ async def test_search_sees_files_changed_since_the_last_search(root):
 
 
 # --- preview ----------------------------------------------------------------------------------
+
+
+def test_the_last_message_is_the_active_paths_and_moves_make_no_branch(tmp_path):
+    """With the leaf moved back, "last ›" showed a message on the branch left behind, and two
+    moves with no message counted a second leaf and a fork (QA)."""
+    from sessiontree.catalog import describe
+
+    path = tmp_path / "s.jsonl"
+    with create_session("/w", path=path) as s:
+        s.append_message(U("first question"))
+        a1 = s.append_message(A("first answer"))
+        s.append_message(U("second question"))
+        s.append_message(A("second answer"))
+        s.move_to(a1)
+        s.move_to(s.tree.ids[0])
+        s.move_to(a1)
+    listing = describe(path)
+    assert listing.last_message == "first question"
+    assert (listing.leaf_count, listing.fork_count) == (1, 0)
 
 
 async def test_preview_shows_the_highlighted_sessions_details(root):
