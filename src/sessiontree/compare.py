@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .context import SessionContext, estimate_tokens
-from .display import counted, one_line
+from .display import counted, message_summary, one_line
 from .export.common import resolve_target
-from .model.messages import content_text, format_tool_call, json_compact, message_text, tool_calls
+from .model.messages import json_compact
 from .session import Session
 
 Message = dict[str, Any]
@@ -130,16 +130,10 @@ def compare_contexts(session: Session, a: str, b: str) -> Comparison:
 def message_line(message: Message, width: int = 100) -> str:
     """A message in one inert line: its role and the start of its text."""
     role = message.get("role") if isinstance(message, dict) else None
-    text = message_text(message)
-    if role == "assistant":
-        calls = [format_tool_call(c) for c in tool_calls(message)]
-        text = "  ".join([t for t in [text] if t.strip()] + ["→ " + c for c in calls])
-    elif role == "toolResult":
-        name = message.get("toolName")
-        text = f"{name if isinstance(name, str) else 'tool'}: {content_text(message.get('content'))}"
-    elif not isinstance(role, str):
-        text = json_compact(message)
-    return one_line(f"{role if isinstance(role, str) else '?'}: {text}", width)
+    if not isinstance(role, str):
+        return one_line(f"?: {json_compact(message)}", width)
+    # As the tree's row says it: an aborted answer with no text said nothing here (QA).
+    return one_line(f"{role}: {message_summary(message)}", width)
 
 
 class Row(NamedTuple):

@@ -121,29 +121,38 @@ def entry_glyph(entry: Entry) -> str:
 def entry_summary(entry: Entry) -> str:
     """The most telling text of an entry, not yet shortened or made inert."""
     if isinstance(entry, MessageEntry):
-        msg = entry.message
-        role = entry.role
-        if role == "assistant":
-            text = assistant_text(msg)
-            calls = [format_tool_call(c) for c in tool_calls(msg)]
-            if calls:
-                text = (text + "  " if text.strip() else "") + " ".join(calls)
-            if not text.strip():
-                thought = thinking_text(msg)
-                text = f"(thinking) {thought}" if thought else ""
-            if not text.strip() and isinstance(msg.get("errorMessage"), str):
-                text = f"(error) {msg['errorMessage']}"
-            return text
-        if role == "toolResult":
-            name = msg.get("toolName") if isinstance(msg.get("toolName"), str) else "tool"
-            flag = " ✗" if msg.get("isError") else ""
-            return f"{name}{flag}: {content_text(msg.get('content'))}"
-        if role == "bashExecution":
-            code = msg.get("exitCode")
-            return f"{msg.get('command', '')}  → exit {code}"
-        if role in ("branchSummary", "compactionSummary"):
-            return str(msg.get("summary", ""))
-        return content_text(msg.get("content"))
+        return message_summary(entry.message)
+    return _other_summary(entry)
+
+
+def message_summary(msg: dict[str, Any]) -> str:
+    """The most telling text of a message (an entry's, or one of a context), not yet
+    shortened or made inert: an aborted answer says so where its text is empty."""
+    role = msg.get("role")
+    if role == "assistant":
+        text = assistant_text(msg)
+        calls = [format_tool_call(c) for c in tool_calls(msg)]
+        if calls:
+            text = (text + "  " if text.strip() else "") + " ".join(calls)
+        if not text.strip():
+            thought = thinking_text(msg)
+            text = f"(thinking) {thought}" if thought else ""
+        if not text.strip() and isinstance(msg.get("errorMessage"), str):
+            text = f"(error) {msg['errorMessage']}"
+        return text
+    if role == "toolResult":
+        name = msg.get("toolName") if isinstance(msg.get("toolName"), str) else "tool"
+        flag = " ✗" if msg.get("isError") else ""
+        return f"{name}{flag}: {content_text(msg.get('content'))}"
+    if role == "bashExecution":
+        code = msg.get("exitCode")
+        return f"{msg.get('command', '')}  → exit {code}"
+    if role in ("branchSummary", "compactionSummary"):
+        return str(msg.get("summary", ""))
+    return content_text(msg.get("content"))
+
+
+def _other_summary(entry: Entry) -> str:
     if isinstance(entry, CompactionEntry):
         return f"compaction ({entry.tokens_before} tokens before): {entry.summary}"
     if isinstance(entry, BranchSummaryEntry):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers import PI_FIXTURES, A, U
-from sessiontree import JsonlStorage, Session, SessionError, open_session
+from sessiontree import JsonlStorage, Session, SessionError, create_session, open_session
 from sessiontree.compare import compare_contexts, comparison_lines
 from sessiontree.context import estimate_tokens
 from sessiontree.export import (
@@ -706,6 +706,22 @@ def test_compare_across_a_compaction_lines_up_the_kept_messages(tree):
     kept = [line for line in lines if line.startswith(" ")]
     assert any("kept answer" in line for line in kept)  # a2 is in both: shown as common
     assert any(line.startswith("+compactionSummary") for line in lines)
+
+
+def test_compare_shows_an_aborted_answer_as_the_tree_does(tmp_path):
+    """An answer aborted before any text was an empty "-assistant:" row; the tree's row says
+    "(error) Request was aborted" (QA)."""
+    path = tmp_path / "s.jsonl"
+    with create_session("/w", path=path) as s:
+        u1 = s.append_message(U("question"))
+        aborted = {**A(""), "content": [], "stopReason": "aborted", "errorMessage": "Request was aborted"}
+        a_aborted = s.append_message(aborted)
+        s.move_to(u1)
+        a_done = s.append_message(A("the answer"))
+    with open_session(path, read_only=True) as s:
+        lines = comparison_lines(compare_contexts(s, a_aborted, a_done))
+    assert "-assistant: (error) Request was aborted" in lines
+    assert "+assistant: the answer" in lines
 
 
 def test_compare_identical_and_refused(tree):
