@@ -68,6 +68,20 @@ def test_export_writes_files_in_each_format(tmp_path):
     ]
 
 
+def test_an_export_of_a_leaf_at_the_start_says_it_holds_no_entries(tmp_path):
+    """With the leaf moved to the start, export wrote a file of a header alone, unsaid (QA)."""
+    path, _ids = make(tmp_path)
+    with Session(JsonlStorage.open(path)) as s:
+        s.move_to(None)
+    for fmt, name in (("md", "out.md"), ("jsonl", "out.jsonl")):
+        done = run("export", str(path), "-o", str(tmp_path / name))
+        assert done.returncode == 0
+        said = "sessiontree: note: the leaf is at the start, before the first entry: the export holds"
+        assert f"{said} none of the session's 9 entries (--at ID ends it elsewhere)" in done.stderr, fmt
+    done = run("export", str(path), "-o", str(tmp_path / "out.html"))  # the page shows every entry
+    assert done.returncode == 0 and "note" not in done.stderr
+
+
 def test_existing_output_is_refused_unless_forced(tmp_path):
     path, _ = make(tmp_path)
     target = tmp_path / "taken.md"

@@ -111,6 +111,14 @@ def cmd_export(args: argparse.Namespace) -> int:
             else:
                 data, page = html_chunks(session, at)
                 note, problem = page.note, damage_line(session)
+            if fmt != "html" and at is None and session.leaf_id is None and session.entry_count():
+                # A file of a header alone was written without a word (QA); the page shows the
+                # whole tree whatever the leaf.
+                entries = counted(session.entry_count(), "entry", "entries")
+                note = (
+                    "the leaf is at the start, before the first entry: the export holds none of the"
+                    f" session's {entries} (--at ID ends it elsewhere)"
+                )
             if args.output:
                 # a session file, private to its owner like every one sessiontree creates (a fork)
                 mode = 0o600 if fmt == "jsonl" else 0o666
