@@ -856,6 +856,20 @@ async def test_preview_toggles_and_follows_resizes(root):
         assert screen.has_class("-side") and "cwd" in [c.key.value for c in table(app).columns.values()]
 
 
+async def test_a_preview_shown_again_uses_its_whole_width(root):
+    """At 50x16, `v` showed the preview below the list with every line cut at 20 columns
+    ("cwd /home/dev/weath…") until the cursor moved: drawn before it had a width (QA)."""
+    app = picker_app(root)
+    async with app.run_test(size=(50, 16)) as pilot:
+        await settle(app, pilot)
+        screen = picker(app)
+        assert screen.has_class("-no-preview")  # too short to show it unasked
+        await pilot.press("v")
+        await settle(app, pilot)
+        assert screen.has_class("-below")
+        assert "cwd /home/dev/weather" in preview(app)
+
+
 async def test_the_bundled_pi_fixtures(tmp_path):
     from helpers import PI_FIXTURES
 

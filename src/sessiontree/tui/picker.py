@@ -683,6 +683,10 @@ class PickerScreen(Screen[Path | None]):
             body.update(Text(f"{listing.path.name}\nreading…", style="dim"))
             self._describe_one(listing.path)
             return
+        if self.has_class("-below") and not preview.size.width:
+            # Just shown (`v`) and not laid out yet: its lines were cut to 20 columns (QA).
+            self.call_after_refresh(self._show_preview)
+            return
         hit = self.search.matched.get(key) if self.search is not None else None
         width = max(20, preview.size.width - 2) if self.has_class("-below") else None
         body.update(
