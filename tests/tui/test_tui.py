@@ -557,6 +557,11 @@ async def test_rename(demo):
         await settle(app, pilot)
         assert app.browser.title == "Time zones"
         assert lines(demo)[-1]["name"] == "Time zones"
+        await pilot.press("r", "ctrl+u")
+        app.screen.query_one(Input).insert_text_at_cursor("Time\tzones\x1bx")  # as a paste puts it
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["name"] == "Time zones x"  # one line, no control characters (QA)
 
 
 async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):

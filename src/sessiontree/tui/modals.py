@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -349,9 +350,11 @@ class TextPrompt(Dialog[str | None]):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        problem = self.check(event.value) if self.check is not None else None
+        # One line: a pasted tab or escape character became part of a session's name (QA).
+        value = "".join(" " if unicodedata.category(c) == "Cc" else c for c in event.value)
+        problem = self.check(value) if self.check is not None else None
         if problem is None:
-            self.dismiss(event.value)
+            self.dismiss(value)
             return
         shown = self.query_one("#prompt-problem", Static)
         shown.update(plain(problem))
