@@ -59,3 +59,34 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
 
 def roles(messages: list[dict[str, Any]]) -> list[str]:
     return [m["role"] for m in messages]
+
+
+def session_from_steps(steps: list[tuple[str, int]]) -> tuple[Any, list[str]]:
+    """A session in memory made by `steps` (what, k) from a first user message, for property
+    tests of contexts: "u", "a" messages; "a-usage" an answer reporting usage; "compact" a
+    compaction kept from an entry on the path (or with nothing kept); "back" a move to an
+    earlier entry, "summary" one with a branch summary; "model" a model change. Returns the
+    session and the ids of the entries the steps wrote, in order."""
+    from sessiontree import MemoryStorage, Session
+
+    s = Session(MemoryStorage())
+    ids = [s.append_message(U("start"))]
+    for what, k in steps:
+        if what == "u":
+            ids.append(s.append_message(U(f"u{k}")))
+        elif what == "a":
+            ids.append(s.append_message(A(f"a{k}")))
+        elif what == "a-usage":
+            ids.append(s.append_message(A(f"a{k}", usage=zero_usage(totalTokens=k + 1))))
+        elif what == "compact":
+            path = [s.tree.ids[i] for i in s.tree.path_to_root(s.tree.leaf)]
+            ids.append(s.append_compaction(f"sum{k}", path[k % len(path)] if k % 3 else None, 1))
+        elif what == "summary":
+            s.move_to(ids[k % len(ids)], summary=f"left {k}")
+        elif what == "model":
+            ids.append(s.append_model_change("p", f"m{k}"))
+        elif what == "back":  # compactions on other branches are not on this path
+            s.move_to(ids[k % len(ids)])
+        else:
+            raise ValueError(what)
+    return s, ids

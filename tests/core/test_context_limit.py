@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import PI_FIXTURES, A, U
-from sessiontree import MemoryStorage, Session, open_session
+from helpers import PI_FIXTURES, session_from_steps
+from sessiontree import open_session
 from sessiontree.storage.index import COMPACTION, LEAF
 
 
@@ -20,18 +20,7 @@ from sessiontree.storage.index import COMPACTION, LEAF
     steps=st.lists(st.tuples(st.sampled_from(["u", "a", "compact", "back"]), st.integers(0, 99)), max_size=40)
 )
 def test_limited_context_is_the_tail_of_the_full_one(steps):
-    s = Session(MemoryStorage())
-    ids = [s.append_message(U("start"))]
-    for what, k in steps:
-        if what == "u":
-            ids.append(s.append_message(U(f"u{k}")))
-        elif what == "a":
-            ids.append(s.append_message(A(f"a{k}")))
-        elif what == "compact":  # kept from an entry on the path, or with nothing kept
-            path = [s.tree.ids[i] for i in s.tree.path_to_root(s.tree.leaf)]
-            ids.append(s.append_compaction(f"sum{k}", path[k % len(path)] if k % 3 else None, 1))
-        else:  # back to an earlier entry: compactions on other branches are not on this path
-            s.move_to(ids[k % len(ids)])
+    s, ids = session_from_steps(steps)
     for at in {ids[-1], ids[len(ids) // 2], s.leaf_id}:
         full = s.build_context(at=at)
         for limit in (1, 2, 5):

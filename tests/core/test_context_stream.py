@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import PI_FIXTURES, A, U, zero_usage
+from helpers import PI_FIXTURES, A, U, session_from_steps, zero_usage
 from sessiontree import MemoryStorage, Session, create_session, open_session
 from sessiontree.context import TokenTally, estimate_context_tokens
 from sessiontree.storage.index import LEAF
@@ -35,33 +35,9 @@ STEPS = ["u", "a", "a-usage", "compact", "back", "summary", "model"]
 
 
 @settings(max_examples=120, deadline=None)
-@given(
-    steps=st.lists(
-        st.tuples(
-            st.sampled_from(["u", "a", "a-usage", "compact", "back", "summary", "model"]), st.integers(0, 99)
-        ),
-        max_size=40,
-    )
-)
+@given(steps=st.lists(st.tuples(st.sampled_from(STEPS), st.integers(0, 99)), max_size=40))
 def test_a_streamed_context_is_the_built_one(steps):
-    s = Session(MemoryStorage())
-    ids = [s.append_message(U("start"))]
-    for what, k in steps:
-        if what == "u":
-            ids.append(s.append_message(U(f"u{k}")))
-        elif what == "a":
-            ids.append(s.append_message(A(f"a{k}")))
-        elif what == "a-usage":  # Pi's estimate starts from the newest reported usage
-            ids.append(s.append_message(A(f"a{k}", usage=zero_usage(totalTokens=k + 1))))
-        elif what == "compact":
-            path = [s.tree.ids[i] for i in s.tree.path_to_root(s.tree.leaf)]
-            ids.append(s.append_compaction(f"sum{k}", path[k % len(path)] if k % 3 else None, 1))
-        elif what == "summary":
-            s.move_to(ids[k % len(ids)], summary=f"left {k}")
-        elif what == "model":
-            ids.append(s.append_model_change("p", f"m{k}"))
-        else:
-            s.move_to(ids[k % len(ids)])
+    s, ids = session_from_steps(steps)
     with mock.patch("sessiontree.session.STREAM_ENTRIES", 3):  # many stretches
         for at in {ids[-1], ids[len(ids) // 2], None}:
             assert streamed(s, at) == built(s, at)
