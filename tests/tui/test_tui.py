@@ -671,18 +671,6 @@ async def test_history_shows_an_entry_the_filter_hides_and_says_so(demo):
         await pilot.press("enter")  # shown now: nothing changes but the cursor
         await settle(app, pilot)
         assert status(app) == "At 3a7c137e, where that move went"
-        tree.filter = Filter.DEFAULT
-        tree.rebuild()
-        await pilot.press("b", "b")  # to the demo's own leaf, a label entry after its `m`
-        await settle(app, pilot)
-        assert app.session.leaf_id == "3a7c57b7"
-        await pilot.press("H")
-        await settle(app, pilot)
-        await pilot.press("enter")
-        await settle(app, pilot)
-        # bookkeeping no filter but "all" shows: the filter stays, the cursor goes above it
-        assert tree.filter is Filter.DEFAULT and cursor_id(app) == "3a7c55c4"
-        assert status(app) == "At 3a7c57b7, where that move went (a label entry: on the row before it)"
 
 
 async def test_a_refused_move_leaves_where_b_goes_alone(demo):

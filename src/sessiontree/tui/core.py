@@ -58,13 +58,6 @@ class BrowserBase(Screen[None]):
         on a shown ancestor without a word (QA)."""
         tree = self._tree()
         hidden = tree.outline.row_of[position] < 0 and tree.filter is not Filter.ALL
-        kind = self.session.tree.type_name(position)
-        if hidden and kind in ("label", "leaf"):
-            # Bookkeeping that no filter but "all" shows, as Pi's `/tree` never does (a leaf
-            # left on a label after `m`): its row is the entry it follows, as for the leaf.
-            tree.go_to_position(position)
-            confirm(self, f"{what} (a {kind} entry: on the row before it)")
-            return
         if hidden:
             tree.filter = Filter.ALL
             tree.rebuild()
