@@ -9,6 +9,7 @@ import random
 import re
 import shutil
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,8 +117,11 @@ def _line(eid: str, parent: str | None, body: str) -> bytes:
         min_size=1,
         max_size=5,
     ),
+    numpy_fold=st.booleans(),
 )
-def test_tricky_sessions_find_what_decoding_finds(tmp_path_factory, texts, queries):
+def test_tricky_sessions_find_what_decoding_finds(tmp_path_factory, monkeypatch, texts, queries, numpy_fold):
+    # a file this small is folded with `bytes.translate`, a big one with numpy: both are tried
+    monkeypatch.setattr(jsonl_storage, "SCAN_NUMPY_MIN", 0 if numpy_fold else 1 << 40)
     path = tmp_path_factory.mktemp("find") / "s.jsonl"
     session = create_session("/p", path=path)
     first = session.append_message(U("start"))
@@ -247,6 +251,54 @@ def test_a_query_searched_again_decodes_only_what_it_has_not_seen(tmp_path, monk
     other = remembered.find(session, compile_query("answer"), range(len(session.tree)))
     assert other is not None and other.positions == decode_all(session, compile_query("answer"))
     session.close()
+
+
+ESCAPE = re.compile(rb"\\u(?:00[0-7]|013[01]|017[fF]|212[aA])")
+LOOKALIKES = tuple(letter.encode() for letter in "\u0130\u0131\u017f\u212a")
+
+
+@pytest.mark.parametrize("numpy_fold", [False, True])
+def test_the_scan_marks_exactly_the_lines_lowercasing_finds(tmp_path, monkeypatch, numpy_fold):
+    """The scan compares bytes with their 0x20 bit set, so `[X]` and `{x}` look alike to it
+    (and `|u` like the `\\u` of an escape): a line is marked only if lowercasing it shows the
+    needle, or it really holds an escape or a lookalike letter. Blocks of 256 bytes put line
+    ends and matches on block edges."""
+    monkeypatch.setattr(jsonl_storage, "SCAN_NUMPY_MIN", 0 if numpy_fold else 1 << 40)
+    monkeypatch.setattr(jsonl_storage, "SCAN_BLOCK", 256)
+    bodies = [
+        "[X] and [Y]",
+        "{x} and {Y}",
+        "a pipe |u0041 is not an escape",
+        "a real \\u004A escape",
+        "KELVIN \\u212A and \\u212a",
+        "kelvin \u212a raw",
+        "\\\\u0041: an escaped backslash before u0041",
+        "plain words" * 40,
+        "x{X}y and ^caret~",
+        "ESCAPE in capitals",
+        "\u0130nline and \u017fome",
+    ]
+    path = tmp_path / "s.jsonl"
+    session = create_session("/p", path=path)
+    session.append_message(U("start"))
+    parent = session.leaf_id
+    session.close()
+    with open(path, "ab") as f:
+        for n, body in enumerate(bodies):
+            f.write(_line(f"e{n}", parent, body))
+            parent = f"e{n}"
+    with open_session(path, read_only=True) as session:
+        storage = session.storage
+        raws = [storage.raw_line(i) for i in range(len(session.tree))]
+        for needle in (b"{x}", b"[x]", b"x}", b"escape", b"plain words", b"kelvin", b"~", b"u0041"):
+            marks = storage.lines_containing(needle)
+            expected = [
+                (CONTAINS if needle in raw.lower() else 0)
+                | (ESCAPED if ESCAPE.search(raw) or any(x in raw for x in LOOKALIKES) else 0)
+                for raw in raws
+            ]
+            assert marks is not None and list(marks) == expected, needle
+        assert sum(m & ESCAPED for m in expected) >= 4 and sum(m & CONTAINS for m in expected) >= 2
 
 
 def test_lines_with_ascii_escapes_are_marked_and_remembered(tmp_path):
