@@ -5,7 +5,7 @@ What a query is matched against is an entry's *haystack*: the text the tree show
 (`display.entry_summary`; for a tool result also the call its row is drawn as), for an
 assistant turn also what its row cuts short and the preview shows whole (its tool calls'
 arguments, its thinking), its label and its id. Decoding every entry to build that text costs
-tens of seconds per million entries; scanning the file's bytes for a word costs one or two.
+tens of seconds per million entries; scanning the file's bytes for a word about one.
 The scan must never lose a match, so it looks only for pieces of the query that any matching
 entry's line is sure to contain byte for byte once ASCII letters are lowercased:
 
@@ -175,8 +175,8 @@ def find(
 ) -> Found | None:
     """The entries among `positions` (kept in that order) whose haystack matches `query`,
     after the entries `matched` already known to match (`Remembered`). `scanning` is called
-    with (bytes scanned, bytes to scan) as the byte scan goes (one to two seconds per
-    gigabyte), `progress` every `every` entries decoded after it; returns None if
+    with (bytes scanned, bytes to scan) as the byte scan goes (about a second per gigabyte),
+    `progress` every `every` entries decoded after it; returns None if
     `cancelled()`."""
     found = Found()
     found.positions.extend(matched)

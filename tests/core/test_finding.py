@@ -193,7 +193,7 @@ def test_a_cancelled_search_returns_nothing(tmp_path):
 
 def test_the_scan_reports_its_progress_through_the_file(tmp_path, monkeypatch):
     """(bytes scanned, bytes to scan) after every block: what the app shows before the first
-    entry is decoded, one to two seconds per gigabyte."""
+    entry is decoded, about a second per gigabyte."""
     monkeypatch.setattr(jsonl_storage, "SCAN_BLOCK", 64 << 10)
     path = tmp_path / "s.jsonl"
     shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)

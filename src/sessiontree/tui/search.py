@@ -152,7 +152,7 @@ class SearchMixin(BrowserBase):
         shown = [-1]  # the percentage of the file scanned last shown
 
         def scanning(done: int, total: int) -> None:
-            # The byte scan takes one to two seconds per gigabyte before any entry is decoded:
+            # The byte scan takes about a second per gigabyte before any entry is decoded:
             # "searching…" alone stood for 2.3 s on a 1M-entry file (QA).
             percent = 100 * done // max(total, 1)
             if percent != shown[0]:
