@@ -63,7 +63,9 @@ class App:
 
 
 def ours(src: Path | None) -> App:
-    command = [shutil.which("sessiontree") or "sessiontree"]
+    # the interpreter's own script first: the bench runs from a virtualenv not activated too
+    script = shutil.which("sessiontree", path=str(Path(sys.executable).parent)) or shutil.which("sessiontree")
+    command = [script] if script else [sys.executable, "-m", "sessiontree"]
     if src is not None:  # another checkout's code with this interpreter (A/B in one run)
         command = ["env", f"PYTHONPATH={src}", sys.executable, "-m", "sessiontree"]
     return App(

@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from .cli import main
+from .entry import run
 
-raise SystemExit(main())
+raise SystemExit(run())

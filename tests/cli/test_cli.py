@@ -9,6 +9,7 @@ import pty
 import resource
 import select
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -446,3 +447,61 @@ def test_the_browser_without_a_terminal_says_what_to_run_instead(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert "needs a terminal" in done.stderr and "sessiontree tree FILE" in done.stderr
     assert "\x1b" not in done.stderr and path.read_bytes() == before
+
+
+def _long_session(tmp_path, turns: int = 400):
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(turns):
+            s.append_message(U(f"question {n} " + "words " * 30))
+            s.append_message(A(f"answer {n}"))
+    return path
+
+
+@pytest.mark.parametrize("args", [["context"], ["context", "--json"], ["tree"], ["check"]])
+def test_output_that_cannot_be_written_is_said_in_one_line(tmp_path, args):
+    """A full disk under stdout (`> /dev/full`) ended in a Python traceback."""
+    path = _long_session(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "sessiontree", *args[:1], str(path), *args[1:]],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert done.stderr == "sessiontree: cannot write the output: No space left on device\n"
+    assert done.returncode == 1
+
+
+def test_a_reader_that_goes_away_gives_the_status_of_sigpipe(tmp_path):
+    """`sessiontree tree FILE | head -1` exited 0, so with `pipefail` a cut-short `check` of a
+    damaged file read as clean; now it is what `cat` gives (128 + SIGPIPE), and quiet."""
+    path = _long_session(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sessiontree", "tree", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline()
+    process.stdout.close()
+    assert process.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert process.stderr.read() == b""
+
+
+def test_ctrl_c_while_the_command_line_loads_ends_quietly(monkeypatch):
+    """The script pip writes imports the command line before `main` can catch anything: Ctrl+C
+    in that first tenth of a second printed a traceback."""
+    import importlib.abc
+
+    from sessiontree import entry
+
+    class Interrupting(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "sessiontree.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "sessiontree.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert entry.run() == 130

@@ -13,8 +13,10 @@ Text output goes through `output.out`, which makes session text inert; `--json` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -36,26 +38,49 @@ def command_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in COMMANDS:
-            parser, commands = command_parser()
-            args, extra = parser.parse_known_args(argv)
-            if extra:  # said by the command's own parser, with its usage, not the top level's
-                commands[argv[0]].error(f"unrecognized arguments: {' '.join(extra)}")
-            return int(args.func(args))
-        typo = _misspelt_command(argv)
-        if typo is not None:
-            raise SessionError("invalid_argument", typo)
-        args = browse.parser(COMMANDS).parse_args(argv)
-        return browse.run(args)
+        status = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # a failed write surfaces here, not as Python's complaint at exit
+        return status
     except SessionError as exc:
         err(f"sessiontree: {exc} [{exc.code}]")
         return 2
     except BrokenPipeError:
-        return 0
+        # The reader went away (`| head`): the status a process killed by SIGPIPE has, as
+        # `cat` would, so that a pipeline with `pipefail` does not take a cut-short `check`
+        # for a clean one.
+        _drop_stdout()
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        if exc.filename is not None:  # a file's trouble is reported by the command that met it
+            raise
+        _drop_stdout()
+        err(f"sessiontree: cannot write the output: {exc.strerror or exc}")
+        return 1
+
+
+def _run(argv: list[str]) -> int:
+    if argv and argv[0] in COMMANDS:
+        parser, commands = command_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser, with its usage, not the top level's
+            commands[argv[0]].error(f"unrecognized arguments: {' '.join(extra)}")
+        return int(args.func(args))
+    typo = _misspelt_command(argv)
+    if typo is not None:
+        raise SessionError("invalid_argument", typo)
+    args = browse.parser(COMMANDS).parse_args(argv)
+    return browse.run(args)
+
+
+def _drop_stdout() -> None:
+    """Send what is still buffered for stdout nowhere: flushing it at exit would fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _misspelt_command(argv: list[str]) -> str | None:
