@@ -505,3 +505,31 @@ def test_ctrl_c_while_the_command_line_loads_ends_quietly(monkeypatch):
     monkeypatch.delitem(sys.modules, "sessiontree.cli", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
     assert entry.run() == 130
+
+
+def test_check_reports_a_file_that_is_no_session_like_any_other_problem(tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "words.jsonl").write_text("just words\n")
+    empty = run("check", str(tmp_path / "empty.jsonl"), check=False)
+    assert empty.returncode == 1
+    assert empty.stdout.splitlines() == [
+        f"{tmp_path / 'empty.jsonl'}: error: the file is empty (no session header); nothing to open"
+        " [invalid_session]",
+        "damaged",
+    ]
+    words = run("check", str(tmp_path / "words.jsonl"), check=False)
+    assert words.stdout.startswith(f"{tmp_path / 'words.jsonl'}:1: error: the first line is not valid JSON")
+
+
+def test_check_advises_upgrade_only_where_upgrade_would_work(tmp_path):
+    """A damaged or torn v1 file was told to run `upgrade`, which then refused it."""
+    lines = (PI_FIXTURES / "large-session.jsonl").read_bytes().splitlines(keepends=True)
+    clean, damaged, torn = tmp_path / "clean.jsonl", tmp_path / "damaged.jsonl", tmp_path / "torn.jsonl"
+    clean.write_bytes(b"".join(lines))
+    damaged.write_bytes(b"".join([*lines[:299], b"garbage\n", *lines[300:]]))
+    torn.write_bytes(b"".join(lines)[:-30])
+    assert f"note: run `sessiontree upgrade {clean}`" in run("check", str(clean)).stdout
+    for path in (damaged, torn):
+        said = run("check", str(path), check=False).stdout
+        assert "note: format v1; `sessiontree upgrade` converts it once the lines above are fixed" in said
+        assert run("upgrade", str(path), check=False).returncode == 2

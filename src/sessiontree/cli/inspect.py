@@ -8,7 +8,7 @@ from typing import Any
 from ..context import iter_llm
 from ..display import counted, entry_glyph, entry_preview, short_time
 from ..export.common import damage_line, resolve_target
-from ..model.errors import SessionError
+from ..model.errors import Diagnostic, SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
@@ -126,7 +126,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     except SessionError as exc:
         if exc.code != "invalid_session":
             raise  # not found, unreadable: the check could not run (exit 2)
-        out(f"error: {exc} [{exc.code}]")
+        # In the shape of every other problem `check` lists (FILE:LINE: error: ...).
+        out(Diagnostic("error", exc.code, exc.detail, exc.line).format(exc.path or args.file))
         out("damaged")
         return 1
     with session:
@@ -144,7 +145,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             f" {counted(stats.message_count, 'message')}, {counted(stats.fork_count, 'fork')},"
             f" leaf {session.leaf_id or '(none)'}"
         )
-        if version < 3:
+        if version < 3 and (errors or any(d.code == "torn_tail" for d in problems)):
+            # `upgrade` refuses these: rewriting would drop the lines it cannot read
+            out(f"note: format v{version}; `sessiontree upgrade` converts it once the lines above are fixed")
+        elif version < 3:
             out(f"note: run `sessiontree upgrade {args.file}` to convert it to v3 (a backup is kept)")
         out("damaged" if errors else "ok")
         return 1 if errors else 0
