@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import orjson
+
 from .export.common import PathExport, output_place, path_positions, read_path, resolve_target
 from .export.files import write_file
 from .export.jsonl import iter_session_lines
@@ -37,6 +39,7 @@ class ForkResult:
     resend_text: str | None  # the user/custom message text to send again, when forking at one
     source: PathExport  # where the path ends and the damage met on it (its entries are not kept)
     entries: int = 0  # entries the new file holds (the path's, and the labels written after it)
+    file_leaf_id: str | None = None  # the new file's leaf: its last entry, a label written after the path
 
 
 def fork_point(session: Session, entry_id: str) -> tuple[str | None, str | None]:
@@ -70,12 +73,18 @@ def fork_session(
     session_id, timestamp = new_session_id(), iso_now()
     target = os.fspath(output) if output is not None else default_fork_path(session, session_id, timestamp)
     ends: list[str] = []  # the last entry of the path that is not a label
+    last: list[bytes] = []  # the last line written: the new file's leaf (labels get new ids)
 
     def entries() -> Iterator[Entry]:
         for entry in read_path(session, positions, path):
             if not isinstance(entry, LabelEntry):
                 ends[:] = [entry.id]
             yield entry
+
+    def noted(lines: Iterable[bytes]) -> Iterator[bytes]:
+        for line in lines:
+            last[:] = [line]
+            yield line
 
     counted = [0]  # lines written, the header's included
     lines = iter_session_lines(
@@ -87,9 +96,12 @@ def fork_session(
         relabel=True,
     )
     # a session file like any other sessiontree creates: private to its owner
-    written = write_file(target, _blocks(lines, counted), force=force, mode=0o600, sources=session.files)
+    written = write_file(
+        target, _blocks(noted(lines), counted), force=force, mode=0o600, sources=session.files
+    )
     leaf = ends[0] if ends and end is not None else None
-    return ForkResult(written, session_id, leaf, resend, path, counted[0] - 1)
+    file_leaf = orjson.loads(last[0])["id"] if counted[0] > 1 else None  # past the header
+    return ForkResult(written, session_id, leaf, resend, path, counted[0] - 1, file_leaf)
 
 
 def _blocks(lines: Iterable[bytes], counted: list[int], size: int = 1 << 20) -> Iterator[bytes]:

@@ -264,11 +264,12 @@ def test_fork(tmp_path):
         assert leaf.type == "label" and leaf.parent_id == ids["a1"]
         assert fork.build_context().messages[-1]["role"] == "assistant"  # a1
     data = json.loads(run("fork", str(path), ids["a2"], "--json", "-o", str(tmp_path / "f.jsonl")).stdout)
-    assert (
-        data["path"] == str(tmp_path / "f.jsonl")
-        and data["leafId"] == ids["a2"]
-        and data["resendText"] is None
-    )
+    assert data["path"] == str(tmp_path / "f.jsonl") and data["resendText"] is None
+    with open_session(tmp_path / "f.jsonl", read_only=True) as fork:
+        # `leafId` is the file's leaf, the label written after the path (it said the path's end,
+        # which `check` and `context --json` contradicted: QA); `endsAt` is where the path ends
+        assert data["leafId"] == fork.leaf_id and fork.require_entry(fork.leaf_id).type == "label"
+        assert data["endsAt"] == ids["a2"]
     again = run("fork", str(path), ids["a2"], "-o", str(tmp_path / "f.jsonl"), check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
     bad = run("fork", str(path), ids["leaf_entry"], check=False)

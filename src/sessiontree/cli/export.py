@@ -147,7 +147,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
                 {
                     "path": result.path,
                     "sessionId": result.session_id,
-                    "leafId": result.leaf_id,
+                    # the file's leaf, as `check` and `context --json` give it (a label
+                    # copied after the path may be it); where the conversation ends:
+                    "leafId": result.file_leaf_id,
+                    "endsAt": result.leaf_id,
                     "entries": result.entries,
                     "resendText": result.resend_text,
                 }
