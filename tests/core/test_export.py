@@ -146,6 +146,13 @@ def test_markdown_of_the_path(tree):
     assert "- Context: 6 messages" in tail  # compaction summary, kept a2, custom, u3, u4, a4
 
 
+def test_the_state_at_the_end_counts_one_message_in_the_singular(tmp_path):
+    with create_session("/p", path=tmp_path / "one.jsonl") as s:
+        s.append_message(U("only this"))
+        text, _ = export_markdown(s)
+    assert text.rstrip().endswith("- Context: 1 message, ~3 tokens")  # it said "1 messages" (QA)
+
+
 def test_hostile_text_does_not_take_the_document_apart(tmp_path):
     """Parsed by a CommonMark parser, the document keeps one section per entry in order, and
     no raw HTML survives, whatever the messages hold."""

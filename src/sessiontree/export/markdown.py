@@ -274,7 +274,7 @@ def _state_lines(context: SessionContext) -> list[str]:
         f"- Model: {model}",
         f"- Thinking level: {field(context.thinking_level, 40)}",
         f"- Active tools: {tools}",
-        f"- Context: {len(context.messages)} messages, ~{context.tokens:,} tokens",
+        f"- Context: {counted(len(context.messages), 'message')}, ~{context.tokens:,} tokens",
     ]
 
 
