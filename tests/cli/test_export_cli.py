@@ -297,6 +297,12 @@ def test_diff(tmp_path):
     assert run("diff", str(path), ids["a2"], ids["a3"], "--exit-code", check=False).returncode == 1
     assert run("diff", str(path), ids["a2"], ids["a2"], "--exit-code").returncode == 0
     assert run("diff", str(path), ids["a2"], ids["a3"], "--json", "--exit-code", check=False).returncode == 1
+    # A damaged session is not "they differ" (it said 1 for two identical contexts: QA).
+    with path.open("ab") as f:
+        f.write(b'{"type":"message", broken\n')
+    same = run("diff", str(path), ids["a2"], ids["a2"], "--exit-code", check=False)
+    assert same.returncode == 2 and "(the two contexts are identical)" in same.stdout and same.stderr
+    assert run("diff", str(path), ids["a2"], ids["a2"], check=False).returncode == 1  # as every command
 
 
 def test_a_database_of_several_sessions_needs_the_id(tmp_path):

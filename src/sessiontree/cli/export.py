@@ -69,7 +69,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--exit-code",
         action="store_true",
-        help="exit 1 when the contexts differ, 0 when the same (as git diff --exit-code)",
+        help="exit 1 when the contexts differ, 0 when the same, 2 on a damaged session (as diff(1))",
     )
     p.set_defaults(func=cmd_diff)
 
@@ -176,4 +176,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             for line in comparison_lines(comparison, width=args.width):
                 out(line)
         status = warn_damage(session, damage_line(session, done="compared"))
-        return status or int(args.exit_code and not comparison.same)
+        if args.exit_code:
+            # 1 means "they differ" here: a damaged session is trouble, 2, as in diff(1)
+            return 2 if status else int(not comparison.same)
+        return status
