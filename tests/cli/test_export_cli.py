@@ -366,3 +366,12 @@ def test_export_to_dash_writes_standard_output_and_html_is_not_sent_to_a_termina
         os.close(main)
     assert on_tty.returncode == 2 and "not for a terminal; write it to a file (-o FILE)" in on_tty.stderr
     assert run("export", str(path), "--format", "html").stdout.startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("command", ["export", "fork"])
+def test_an_empty_output_path_is_refused(tmp_path, command):
+    """`export -o ""` (a shell variable left unset) wrote to stdout with status 0."""
+    path, ids = make(tmp_path)
+    done = run(command, str(path), *([ids["a2"]] if command == "fork" else []), "-o", "", check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "argument -o/--output: an empty path (name a file, or leave -o out)" in done.stderr

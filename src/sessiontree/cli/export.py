@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
         help="md: readable Markdown; jsonl: a session file Pi opens at ID; html: the whole tree as"
         " one self-contained page (default: from the -o suffix, else md)",
     )
-    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    p.add_argument("-o", "--output", metavar="OUT", type=_output, help="write here instead of stdout")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")
     p.add_argument(
         "--max-result",
@@ -55,7 +55,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("fork", help="a new session file holding the path root → ID; prints its path")
     p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     p.add_argument("id", help="entry to fork at (a user message: the fork ends at its parent)")
-    p.add_argument("-o", "--output", metavar="NEW", help="the new file (default: next to the source)")
+    p.add_argument(
+        "-o", "--output", metavar="NEW", type=_output, help="the new file (default: next to the source)"
+    )
     p.add_argument("--force", action="store_true", help="replace NEW if it exists")
     p.add_argument("--json", action="store_true", help="path, ids and the text to re-send as JSON")
     p.set_defaults(func=cmd_fork)
@@ -133,6 +135,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                     sys.stdout.buffer.write(chunk)
                 sys.stdout.flush()
             return warn_damage(session, problem)
+
+
+def _output(value: str) -> str:
+    """An `-o` path; an empty one (a shell variable left unset) wrote to stdout, unsaid."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty path (name a file, or leave -o out)")
+    return value
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
