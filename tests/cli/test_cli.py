@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import PI_FIXTURES, A, U
-from sessiontree import JsonlStorage, Session, SqliteStorage
+from sessiontree import JsonlStorage, Session, SqliteStorage, open_session
 from sessiontree.storage.index import LEAF
 
 
@@ -269,9 +269,10 @@ def test_a_session_in_a_database_is_found_by_the_start_of_its_id(tmp_path):
 
 
 def test_an_argument_a_command_does_not_take_is_shown_with_its_usage(tmp_path):
-    """`move FILE --start ID` printed the top level's usage, which names no option of `move`."""
-    path, u1, _a1 = make(tmp_path)
-    for args in (("move", str(path), "--start", u1), ("tree", str(path), "--bogus")):
+    """`context FILE --json WORD` printed the top level's usage, which names no option of the
+    command (`move FILE --start ID` did: now its own error, below)."""
+    path, _u1, _a1 = make(tmp_path)
+    for args in (("context", str(path), "--json", "word"), ("tree", str(path), "--bogus")):
         done = run(*args, check=False)
         assert done.returncode == 2 and done.stderr.startswith(f"usage: sessiontree {args[0]} ")
         assert done.stderr.rstrip().endswith(f"unrecognized arguments: {args[-1]}")
@@ -533,3 +534,21 @@ def test_check_advises_upgrade_only_where_upgrade_would_work(tmp_path):
         said = run("check", str(path), check=False).stdout
         assert "note: format v1; `sessiontree upgrade` converts it once the lines above are fixed" in said
         assert run("upgrade", str(path), check=False).returncode == 2
+
+
+def test_move_takes_its_id_after_an_option_and_refuses_it_beside_start(tmp_path):
+    """`move FILE --start ID` said "unrecognized arguments: ID", and `move FILE --summary S ID`
+    failed the same way: argparse's first pass had passed the optional ID by."""
+    path, _u1, a1 = make(tmp_path)
+    both = run("move", str(path), "--start", a1, check=False)
+    assert both.returncode == 2
+    assert both.stderr == "sessiontree: give the entry to move to, or --start, not both [invalid_argument]\n"
+    neither = run("move", str(path), check=False)
+    assert neither.returncode == 2 and "give the entry to move to, or --start" in neither.stderr
+    run("move", str(path), "--summary", "left it", a1)
+    with open_session(path, read_only=True) as session:
+        leaf = session.require_entry(session.leaf_id)
+        assert leaf.type == "branch_summary" and leaf.parent_id == a1
+    extra = run("context", str(path), "--json", "extra", check=False)
+    assert extra.returncode == 2
+    assert "sessiontree context: error: unrecognized arguments: extra" in extra.stderr

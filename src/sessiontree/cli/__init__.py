@@ -65,8 +65,11 @@ def _run(argv: list[str]) -> int:
     if argv and argv[0] in COMMANDS:
         parser, commands = command_parser()
         args, extra = parser.parse_known_args(argv)
-        if extra:  # said by the command's own parser, with its usage, not the top level's
-            commands[argv[0]].error(f"unrecognized arguments: {' '.join(extra)}")
+        if extra:
+            # A word after an option may be a positional argument the first pass had passed
+            # (`move FILE --start ID` said "unrecognized arguments: ID"); the command's own
+            # parser takes them intermixed, and says what is left with its own usage.
+            args = commands[argv[0]].parse_intermixed_args(argv[1:])
         return int(args.func(args))
     typo = _misspelt_command(argv)
     if typo is not None:

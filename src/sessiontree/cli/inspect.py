@@ -32,6 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--filter",
         dest="filter_value",
+        metavar="FILTER",
         default="all",
         type=_filter,
         help=f"which entries to show: {', '.join(f.value for f in Filter)} (default: all, every entry)",

@@ -15,19 +15,26 @@ COMMANDS = ("move", "upgrade")
 
 def register(sub: Any) -> None:
     p = sub.add_parser("move", help="move the leaf (writes a leaf entry, optionally a summary)")
-    p.add_argument("file")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("id", nargs="?", help="target entry id")
-    target.add_argument("--start", action="store_true", help="move before the first entry (empty context)")
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
+    # Not an argparse group of the two: given both, it said "unrecognized arguments: ID" (QA).
+    p.add_argument("id", nargs="?", help="target entry id (or --start)")
+    p.add_argument("--start", action="store_true", help="move before the first entry (empty context)")
     p.add_argument("--summary", help="branch summary of the branch being left")
     p.set_defaults(func=cmd_move)
 
     p = sub.add_parser("upgrade", help="rewrite a v1/v2 file as v3 (atomic, keeps a .bak)")
-    p.add_argument("file")
+    p.add_argument("file", help="a session file (.jsonl) in Pi's v1 or v2 format")
     p.set_defaults(func=cmd_upgrade)
 
 
 def cmd_move(args: argparse.Namespace) -> int:
+    if args.start == (args.id is not None):
+        raise SessionError(
+            "invalid_argument",
+            "give the entry to move to, or --start, not both"
+            if args.start
+            else "give the entry to move to, or --start",
+        )
     if args.summary is not None and not args.summary.strip():
         # an empty summary is written by Pi's rules but never shown to the model: a mistake
         raise SessionError("invalid_argument", "--summary is empty; leave it out to move without a summary")
