@@ -552,3 +552,19 @@ def test_move_takes_its_id_after_an_option_and_refuses_it_beside_start(tmp_path)
     extra = run("context", str(path), "--json", "extra", check=False)
     assert extra.returncode == 2
     assert "sessiontree context: error: unrecognized arguments: extra" in extra.stderr
+
+
+def test_a_directory_named_like_a_database_is_said_to_be_one(tmp_path):
+    """SQLite calls a directory a "disk I/O error" (`import --to adir.sqlite`: QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    (tmp_path / "adir.sqlite").mkdir()
+    for args in (
+        ("tree", str(tmp_path / "adir.sqlite")),
+        ("import", str(path), "--to", str(tmp_path / "adir.sqlite")),
+    ):
+        done = run(*args, check=False)
+        assert done.returncode == 2
+        assert (
+            done.stderr
+            == f"sessiontree: {tmp_path / 'adir.sqlite'}: is a directory, not a database [storage]\n"
+        )

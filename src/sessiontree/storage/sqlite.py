@@ -375,6 +375,8 @@ class SqliteStorage(SessionStorage):
         database), not the schema."""
         if not create and not os.path.exists(db_path):
             raise SessionError("not_found", "no such database", path=db_path)
+        if os.path.isdir(db_path):  # SQLite says "disk I/O error" of a directory
+            raise SessionError("storage", "is a directory, not a database", path=db_path)
         if create and not os.path.exists(db_path):
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(db_path)), mode=0o700, exist_ok=True)
