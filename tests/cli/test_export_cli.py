@@ -375,3 +375,21 @@ def test_an_empty_output_path_is_refused(tmp_path, command):
     done = run(command, str(path), *([ids["a2"]] if command == "fork" else []), "-o", "", check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert "argument -o/--output: an empty path (name a file, or leave -o out)" in done.stderr
+
+
+@pytest.mark.parametrize("fmt", ["html", "jsonl"])
+def test_max_result_is_refused_where_it_would_do_nothing(tmp_path, fmt):
+    path, _ids = make(tmp_path)
+    done = run(
+        "export",
+        str(path),
+        "--format",
+        fmt,
+        "--max-result",
+        "10",
+        "-o",
+        str(tmp_path / f"x.{fmt}"),
+        check=False,
+    )
+    assert done.returncode == 2 and not (tmp_path / f"x.{fmt}").exists()
+    assert f"--max-result cuts the Markdown export's tool results, not {fmt}" in done.stderr

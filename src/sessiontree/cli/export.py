@@ -46,7 +46,6 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--max-result",
         type=at_least(0),
-        default=DEFAULT_MAX_RESULT,
         metavar="CHARS",
         help=f"md: characters of a tool result shown before it is cut (default {DEFAULT_MAX_RESULT}; 0: all)",
     )
@@ -89,10 +88,19 @@ def _format(args: argparse.Namespace) -> str:
     return FORMATS.get(suffix, "md")
 
 
+def _max_result(args: argparse.Namespace) -> int | None:
+    chars = DEFAULT_MAX_RESULT if args.max_result is None else args.max_result
+    return chars or None  # 0: all
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     if args.output == "-":  # the usual name of standard output (it made a file called "-")
         args.output = None
     fmt = _format(args)
+    if args.max_result is not None and fmt != "md":  # it was taken and ignored (QA)
+        raise SessionError(
+            "invalid_argument", f"--max-result cuts the Markdown export's tool results, not {fmt}"
+        )
     if fmt == "html" and not args.output and sys.stdout.isatty():
         # a page of JavaScript and JSON, often megabytes, is of no use scrolling past
         raise SessionError(
@@ -105,7 +113,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             data: list[Chunk]
             if fmt == "md":
                 path = collect_path(session, at)
-                parts = markdown_parts(session, path, max_result_chars=args.max_result or None)
+                parts = markdown_parts(session, path, max_result_chars=_max_result(args))
                 data, note, problem = [part.encode() for part in parts], path.note, damage_line(session, path)
             elif fmt == "jsonl":
                 body, path = export_jsonl(session, at)
