@@ -339,9 +339,12 @@ def import_file(
         result.status = "refused"
         # Either side may have moved on: a move written to the database's copy diverges it
         # from a file that only grew (QA), which "the file changed" blamed on the file.
+        # Or two files share a session id (copies, generated files): the first one imported
+        # is the database's copy, and nothing says which file that was.
         result.message = (
-            f"{exc} (the file and the database's copy differ: one of them changed since the"
-            " import; nothing was written for it)"
+            f"{exc} (the database's copy of session {source.header.id} differs from this file:"
+            " one of them changed since the import, or another file with the same session id"
+            " was imported first; nothing was written for it)"
         )
     except SessionError as exc:
         result.status = "failed"
@@ -393,10 +396,12 @@ def _copy(
             mine = next(theirs, None)
             if mine != entry:
                 at = f"line {line}" if line is not None else f"entry #{compared + 1}"
-                imported = "nothing" if mine is None else f"entry {mine.id!r}"
-                raise _Diverged(
-                    f"{at}: entry {entry.id!r} is not what was imported there ({imported}, #{compared + 1})"
-                )
+                if mine is not None and mine.id == entry.id:
+                    said = f"entry {entry.id!r} is not the one imported with that id (#{compared + 1})"
+                else:
+                    imported = "nothing" if mine is None else f"entry {mine.id!r}"
+                    said = f"entry {entry.id!r} is not what was imported there ({imported}, #{compared + 1})"
+                raise _Diverged(f"{at}: {said}")
             compared += 1
             continue
         # A move or a compaction starts its own batch: SQLite works out what they change from

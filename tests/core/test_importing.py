@@ -3,6 +3,7 @@ idempotent, incremental, diverged files refused, damaged lines skipped and repor
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -118,7 +119,10 @@ def test_a_file_that_diverged_is_refused_and_nothing_is_written(tmp_path, target
     refused = import_file(v3, target)
     assert refused.status == "refused" and refused.added == 0
     said = refused.message or ""
-    assert "line 41" in said and "the file and the database's copy differ" in said
+    # the same id with other content: said so, not "entry X is not what was imported (entry X)"
+    entry_id = json.loads(lines[40])["id"]
+    assert f"line 41: entry {entry_id!r} is not the one imported with that id (#40)" in said
+    assert "another file with the same session id was imported first" in said  # the other cause (QA)
     assert refused.total == imported.total
     v3.write_bytes(b"".join(lines[:100]))  # shorter than what was imported
     shorter = import_file(v3, target)
