@@ -15,7 +15,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "sessiontree"
 
 # Layer rank of each top-level part of the package: an import may only go to an equal or lower rank.
-RANKS = {"model": 0, "storage": 1, "tui": 3, "cli": 3, "__main__": 4, "entry": 4}  # entry: what the installed script calls
+# `entry` is what the installed script calls.
+RANKS = {"model": 0, "storage": 1, "tui": 3, "cli": 3, "__main__": 4, "entry": 4}
 LIBRARY = 2  # session.py, context.py, opening.py, outline.py, display.py, ...
 FRONT_ENDS = ("tui", "cli")
 
