@@ -85,6 +85,20 @@ def _line(eid: str, parent: str | None, body: str) -> bytes:
     ).encode()
 
 
+def _with_lines(path, first: str, bodies: list[str]):
+    """A session of a user message `first`, then one message line per body written by hand
+    (so escapes stay as written), each the child of the one before."""
+    session = create_session("/p", path=path)
+    session.append_message(U(first))
+    parent = session.leaf_id
+    session.close()
+    with open(path, "ab") as f:
+        for n, body in enumerate(bodies):
+            f.write(_line(f"e{n}", parent, body))
+            parent = f"e{n}"
+    return path
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     texts=st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=4), min_size=3, max_size=12),
@@ -278,15 +292,7 @@ def test_the_scan_marks_exactly_the_lines_lowercasing_finds(tmp_path, monkeypatc
         "ESCAPE in capitals",
         "\u0130nline and \u017fome",
     ]
-    path = tmp_path / "s.jsonl"
-    session = create_session("/p", path=path)
-    session.append_message(U("start"))
-    parent = session.leaf_id
-    session.close()
-    with open(path, "ab") as f:
-        for n, body in enumerate(bodies):
-            f.write(_line(f"e{n}", parent, body))
-            parent = f"e{n}"
+    path = _with_lines(tmp_path / "s.jsonl", "start", bodies)
     with open_session(path, read_only=True) as session:
         storage = session.storage
         raws = [storage.raw_line(i) for i in range(len(session.tree))]
@@ -302,14 +308,7 @@ def test_the_scan_marks_exactly_the_lines_lowercasing_finds(tmp_path, monkeypatc
 
 
 def test_lines_with_ascii_escapes_are_marked_and_remembered(tmp_path):
-    path = tmp_path / "s.jsonl"
-    session = create_session("/p", path=path)
-    session.append_message(U("plain flaky"))
-    leaf = session.leaf_id
-    session.close()
-    with open(path, "ab") as f:
-        f.write(_line("e1", leaf, "fl\\u0061ky"))
-        f.write(_line("e2", "e1", "nothing here"))
+    path = _with_lines(tmp_path / "s.jsonl", "plain flaky", ["fl\\u0061ky", "nothing here"])
     with open_session(path, read_only=True) as session:
         storage = session.storage
         marks = storage.lines_containing(b"flaky")
