@@ -39,7 +39,7 @@ class ForkResult:
     resend_text: str | None  # the user/custom message text to send again, when forking at one
     source: PathExport  # where the path ends and the damage met on it (its entries are not kept)
     entries: int = 0  # entries the new file holds (the path's, and the labels written after it)
-    file_leaf_id: str | None = None  # the new file's leaf: its last entry, a label written after the path
+    file_leaf_id: str | None = None  # the new file's leaf: its last entry (a label copied after the path)
 
 
 def fork_point(session: Session, entry_id: str) -> tuple[str | None, str | None]:

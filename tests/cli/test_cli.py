@@ -459,7 +459,7 @@ def _long_session(tmp_path, turns: int = 400):
     return path
 
 
-@pytest.mark.parametrize("args", [["context"], ["context", "--json"], ["tree"], ["check"]])
+@pytest.mark.parametrize("args", [["context"], ["context", "--json"], ["tree"], ["check"], ["export"]])
 def test_output_that_cannot_be_written_is_said_in_one_line(tmp_path, args):
     """A full disk under stdout (`> /dev/full`) ended in a Python traceback."""
     path = _long_session(tmp_path)
@@ -568,3 +568,20 @@ def test_a_directory_named_like_a_database_is_said_to_be_one(tmp_path):
             done.stderr
             == f"sessiontree: {tmp_path / 'adir.sqlite'}: is a directory, not a database [storage]\n"
         )
+
+
+def test_an_error_that_is_not_the_outputs_is_not_called_one(tmp_path, monkeypatch, capsys):
+    """Only a failed write of stdout is "cannot write the output": another OSError (here a
+    read of the session failing) is not dressed up as one."""
+    from sessiontree.cli import inspect as inspect_cli
+    from sessiontree.cli import main
+
+    path = _long_session(tmp_path)
+
+    def failing(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(inspect_cli, "open_session", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        main(["context", str(path)])
+    assert "cannot write the output" not in capsys.readouterr().err

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ..model.errors import SessionError
 from . import browse, export, importing, inspect, serve, write
-from .output import err
+from .output import OutputError, err, flush_out
 
 GROUPS = (inspect, write, export, importing, serve)
 COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
@@ -40,7 +40,7 @@ def command_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = _run(list(sys.argv[1:] if argv is None else argv))
-        sys.stdout.flush()  # a failed write surfaces here, not as Python's complaint at exit
+        flush_out()  # a failed write surfaces here, not as Python's complaint at exit
         return status
     except SessionError as exc:
         err(f"sessiontree: {exc} [{exc.code}]")
@@ -53,11 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         return 130
-    except OSError as exc:
-        if exc.filename is not None:  # a file's trouble is reported by the command that met it
-            raise
+    except OutputError as exc:
         _drop_stdout()
-        err(f"sessiontree: cannot write the output: {exc.strerror or exc}")
+        err(f"sessiontree: cannot write the output: {exc}")
         return 1
 
 

@@ -22,7 +22,7 @@ from ..fork import fork_session
 from ..model.errors import SessionError
 from ..opening import open_session
 from .numbers import at_least
-from .output import err, json_out, out, warn_damage, working
+from .output import err, flush_out, json_out, out, out_bytes, warn_damage, working
 
 COMMANDS = ("export", "fork", "diff")
 FORMATS = {"md": "md", "markdown": "md", "html": "html", "htm": "html", "jsonl": "jsonl"}
@@ -140,8 +140,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 out(f"wrote {written} ({fmt}, {sum(len(c) for c in data):,} bytes)")
             else:
                 for chunk in data:
-                    sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
+                    out_bytes(chunk)
+                flush_out()
             return warn_damage(session, problem)
 
 

@@ -21,9 +21,38 @@ from ..export.common import incomplete_line
 from ..session import Session
 
 
+class OutputError(Exception):
+    """Standard output could not be written (a full disk): `main` says so in one line, where
+    any other OSError is a file's trouble or a bug, shown whole."""
+
+
+def _guarded(write: Callable[..., Any]) -> Callable[..., Any]:
+    """`write` (of stdout) raising OutputError for what it fails with, but a broken pipe: the
+    reader went away, which `main` takes as the end of the output."""
+
+    def guarded(*data: Any) -> Any:
+        try:
+            return write(*data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from exc
+
+    return guarded
+
+
 def out(text: str = "") -> None:
     """One line of text on stdout, inert."""
-    sys.stdout.write(inert(text) + "\n")
+    _guarded(sys.stdout.write)(inert(text) + "\n")
+
+
+def out_bytes(data: bytes | bytearray | memoryview) -> None:
+    """Bytes on stdout as they are (an export)."""
+    _guarded(sys.stdout.buffer.write)(data)
+
+
+def flush_out() -> None:
+    _guarded(sys.stdout.flush)()
 
 
 def err(text: str) -> None:
@@ -33,7 +62,7 @@ def err(text: str) -> None:
 
 def json_out(value: Any) -> None:
     """`value` as indented JSON on stdout."""
-    sys.stdout.buffer.write(_dumps(value) + b"\n")
+    out_bytes(_dumps(value) + b"\n")
 
 
 def json_out_streamed(
@@ -46,7 +75,7 @@ def json_out_streamed(
     once the items are written (what can only be known from all of them), written item by item,
     so a context of a million messages never exists as one string. The bytes are those
     `json_out` writes for the same object."""
-    write = sys.stdout.buffer.write
+    write = _guarded(sys.stdout.buffer.write)
     write(b"{")
     for name, value in fields:
         write(b"\n  " + _member(name, value) + b",")
@@ -60,11 +89,11 @@ def json_out_streamed(
 def json_list_streamed(items: Iterable[Any]) -> None:
     """`json_out` of a list, written item by item."""
     _write_list(items, b"")
-    sys.stdout.buffer.write(b"\n")
+    out_bytes(b"\n")
 
 
 def _write_list(items: Iterable[Any], indent: bytes) -> None:
-    write = sys.stdout.buffer.write
+    write = _guarded(sys.stdout.buffer.write)
     write(b"[")
     empty = True
     for item in items:
