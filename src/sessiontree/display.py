@@ -72,6 +72,12 @@ def inert(text: str) -> str:
     return _HIDDEN.sub(_visible, text) if _HIDDEN.search(text) else text
 
 
+def inert_name(text: str) -> str:
+    """`inert`, newlines and tabs too: a name (a path) kept to one line of output, which a
+    newline in a file's name split in two."""
+    return inert(text).replace("\n", "␊").replace("\t", "␉")
+
+
 def counted(count: int, one: str, many: str | None = None) -> str:
     """`count` and its noun, singular for one: `counted(1, "entry", "entries")` is "1 entry";
     `many` defaults to `one` + "s"."""

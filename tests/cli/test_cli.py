@@ -585,3 +585,11 @@ def test_an_error_that_is_not_the_outputs_is_not_called_one(tmp_path, monkeypatc
     with pytest.raises(OSError, match="Input/output error"):
         main(["context", str(path)])
     assert "cannot write the output" not in capsys.readouterr().err
+
+
+def test_check_keeps_a_file_name_with_a_newline_on_one_line(tmp_path):
+    path, _u1, _a1 = make(tmp_path)
+    odd = tmp_path / "two\nlines.jsonl"
+    shutil.copyfile(path, odd)
+    said = run("check", str(odd)).stdout.splitlines()
+    assert said[-2].startswith(f"{tmp_path}/two␊lines.jsonl: format v3") and said[-1] == "ok"

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..context import iter_llm
-from ..display import counted, entry_glyph, entry_preview, short_time
+from ..display import counted, entry_glyph, entry_preview, inert_name, short_time
 from ..export.common import damage_line, resolve_target
 from ..model.errors import Diagnostic, SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
@@ -128,11 +128,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         if exc.code != "invalid_session":
             raise  # not found, unreadable: the check could not run (exit 2)
         # In the shape of every other problem `check` lists (FILE:LINE: error: ...).
-        out(Diagnostic("error", exc.code, exc.detail, exc.line).format(exc.path or args.file))
+        out(Diagnostic("error", exc.code, exc.detail, exc.line).format(inert_name(exc.path or args.file)))
         out("damaged")
         return 1
     with session:
-        location = session.location
+        location = inert_name(session.location)  # the start of every line below
         with working(f"checking {args.file}: decoding every entry"):
             problems = session.check(decode=True)
         errors = 0
@@ -150,7 +150,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             # `upgrade` refuses these: rewriting would drop the lines it cannot read
             out(f"note: format v{version}; `sessiontree upgrade` converts it once the lines above are fixed")
         elif version < 3:
-            out(f"note: run `sessiontree upgrade {args.file}` to convert it to v3 (a backup is kept)")
+            name = inert_name(args.file)
+            out(f"note: run `sessiontree upgrade {name}` to convert it to v3 (a backup is kept)")
         out("damaged" if errors else "ok")
         return 1 if errors else 0
 
