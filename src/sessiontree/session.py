@@ -729,13 +729,16 @@ class Session:
         self, target_id: str, summary: str | BranchSummary | Mapping[str, Any] | None = None
     ) -> Navigation:
         """Pi's tree navigation: a user or custom message moves the leaf to its *parent* and
-        returns its text to re-send; any other entry becomes the leaf. Navigating to the
-        current leaf writes nothing."""
+        returns its text to re-send; any other entry becomes the leaf. A move that leaves the
+        leaf where it is (the current leaf, or a user message just below it) writes nothing
+        without a summary: a `leaf` entry from the leaf to itself made `b` take an empty step."""
         old = self.storage.leaf_id
         if target_id == old:
             self.require_entry(target_id)
             return Navigation(old, old, moved=False)
         new_leaf, editor_text = self.navigation_target(target_id)
+        if new_leaf == old and summary is None:
+            return Navigation(old, old, editor_text=editor_text, moved=False)
         result = self.move_to(new_leaf, summary)
         return Navigation(
             new_leaf_id=result,

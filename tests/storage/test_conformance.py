@@ -530,6 +530,9 @@ def test_navigate_user_message_goes_to_parent(backend):
     assert s.leaf_id == a1
     nav = s.navigate(a1)
     assert nav.moved is False  # already there: nothing written
+    entries = s.entry_count()
+    nav = s.navigate(u2)  # its parent, a1, is the leaf: no `leaf` entry from a1 to a1 (QA)
+    assert nav.moved is False and nav.editor_text == "second question" and s.entry_count() == entries
     nav = s.navigate(u1, "summary of the detour")
     assert nav.new_leaf_id == nav.summary_id and s.get_entry(nav.summary_id).parent_id is None
 

@@ -408,6 +408,32 @@ async def test_enter_on_user_message_goes_to_parent_and_offers_text(demo):
         assert app.clipboard.startswith("Now add a `--tz` option")
 
 
+async def test_enter_on_a_user_message_just_below_the_leaf_writes_nothing(demo):
+    """Pi's rule puts the leaf on the message's parent, here the leaf already: a `leaf` entry
+    from it to itself was written, "Leaf moved" said, and `b` then took an empty step (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c3c6d")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c30bb"
+        written = len(lines(demo))
+        app.copy_to_clipboard("")
+        await put_cursor(app, pilot, "3a7c3c6d")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert len(lines(demo)) == written and app.session.leaf_id == "3a7c30bb"
+        said = " ".join(screen_lines(app)[-3:])
+        assert "The leaf already is 3a7c30bb, this message's parent: nothing was written" in said
+        assert app.clipboard.startswith("Now add a `--tz` option")  # the text, as for a move
+        await pilot.press("s")  # no branch to leave, so nothing to summarize
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt) and len(lines(demo)) == written
+        await pilot.press("b")  # back to where the leaf was before the one real move
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c55c4"
+
+
 async def test_move_with_summary_write(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

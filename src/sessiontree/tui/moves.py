@@ -35,7 +35,15 @@ class MovesMixin(BrowserBase):
             return False
         nav = result[0]
         if not nav.moved:  # nothing written: `b` still goes where it would have
-            confirm(self, "That entry already is the leaf.")
+            if nav.editor_text is None:
+                confirm(self, "That entry already is the leaf.")
+            else:  # a user message just below the leaf: Pi's rule leaves the leaf where it is
+                self.app.copy_to_clipboard(nav.editor_text)
+                confirm(
+                    self,
+                    f"The leaf already is {nav.new_leaf_id}, this message's parent: nothing was written"
+                    f" · copied the text to re-send: {one_line(nav.editor_text, 200)}",
+                )
             return True
         self._back_cursor = None
         keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
@@ -67,6 +75,12 @@ class MovesMixin(BrowserBase):
             confirm(self, "That entry already is the leaf.")
             return
         new_leaf, _ = session.navigation_target(target.entry_id)
+        if new_leaf == session.leaf_id:  # a user message just below the leaf: no branch to leave
+            confirm(
+                self,
+                f"The leaf already is {new_leaf}, this message's parent: there is no branch to summarize.",
+            )
+            return
         branch = collect_branch(session, new_leaf)
         command = self.summarizer
 
