@@ -453,6 +453,26 @@ async def test_move_with_summary_write(demo):
         assert app.session.leaf_id == summary["id"]
 
 
+async def test_a_summary_typed_when_the_file_is_replaced_goes_to_the_clipboard(demo, tmp_path):
+    """The file replaced on disk while the dialog was open: the write is refused, the session
+    turns read-only, and the dialog cannot come back to retry; the typed summary was lost (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.click("#kind-write")
+        app.screen.query_one("#summary-text").text = "a summary worth keeping"
+        copy = tmp_path / "copy.jsonl"
+        shutil.copyfile(demo, copy)
+        os.replace(copy, demo)
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert app.session.read_only and not isinstance(app.screen, SummaryPrompt)
+        assert app.clipboard == "a summary worth keeping"
+        assert any("you typed is on the clipboard" in str(n.message) for n in app._notifications)
+
+
 async def test_move_with_summary_draft(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -96,8 +96,11 @@ class MovesMixin(BrowserBase):
             summary = None
             if choice.text is not None:
                 summary = BranchSummary(choice.text, details=branch.files.details())
-            if not self._navigate(target, summary) and choice.text is not None and not session.read_only:
-                ask(choice)  # refused for now (another writer mid-line, a full disk): kept to retry
+            if not self._navigate(target, summary) and choice.text is not None:
+                if session.read_only:
+                    self._keep_typed(choice.text, "branch summary")
+                else:
+                    ask(choice)  # refused for now (another writer mid-line, a full disk): kept to retry
 
         name = f"command: {one_line(command, 30)}" if command else "offline extractive draft"
         landing = session.tree.pos.get(new_leaf) if new_leaf else None
@@ -117,6 +120,19 @@ class MovesMixin(BrowserBase):
             )
 
         ask(None)
+
+    def _keep_typed(self, text: str, what: str) -> None:
+        """A write refused because the session turned read-only while its dialog was open (the
+        file replaced or truncated on disk): the dialog cannot open again to retry, so what was
+        typed goes to the clipboard rather than nowhere (a typed summary was lost: QA)."""
+        if text.strip():
+            self.app.copy_to_clipboard(text)
+            self.notify(
+                f"The {what} you typed is on the clipboard: the session turned read-only.",
+                title="Kept",
+                severity="warning",
+                markup=False,
+            )
 
     def action_leaf_back(self) -> None:
         """Move the leaf to where it was before the most recent move; again for the one before.
@@ -177,7 +193,9 @@ class MovesMixin(BrowserBase):
                 # As typed, not as Python writes it: a backslash read as two (QA).
                 what = f"Label '{one_line(text, 80)}' set on" if text else "Label cleared on"
                 self._after_write(keep=target.position, message=f"{what} {target.entry_id}")
-            elif not session.read_only:  # refused for now (another writer mid-line): kept to retry
+            elif session.read_only:
+                self._keep_typed(value, "label")
+            else:  # refused for now (another writer mid-line): kept to retry
                 ask(value, retry=True)
 
         def ask(value: str, *, retry: bool = False) -> None:
@@ -204,7 +222,9 @@ class MovesMixin(BrowserBase):
                 return
             if self._guard(lambda: session.append_session_name(value)):
                 self._after_write(message=f"Session renamed to {value.strip() or '(no name)'}")
-            elif not session.read_only:  # as a label's: kept to retry
+            elif session.read_only:
+                self._keep_typed(value, "name")
+            else:  # as a label's: kept to retry
                 ask(value, retry=True)
 
         def ask(value: str, *, retry: bool = False) -> None:
