@@ -541,6 +541,7 @@ async def test_key_names_are_spelt_as_textual_spells_them_and_no_key_is_taken_si
     keys = tmp_path / "keys.toml"
     keys.write_text(
         '[keys]\nhelp = "F1"\nsearch = "Ctrl+K"\ncopy = "ctrl+q"\nlabel = "enter"\nrename = "f1x"\n'
+        'back = "escape"\nfork = "ctrl+c"\n'
     )
     app = make_app(demo, keymap_path=keys)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
@@ -551,6 +552,10 @@ async def test_key_names_are_spelt_as_textual_spells_them_and_no_key_is_taken_si
             ' "pageup", "?"); Rename stays on r',
             '• keys.copy = "ctrl+q": Quit has that key; Copy stays on c',
             '• keys.label = "enter": Move has that key; Label stays on m',
+            # Esc closes the find bar: it wrote a move from there (QA); Textual's name for
+            # its Ctrl+C binding, "help_quit", meant nothing to a user (QA)
+            '• keys.back = "escape": Esc (it closes the find bar and dialogs) has that key; Back stays on b',
+            '• keys.fork = "ctrl+c": Copy (Textual\'s Ctrl+C) has that key; Fork stays on X',
         ]
         await pilot.press("ctrl+k")
         assert app.browser.query_one("#search").display

@@ -134,11 +134,14 @@ class SessionTreeApp(App[None]):
 
     def _remappable(self) -> list[Binding]:
         """The bindings a keymap is checked against: the app's (Textual's own `ctrl+q` and the
-        command palette's key among them), the browser's and its tree's, whose keys a remapped
-        browser key would clash with."""
+        command palette's key among them), Esc, the browser's and its tree's, whose keys a
+        remapped browser key would clash with."""
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Commands")
+        # Esc closes the find bar and every dialog: `back = "escape"` wrote a move when Esc
+        # reached the screen instead of closing the find bar (QA).
+        closer = Binding("escape", "close", "Esc (it closes the find bar and dialogs)")
         classes = (type(self), App, BrowserScreen, SessionTreeView)
-        return [palette, *(b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding))]
+        return [palette, closer, *(b for cls in classes for b in cls.BINDINGS if isinstance(b, Binding))]
 
     def on_mount(self) -> None:
         sys.setswitchinterval(SWITCH_INTERVAL)

@@ -85,8 +85,7 @@ def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple
         clash = next((taken[k] for k in keys.split(",") if k in taken), None)
         if clash is not None:
             problems.append(
-                f'keys.{name} = "{keymap[name]}": {clash.description or clash.action} has that key;'
-                f" {_stays(by_id[name])}"
+                f'keys.{name} = "{keymap[name]}": {_what(clash)} has that key; {_stays(by_id[name])}'
             )
             continue
         kept[name] = keys
@@ -115,6 +114,15 @@ def key_name(key: str) -> str | None:
     if not name or any(m not in MODIFIERS for m in mods) or name not in NAMED_KEYS:
         return None
     return "+".join([*mods, name])
+
+
+# Textual's bindings without a description, named as help names what the key does.
+_UNNAMED = {"help_quit": "Copy (Textual's Ctrl+C)"}
+
+
+def _what(binding: Binding) -> str:
+    """What a binding does, for a user: `help_quit` (Textual's Ctrl+C) meant nothing (QA)."""
+    return binding.description or _UNNAMED.get(binding.action, binding.action.replace("_", " "))
 
 
 def _stays(binding: Binding) -> str:
