@@ -21,11 +21,15 @@ class FollowMixin(BrowserBase):
 
     follow: bool = True
     _follow_wait = 0.0
+    _follow_stopped: str | None = None  # why following stopped for good (the file replaced, ...)
 
     def _start_following(self) -> None:
         self.set_interval(POLL_SECONDS, self._poll)
 
     def action_toggle_follow(self) -> None:
+        if self._follow_stopped is not None:  # it said "Live follow on" and stopped again (QA)
+            confirm(self, f"Live follow cannot resume: {self._follow_stopped}; open the session again")
+            return
         self.follow = not self.follow
         self._update_header()
         confirm(self, "Live follow on" if self.follow else "Live follow paused (F resumes)")
@@ -48,6 +52,7 @@ class FollowMixin(BrowserBase):
             added = session.refresh()
         except SessionError as exc:
             self.follow = False
+            self._follow_stopped = exc.detail
             if session.read_only and not was_read_only:  # the write keys go off; said here, once
                 self._damage_told = True
                 tree.post_message(tree.Damaged())
