@@ -352,7 +352,8 @@ def run_command_summarizer(
                 raise SummarizerError(f"summarizer did not finish within {timeout:.0f} s") from None
     if proc.returncode != 0:
         tail = (err or "").strip().splitlines()[-3:]
-        raise SummarizerError(f"summarizer exited with code {proc.returncode}: {' / '.join(tail)}")
+        said = f": {' / '.join(tail)}" if tail else " and printed nothing on stderr"
+        raise SummarizerError(f"summarizer exited with code {proc.returncode}{said}")
     out = out.strip()
     if not out:
         raise SummarizerError("summarizer printed nothing")

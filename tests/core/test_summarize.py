@@ -135,8 +135,17 @@ def test_command_summarizer_failures(tmp_path):
     branch = collect_branch(s, root)
     with pytest.raises(SummarizerError, match="not found"):
         summarize_branch(branch, command="definitely-not-a-command-xyz")
-    with pytest.raises(SummarizerError, match="exited with code 3"):
-        summarize_branch(branch, command=f"{sys.executable} -c 'import sys; sys.exit(3)'")
+    with pytest.raises(
+        SummarizerError, match=r"^summarizer exited with code 3 and printed nothing on stderr$"
+    ):
+        summarize_branch(
+            branch, command=f"{sys.executable} -c 'import sys; sys.exit(3)'"
+        )  # said "code 3:" (QA)
+    with pytest.raises(SummarizerError, match=r"^summarizer exited with code 4: no key$"):
+        summarize_branch(
+            branch,
+            command=f"{sys.executable} -c 'import sys; print(\"no key\", file=sys.stderr); sys.exit(4)'",
+        )
     with pytest.raises(SummarizerError, match="printed nothing"):
         summarize_branch(branch, command=f"{sys.executable} -c 'pass'")
 
