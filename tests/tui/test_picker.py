@@ -1034,6 +1034,32 @@ async def test_choosing_the_session_open_here_goes_back_to_it(root):
     assert snapshot(root) == before
 
 
+async def test_choosing_the_session_open_here_after_it_was_replaced_opens_it_again(root):
+    """The banner said "reopen it to see it", and choosing it in the picker went back to the
+    stale read-only view of the replaced file (QA)."""
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    app = build_app(str(weather))
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        first = app.browser
+        with create_session("/home/dev/other", path=root / "new.jsonl") as other:
+            other.append_message(U("what the file holds now"))
+        os.replace(root / "new.jsonl", weather)
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if first.session.read_only:
+                break
+        assert first.session.read_only
+        await pilot.press("o")
+        await settle(app, pilot)
+        picker(app).query_one(SessionTable).move_cursor(row=names(app).index("weather.jsonl"))
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.browser is not first and not app.browser.session.read_only
+        assert app.browser.session.entry_count() == 1
+        assert "weather.jsonl opened again" in list(app._notifications)[-1].message
+
+
 async def test_a_search_whose_expression_backtracks_without_end_gives_up(tmp_path):
     """Under `re` it held the interpreter lock for good: the picker froze, q included. Once in
     a session's title (matched at once), once in its message text (the worker's part)."""

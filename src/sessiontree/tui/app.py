@@ -242,6 +242,11 @@ class SessionTreeApp(App[None]):
             if browser.session.storage.locked_out:
                 self._reopen_for_writing(path)
                 return
+            if browser.session.read_only:
+                # Read-only since it was replaced, truncated or damaged under the app: the banner
+                # says "reopen it", and choosing it went back to the stale view (QA).
+                self._reopen(path)
+                return
             # The session open already: back to it as it is (opened again, it was read-only,
             # as a second writer is)
             self.notify(f"{path.name} is the session open here", markup=False, timeout=4)
@@ -254,6 +259,18 @@ class SessionTreeApp(App[None]):
             return
         if session is not None:
             self._show(session)
+
+    def _reopen(self, path: Path) -> None:
+        """The session open here, chosen again after it turned read-only under the app: what
+        the file holds now, read afresh (read-only again if it is damaged: the banner says)."""
+        try:
+            session = self.opener(path)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        if session is not None:
+            self._show(session)
+            self.notify(f"{path.name} opened again", markup=False, timeout=4)
 
     def _reopen_for_writing(self, path: Path) -> None:
         """The session open here read-only because another writer held its lock, chosen again:
