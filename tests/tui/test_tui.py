@@ -408,6 +408,13 @@ async def test_enter_on_user_message_goes_to_parent_and_offers_text(demo):
         assert app.clipboard.startswith("Now add a `--tz` option")
 
 
+async def summary_dialog(app, pilot, entry_id: str) -> None:
+    """`s` on `entry_id`'s row: the dialog of a move with a branch summary, settled."""
+    await put_cursor(app, pilot, entry_id)
+    await pilot.press("s")
+    await settle(app, pilot)
+
+
 async def test_enter_on_a_user_message_just_below_the_leaf_writes_nothing(demo):
     """Pi's rule puts the leaf on the message's parent, here the leaf already: a `leaf` entry
     from it to itself was written, "Leaf moved" said, and `b` then took an empty step (QA)."""
@@ -437,9 +444,7 @@ async def test_enter_on_a_user_message_just_below_the_leaf_writes_nothing(demo):
 async def test_move_with_summary_write(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         assert isinstance(app.screen, SummaryPrompt)
         await pilot.click("#kind-write")
         app.screen.query_one("#summary-text").text = "left the --tz work for later"
@@ -458,9 +463,7 @@ async def test_a_summary_typed_when_the_file_is_replaced_goes_to_the_clipboard(d
     turns read-only, and the dialog cannot come back to retry; the typed summary was lost (QA)."""
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         await pilot.click("#kind-write")
         app.screen.query_one("#summary-text").text = "a summary worth keeping"
         copy = tmp_path / "copy.jsonl"
@@ -476,9 +479,7 @@ async def test_a_summary_typed_when_the_file_is_replaced_goes_to_the_clipboard(d
 async def test_move_with_summary_draft(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         await pilot.click("#kind-draft")
         await pilot.click("#instructions")
         await pilot.press(*"keep it short", "enter")
@@ -496,9 +497,7 @@ async def test_move_with_summary_draft(demo):
 async def test_the_summary_prompt_works_from_the_keyboard(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         # The kinds of summary have the focus: ↓ Enter picks "Write a summary", whose text box
         # takes the keys next.
         await pilot.press("down", "enter")
@@ -508,9 +507,7 @@ async def test_the_summary_prompt_works_from_the_keyboard(demo):
         await settle(app, pilot)
         assert lines(demo)[-1]["summary"] == "tz later"
         # Ctrl+D drafts at once, picking "Draft" itself.
-        await put_cursor(app, pilot, "3a7c137e")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c137e")
         await pilot.press("ctrl+d")
         await settle(app, pilot)
         assert app.screen.query_one("#kind-draft").value
@@ -539,9 +536,7 @@ async def test_move_with_summary_none_and_cancel(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         before = demo.read_bytes()
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         await pilot.press("escape")
         await settle(app, pilot)
         assert demo.read_bytes() == before  # cancel writes nothing
@@ -555,9 +550,7 @@ async def test_move_with_summary_none_and_cancel(demo):
 async def test_draft_with_failing_command_shows_error(demo):
     app = make_app(demo, summarizer="definitely-not-a-summarizer-xyz")
     async with app.run_test(size=SIZE) as pilot:
-        await put_cursor(app, pilot, "3a7c2123")
-        await pilot.press("s")
-        await settle(app, pilot)
+        await summary_dialog(app, pilot, "3a7c2123")
         await pilot.click("#kind-draft")
         await pilot.click("#instructions")
         await pilot.press("enter")
