@@ -260,14 +260,18 @@ class SessionTreeApp(App[None]):
         if session is not None:
             self._show(session)
 
+    def _open_again(self, path: Path) -> Session | None:
+        """The session open here, opened anew; None after saying why it could not be."""
+        try:
+            return self.opener(path)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return None
+
     def _reopen(self, path: Path) -> None:
         """The session open here, chosen again after it turned read-only under the app: what
         the file holds now, read afresh (read-only again if it is damaged: the banner says)."""
-        try:
-            session = self.opener(path)
-        except SessionError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            return
+        session = self._open_again(path)
         if session is not None:
             self._show(session)
             self.notify(f"{path.name} opened again", markup=False, timeout=4)
@@ -276,11 +280,7 @@ class SessionTreeApp(App[None]):
         """The session open here read-only because another writer held its lock, chosen again:
         that writer may have quit since (the banner went on naming its pid, and choosing the
         session went back to the read-only one)."""
-        try:
-            session = self.opener(path)
-        except SessionError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            return
+        session = self._open_again(path)
         if session is None:
             return
         if session.read_only:

@@ -38,11 +38,10 @@ class MovesMixin(BrowserBase):
             if nav.editor_text is None:
                 confirm(self, "That entry already is the leaf.")
             else:  # a user message just below the leaf: Pi's rule leaves the leaf where it is
-                self.app.copy_to_clipboard(nav.editor_text)
                 confirm(
                     self,
                     f"The leaf already is {nav.new_leaf_id}, this message's parent: nothing was written"
-                    f" · copied the text to re-send: {one_line(nav.editor_text, 200)}",
+                    + self._offer_text(nav.editor_text),
                 )
             return True
         self._back_cursor = None
@@ -59,12 +58,18 @@ class MovesMixin(BrowserBase):
             shown = tree.current_position()
             near = f" below {session.tree.ids[shown]}" if shown is not None and shown != keep else ""
             message += f" (a {kind} entry{near} the filter hides: 5 shows every entry)"
-        if nav.editor_text:
-            # Pi puts the text of a user message moved above into its editor; we copy it.
-            self.app.copy_to_clipboard(nav.editor_text)
-            message += f" · copied the text to re-send: {one_line(nav.editor_text, 200)}"
+        if nav.editor_text is not None:
+            message += self._offer_text(nav.editor_text)
         confirm(self, message)
         return True
+
+    def _offer_text(self, text: str) -> str:
+        """Pi puts the text of a user message moved above into its editor; we copy it. What the
+        status line adds to say so ("" for an empty text)."""
+        if not text:
+            return ""
+        self.app.copy_to_clipboard(text)
+        return f" · copied the text to re-send: {one_line(text, 200)}"
 
     def action_move_with_summary(self) -> None:
         target = self._target()
