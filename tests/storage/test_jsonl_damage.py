@@ -437,3 +437,25 @@ def test_damage_found_late_stops_writes(tmp_path):
         with pytest.raises(SessionError):  # read-only; and the same-size rewrite is noticed too
             s.append_message(U("no"))
         assert path.read_bytes() == changed
+
+
+@pytest.mark.parametrize("refreshed", [False, True])
+def test_a_line_cut_off_by_a_truncation_after_the_open_says_so(tmp_path, refreshed):
+    """Reading an entry that a truncation after the open cut off said "line 3 is not valid
+    JSON", which sent the reader to the line rather than to the other program; whether or not
+    a refresh saw the truncation first, the entry's read says what happened, and no write
+    follows."""
+    path = write(tmp_path, line(HEADER), *(line(msg(e, p)) for e, p in [("a", None), ("b", "a"), ("c", "b")]))
+    with open_session(path) as s:
+        data = path.read_bytes()
+        path.write_bytes(data[: data.rindex(b'{"type"') + 20])
+        if refreshed:
+            with pytest.raises(SessionError, match="truncated"):
+                s.refresh()
+        with pytest.raises(SessionError) as raised:
+            s.get_entry("c")
+        said = str(raised.value)
+        assert "line 4 cannot be read: the file was truncated by another program after it was opened" in said
+        assert "JSON" not in said
+        assert s.read_only
+        assert sum(d.code == "truncated" for d in s.diagnostics) == 1

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from textual._compositor import Compositor
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 from textual.widgets._header import HeaderTitle
 
 from harness.pilot import cursor_id, make_app, screen_lines, settle, status
@@ -220,6 +220,22 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
         found = [keys for _, section in rows for keys, what in section if what == "Find"]
         assert found and found[0] == "^k"
         assert any("keys.nonsense" in str(n.message) for n in app._notifications)
+
+
+async def test_a_key_remapped_to_a_letter_is_not_offered_in_the_find_bar(demo, tmp_path):
+    """With `move = "enter,l"` the find bar's footer listed `l Move`, where `l` types an l."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\nmove = "enter,l"\n')
+    app = make_app(demo, keymap_path=keys)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(app, pilot)
+        leaf = app.browser.session.leaf_id
+        await pilot.press("slash", "l")
+        await settle(app, pilot)
+        assert app.browser.query_one("#search", Input).value == "l"
+        assert app.browser.session.leaf_id == leaf
+        shown = [(w.key, w.description) for w in app.screen.query_one("Footer").query("FooterKey")]
+        assert ("l", "Move") not in shown and ("enter", "Find") in shown
 
 
 async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_path):

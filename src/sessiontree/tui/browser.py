@@ -11,7 +11,7 @@ import gc
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingsMap
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
@@ -25,6 +25,7 @@ from . import deliver
 from .branching import BranchingMixin
 from .follow import FollowMixin
 from .header import SessionHeader
+from .keymap import TYPING_KEYS
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
 from .notices import StatusLine, confirm
@@ -48,8 +49,6 @@ READ_ONLY_HINT = (
     "Read-only · ? keys",
 )
 
-# actions of priority keys that are characters too (in the search box)
-TYPED = {"search", "search_filter", "label", "rename", "go_to_id"}
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
 
@@ -279,17 +278,32 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return self.session.format_version < 3 and self.session.location is not None
         if action == "next_match":
             return bool(self._matches) or None
-        # typed into the search box, these are characters (the footer shows its keys)
-        return action not in TYPED or not isinstance(self.focused, SearchBox)
+        # typed into the search box, keys are characters (the footer shows its keys); with
+        # priority (`/`, `m`), they acted there
+        return not isinstance(self.focused, SearchBox) or not self._taken_by_box(action)
+
+    def _taken_by_box(self, action: str) -> bool:
+        """Every key of `action` is one the search box takes: a character or one of its own keys.
+        Textual drops the characters from the chain before it applies keys.toml, and misses
+        some (`slash`): with `move = "enter,l"` the footer listed `l Move` there (`l` types)."""
+        box = self.query_one(SearchBox)
+        keys = self._keyed_bindings().key_to_bindings.items()
+        mine = [key for key, bindings in keys if any(b.action == action for b in bindings)]
+        return bool(mine) and all(key in TYPING_KEYS or key in box._bindings.key_to_bindings for key in mine)
+
+    def _keyed_bindings(self) -> BindingsMap:
+        """The screen's bindings with the user's keys.toml applied, as Textual dispatches them."""
+        bindings = self._bindings.copy()
+        if self.app._keymap:
+            bindings.apply_keymap(self.app._keymap)
+        return bindings
 
     def on_key(self, event: events.Key) -> None:
         """A key whose binding is hidden (a write in a read-only session, `U` on a file in the
         current format): say why nothing happens instead of ignoring the key."""
         if not isinstance(self.focused, SessionTreeView):
             return
-        bindings = self._bindings.copy()
-        if self.app._keymap:
-            bindings.apply_keymap(self.app._keymap)
+        bindings = self._keyed_bindings()
         actions = [b for b in bindings.key_to_bindings.get(event.key, []) if b.action in WRITES | {"upgrade"}]
         if not actions or self.check_action(actions[0].action, ()) is not False:
             return

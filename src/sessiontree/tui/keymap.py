@@ -100,6 +100,9 @@ NAMED_KEYS = frozenset(k.value.rpartition("+")[2] for k in Keys if not k.value.s
     _character_to_key(c) for c in string.printable if c.isprintable() and not c.isspace()
 )
 
+# The keys that type a character into an `Input` (space included), as Textual names them.
+TYPING_KEYS = frozenset(_character_to_key(c) for c in string.printable if c.isprintable())
+
 
 def key_name(key: str) -> str | None:
     """`key` as Textual names it (`F1` → `f1`, `Ctrl+K` → `ctrl+k`, `?` → `question_mark`), or

@@ -50,6 +50,7 @@ CACHE_ENTRIES = 128
 QUIET_SECONDS = 0.25  # a torn tail is only blanked once the file has not changed for this long
 PENDING_SECONDS = 2.0  # another writer's unfinished line is judged torn after this long unchanged
 REWRITE_PROBE = 4096  # bytes before the end hashed to notice a same-size rewrite
+TRUNCATED = "the file was truncated by another program"
 
 
 LOAD_MANY_MIN = 256  # fewer entries: one by one, through the entry cache
@@ -430,7 +431,7 @@ class JsonlStorage(SessionStorage):
             return 0
         known = self._tail.end
         if st.st_size < known:
-            self._damaged("truncated", "the file was truncated by another program")
+            self._damaged("truncated", TRUNCATED)
         if st.st_size == known:
             if st.st_mtime_ns != self._probe[1]:
                 probe = self._take_probe(st)
@@ -696,12 +697,30 @@ class JsonlStorage(SessionStorage):
         SessionError."""
         line = self._lines.lines[i]
         message = f"line {line} {reason}"
+        changed = self._changed_under_us(i)
+        if changed:  # the line's own complaint (not JSON) would send the reader to the wrong cause
+            self._mark_damaged()
+            said = f"line {line} cannot be read: {changed}"
+            return SessionError("storage", said, path=self.path, line=line)
         if not any(d.line == line and d.code == "unreadable_line" for d in self._diagnostics):
             self._diagnostics.append(
                 Diagnostic("error", "unreadable_line", message, line, self._lines.index.ids[i])
             )
             self._mark_damaged()
         return SessionError("invalid_entry", message, path=self.path, line=line)
+
+    def _changed_under_us(self, i: int) -> str:
+        """Why line `i` may no longer be what was indexed: the file truncated (seen now or by a
+        refresh) or rewritten in place since the open; "" when nothing says so."""
+        fd = self._fd
+        if fd is not None and os.fstat(fd).st_size < self._lines.offsets[i] + self._lines.lengths[i]:
+            if not any(d.code == "truncated" for d in self._diagnostics):
+                self._diagnostics.append(Diagnostic("error", "truncated", TRUNCATED))
+            return f"{TRUNCATED} after it was opened; open it again"
+        for d in self._diagnostics:
+            if d.code in ("truncated", "rewritten"):
+                return f"{d.message} after it was opened; open it again"
+        return ""
 
     def _remember(self, i: int, raw: bytes) -> None:
         with self._cache_lock:
