@@ -191,11 +191,102 @@ def test_the_page_runs_the_app_in_headless_chromium(session_file, tmp_path):
     assert shot.stat().st_size > 10_000  # a drawn screen, not a blank page
 
 
-def test_an_explicit_host_is_warned_about(session_file):
-    with serving(str(session_file), "--host", "127.0.0.1") as (_url, proc):
+def test_a_host_other_than_loopback_is_warned_about(session_file):
+    """`--host localhost` was warned about like `--host 0.0.0.0`, though it is the default's
+    reach; `--host 999.1.1.1` was warned about and then refused."""
+    with serving(str(session_file), "--host", "localhost") as (_url, proc):
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    assert "warning" not in err
+    with serving(str(session_file), "--host", "0.0.0.0") as (_url, proc):
         proc.terminate()
         _out, err = proc.communicate(timeout=10)
     assert "warning" in err and "no authentication" in err
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "serve", str(session_file), "--host", "999.1.1.1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stderr.startswith("sessiontree: cannot serve on 999.1.1.1")
+    assert "warning" not in done.stderr
+
+
+async def handshake(url: str, **headers: str) -> int:
+    """The status of a websocket handshake with these headers (101: connected)."""
+    async with aiohttp.ClientSession() as http:
+        try:
+            async with http.ws_connect(f"{url}ws?width=80&height=24", headers=headers):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+def test_a_page_of_another_site_cannot_connect(session_file):
+    """Any page open in the user's browser could open the app's websocket (browsers let a page
+    connect to any websocket, 127.0.0.1 included), read the session and type keys that wrote a
+    move (QA); or rebind its own domain name to 127.0.0.1. The server's own page still can."""
+    with serving(str(session_file)) as (url, proc):
+        here = url.rstrip("/")
+        port = here.rsplit(":", 1)[1]
+        assert asyncio.run(handshake(url, Origin="http://evil.example.com")) == 403
+        assert asyncio.run(handshake(url, Origin="null")) == 403
+        assert asyncio.run(handshake(url, Origin=f"http://127.0.0.1:{int(port) + 1}")) == 403
+        rebound = f"evil.example.com:{port}"
+        assert asyncio.run(handshake(url, Origin=f"http://{rebound}", Host=rebound)) == 403
+        assert asyncio.run(handshake(url, Origin=here)) == 101
+        assert asyncio.run(handshake(url, Origin=f"http://localhost:{port}", Host=f"localhost:{port}")) == 101
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    refused = [line for line in err.splitlines() if line.startswith("sessiontree: refused GET /ws")]
+    assert len(refused) == 4 and "'http://evil.example.com'" in refused[0], err
+    assert "is not a name this server goes by" in refused[3]
+    assert session_file.read_text().count('"type":"leaf"') == 0
+
+
+def test_an_ipv6_address_is_linked_in_brackets(session_file):
+    """`--host ::1` printed http://::1:PORT and linked the page's script there: it stayed on
+    its splash screen."""
+    with socket.socket(socket.AF_INET6) as probe:
+        try:
+            probe.bind(("::1", 0))
+        except OSError:
+            pytest.skip("this machine has no IPv6 loopback")
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sessiontree",
+            "serve",
+            str(session_file),
+            "--host",
+            "::1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://[::1]:{port}/"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as page:
+                    html = page.read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                time.sleep(0.2)
+        assert f"{url}static/js/textual.js" in html and f"ws://[::1]:{port}/ws" in html
+        text = asyncio.run(screen_text(url, NAME))
+        assert NAME in text
+    finally:
+        proc.terminate()
+        out, _err = proc.communicate(timeout=10)
+    assert f"at {url.rstrip('/')} (Ctrl+C stops)" in out
 
 
 def test_serve_refuses_a_bad_address_before_listening(tmp_path):

@@ -6,12 +6,17 @@ the address is handed over in the environment rather than on the command line, w
 of the machine could read a database password in the process list.
 
 It listens on 127.0.0.1 unless told otherwise: the page has no login, and whoever reaches it
-reads the session and can move its leaf, so an explicit --host is warned about.
+reads the session and can move its leaf, so a --host other than a loopback address is warned
+about. Being on loopback is not enough on its own: any web page the user has open may connect to
+a local websocket (browsers do not apply the same-origin policy to websockets) or rebind its own
+domain name to 127.0.0.1, so requests whose Origin is another site, or whose Host is a name this
+server does not go by, are refused (`_refusal`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
@@ -20,6 +25,7 @@ import shlex
 import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..model.errors import SessionError
 from ..opening import open_session, parse_address
@@ -65,7 +71,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.path is not None:
         _check_address(args.path)
     host = DEFAULT_HOST if args.host is None else args.host
-    if args.host is not None:
+    try:
+        _check_port(host, args.port)  # before any warning about an address that cannot serve
+    except OSError as exc:  # the port is taken, the address is not this machine's, ...
+        raise _cannot_serve(host, args.port, exc) from None
+    if not _loopback(host):
         err(
             f"sessiontree: warning: serving on {host}:{args.port} with no authentication: anyone who can"
             " reach it can read the session"
@@ -76,6 +86,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     command = shlex.join([sys.executable, "-m", "sessiontree", "serve", "--child"])
     public_url = args.public_url
+    if public_url is None and ":" in host:  # an IPv6 address: "http://::1:8000" is no URL
+        public_url = f"http://[{host}]:{args.port}"
     if public_url is None and host in WILDCARD_HOSTS:
         # The page links its script, styles and websocket by absolute URLs made of the host:
         # "http://0.0.0.0:PORT/…" loads in no browser. This machine's name is the likeliest to
@@ -99,13 +111,63 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     server.on_startup = started
     try:
-        _check_port(host, args.port)
         server.serve()
-    except OSError as exc:  # the port is taken, the address is not this machine's, ...
-        raise SessionError(
-            "invalid_argument", f"cannot serve on {host}:{args.port}: {exc.strerror or exc}"
-        ) from None
+    except OSError as exc:  # taken between the check and the start
+        raise _cannot_serve(host, args.port, exc) from None
     return 0
+
+
+def _cannot_serve(host: str, port: int, exc: OSError) -> SessionError:
+    return SessionError("invalid_argument", f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+
+
+def _loopback(host: str) -> bool:
+    """`host` names this machine to itself alone (127.0.0.1, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _refusal(origin: str | None, host: str | None, public_url: str) -> str:
+    """Why a request with these Origin and Host headers is refused ("" when it is not).
+    Host must be an address or a name this server goes by (localhost, this machine's name,
+    --public-url's), so a page that rebinds its own domain to this machine is turned away;
+    Origin, which a browser sends with every websocket, must be this server's own page. A
+    request without an Origin comes from a program, not from a page another site can drive."""
+    public = urlsplit(public_url)
+    name = urlsplit(f"//{host}").hostname if host else None
+    names = {"localhost", socket.gethostname().lower(), (public.hostname or "").lower()}
+    if not host or name is None:
+        return "a request without a Host"
+    if name.lower() not in names:
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return f"Host {host!r} is not a name this server goes by (see --public-url)"
+    if origin is None:
+        return ""
+    site = urlsplit(origin)
+    if site.netloc.lower() in (host.lower(), public.netloc.lower()) and site.scheme in ("http", "https"):
+        return ""
+    return f"a page of {origin!r} asked to connect: only this server's own page may"
+
+
+def _guard(public_url: str) -> Any:
+    """An aiohttp middleware refusing, with 403 and a line on stderr, what `_refusal` refuses."""
+    from aiohttp import web
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> Any:
+        why = _refusal(request.headers.get("Origin"), request.headers.get("Host"), public_url)
+        if why:
+            err(f"sessiontree: refused {request.method} {request.path}: {why}")
+            raise web.HTTPForbidden(text=f"sessiontree: refused: {why}\n")
+        return await handler(request)
+
+    return guard
 
 
 # textual-serve's page links a font from Google's servers: every visit told Google, and with no
@@ -131,6 +193,7 @@ def _local_page(server_class: type[Any]) -> type[Any]:
             assert env.loader is not None  # set by textual-serve's own `_make_app`
             source = env.loader.get_source(env, PAGE)[0]
             env.loader = jinja2.DictLoader({PAGE: _REMOTE_FONT.sub("", source)})
+            app.middlewares.append(_guard(self.public_url))
             return app
 
     return LocalPageServer
