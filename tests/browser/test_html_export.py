@@ -713,3 +713,43 @@ def test_a_100k_entry_session(tmp_path, browser):
     figures = check_big(tmp_path, browser, 100_000)
     print(figures)
     assert figures["tree"] < 10_000 and figures["scroll_s"] < 2, figures
+
+
+def tool_call(call_id: str, name: str, arguments: object) -> dict:
+    return {**A(""), "content": [{"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}]}
+
+
+def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
+    """Tool calls were their arguments as JSON, an edit's lines one wrapped string of `\\n`
+    escapes; a table was its pipes; `_a_` stayed as typed (QA). Now: an edit as a diff (removed
+    before added), a write as its file, a command with `$`, other arguments one per line with
+    their own line breaks; tables; `_a_` but not snake_case. A word of 50,000 letters wraps."""
+    path = tmp_path / "calls.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        s.append_message(U("| name | n |\n|:--|--:|\n| a_b | 1 |\n| `x` | 22 |\n\n_it_ and snake_case_word"))
+        old, new = "def f():\n    return 1\n    # end\n", "def f():\n    return 2\n    # end\n"
+        edit = s.append_message(tool_call("c1", "edit", {"path": "src/x.py", "oldText": old, "newText": new}))
+        s.append_message(tool_call("c2", "write", {"path": "notes.md", "content": "line one\nline two\n"}))
+        s.append_message(tool_call("c3", "bash", {"command": "ls\npwd", "timeout": 5}))
+        s.append_message(tool_call("c4", "grep", {"pattern": "a\tb", "glob": "*.py", "context": "one\ntwo"}))
+        last = s.append_message(A("A" * 50_000))
+    page = export(path, tmp_path / "calls.html")
+    browser.open(page.resolve().as_uri() + "#" + edit)
+    calls = browser.js("[...document.querySelectorAll('#main .call')].map((c) => c.innerText)")
+    assert calls[0].startswith("→ edit src/x.py (−1 +1)")
+    diff = browser.js("document.querySelector('#main pre.diff').innerText").split("\n")
+    assert diff == ["  def f():", "-     return 1", "+     return 2", "      # end"]
+    browser.js(f"location.hash = '{last}'")
+    browser.wait("document.querySelectorAll('#main .call').length === 4")
+    calls = browser.js("[...document.querySelectorAll('#main .call')].map((c) => c.innerText)")
+    assert calls[1].startswith("→ write notes.md (2 lines)") and "line one\nline two" in calls[1]
+    assert calls[2].split("\n")[1:4] == ["$ ls", "pwd", "timeout: 5"]
+    assert "pattern: a b" in calls[3] and "context:\none\ntwo" in calls[3]
+    assert not any("\\n" in c or '"' in c for c in calls)
+    table = browser.js("[...document.querySelectorAll('#main table td')].map((c) => c.innerHTML)")
+    assert table == ["a_b", "1", "<code>x</code>", "22"]
+    assert browser.js("document.querySelector('#main table td.al-r') !== null")
+    text = browser.js("document.querySelector('#main .msg.user .md').innerHTML")
+    assert "<em>it</em>" in text and "snake_case_word" in text
+    width = "document.getElementById('main').clientWidth >= document.getElementById('main').scrollWidth"
+    assert browser.js(width)  # the long word wraps: no sideways scrolling

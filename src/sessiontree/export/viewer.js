@@ -138,11 +138,21 @@
       (all, label, url) => '<a href="' + url + '" rel="noopener noreferrer nofollow" target="_blank">' + label + "</a>");
     s = s.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
     s = s.replace(/(^|[^*\w])\*([^*\s][^*\n]*?)\*(?!\w)/g, "$1<em>$2</em>");
+    // `_a_` too, but not inside snake_case words nor after "/" (a path or a link's address)
+    s = s.replace(/(^|[^_\w\/])_([^_\s][^_\n]*?)_(?![\w\/])/g, "$1<em>$2</em>");
     return s;
   }
 
   const FENCE = /^ {0,3}(`{3,}|~{3,})(.*)$/;
   const LIST = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+
+  // A GitHub table: a header row, a rule of dashes (colons give the alignment), the rows.
+  const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+  function cells(line) {
+    const parts = line.trim().replace(/^\|/, "").replace(/(^|[^\\])\|$/, "$1").split(/(?<!\\)\|/);
+    return parts.map((c) => c.trim().replace(/\\\|/g, "|"));
+  }
 
   function markdown(src) {
     const lines = String(src).replace(/\r\n?/g, "\n").split("\n");
@@ -194,6 +204,18 @@
         }
         const tag = ordered ? "ol" : "ul";
         out.push("<" + tag + ">" + items.map((t) => "<li>" + inline(t).replace(/\n/g, "<br>") + "</li>").join("") + "</" + tag + ">");
+        continue;
+      }
+      if (line.includes("|") && i + 1 < lines.length && lines[i + 1].includes("|") && TABLE_RULE.test(lines[i + 1]) &&
+          cells(lines[i + 1]).length === cells(line).length) {
+        const align = cells(lines[i + 1]).map((c) => /^:-+:$/.test(c) ? "c" : /-:$/.test(c) ? "r" : "l");
+        const row = (text, tag) => "<tr>" + align.map((a, k) => "<" + tag + ' class="al-' + a + '">' +
+          inline(cells(text)[k] ?? "") + "</" + tag + ">").join("") + "</tr>";
+        const body = [];
+        let k = i + 2;
+        while (k < lines.length && lines[k].includes("|") && lines[k].trim()) { body.push(row(lines[k], "td")); k++; }
+        out.push('<div class="table"><table><thead>' + row(line, "th") + "</thead><tbody>" + body.join("") + "</tbody></table></div>");
+        i = k;
         continue;
       }
       const para = [];
@@ -577,6 +599,115 @@
       (b.omittedBytes ? ", " + Math.round(b.omittedBytes / 1024) + " KB, not included in this page" : "") + "]</p>").join("");
   }
 
+  // --- tool calls, as the terminal app's preview draws them (src/sessiontree/tui/preview.py) --
+  // An edit as a diff, a write as the file, a command as a command, other arguments one per
+  // line with their own line breaks: JSON escapes (`\n`, `\t`) in one wrapped line read badly.
+
+  function textArg(args, ...names) {
+    for (const n of names) if (typeof args[n] === "string") return args[n];
+    return null;
+  }
+
+  function editPairs(args) {
+    const old = textArg(args, "oldText", "old_string", "old_str");
+    const neu = textArg(args, "newText", "new_string", "new_str");
+    if (old !== null || neu !== null) return [[old || "", neu || ""]];
+    if (!Array.isArray(args.edits) || !args.edits.length) return null;
+    const pairs = [];
+    for (const e of args.edits) {
+      if (!e || typeof e !== "object") return null;
+      pairs.push([textArg(e, "oldText", "old_string", "old_str") || "", textArg(e, "newText", "new_string", "new_str") || ""]);
+    }
+    return pairs;
+  }
+
+  const DIFF_CELLS = 250000; // lines × lines compared; a bigger edit is shown as removed then added
+
+  function diffLines(old, neu) {
+    if (old.endsWith("\n") && neu.endsWith("\n")) { old = old.slice(0, -1); neu = neu.slice(0, -1); }
+    const a = old.split("\n"), b = neu.split("\n");
+    if (a.length * b.length > DIFF_CELLS) return a.map((x) => ["-", x]).concat(b.map((x) => ["+", x]));
+    // longest common subsequence of lines, from the end, then walked from the start
+    const w = b.length + 1;
+    const lcs = new Uint32Array((a.length + 1) * w);
+    for (let i = a.length - 1; i >= 0; i--) {
+      for (let j = b.length - 1; j >= 0; j--) {
+        lcs[i * w + j] = a[i] === b[j] ? lcs[(i + 1) * w + j + 1] + 1 : Math.max(lcs[(i + 1) * w + j], lcs[i * w + j + 1]);
+      }
+    }
+    const out = [];
+    let i = 0, j = 0;
+    while (i < a.length || j < b.length) {
+      if (i < a.length && j < b.length && a[i] === b[j]) { out.push([" ", a[i]]); i++; j++; }
+      else if (i < a.length && (j >= b.length || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1])) { out.push(["-", a[i]]); i++; }
+      else { out.push(["+", b[j]]); j++; }
+    }
+    // unchanged lines more than three away from a change: one "⋯"
+    const near = out.map(() => false);
+    out.forEach(([sign], k) => { if (sign !== " ") for (let d = -3; d <= 3; d++) if (out[k + d]) near[k + d] = true; });
+    const kept = [];
+    out.forEach((line, k) => {
+      if (near[k]) kept.push(line);
+      else if (!kept.length || kept[kept.length - 1][0] !== "⋯") kept.push(["⋯", ""]);
+    });
+    return kept;
+  }
+
+  const DIFF_CLASS = { " ": "ctx", "-": "del", "+": "add", "⋯": "hunk" };
+
+  function editHtml(pairs) {
+    let removed = 0, added = 0;
+    const rows = [];
+    pairs.forEach(([old, neu], k) => {
+      if (k) rows.push('<span class="hunk">⋯</span>');
+      for (const [sign, line] of diffLines(old, neu)) {
+        removed += sign === "-";
+        added += sign === "+";
+        rows.push('<span class="' + DIFF_CLASS[sign] + '">' + safe(sign === "⋯" ? "⋯" : sign + " " + line) + "</span>");
+      }
+    });
+    const counts = removed || added ? " (−" + removed + " +" + added + ")" : " (no change)";
+    return [counts, '<pre class="diff">' + rows.join("\n") + "</pre>"];
+  }
+
+  function callHtml(b, key) {
+    const name = typeof b.name === "string" ? b.name : "?";
+    const raw = b.arguments;
+    const args = raw && typeof raw === "object" && !Array.isArray(raw) ? raw : {};
+    const path = textArg(args, "path", "file_path") || "";
+    const shown = new Set(path ? ["path", "file_path"] : []);
+    const kind = name.toLowerCase(); // Pi's tools are lower case; other harnesses spell them Edit, Write, Bash
+    let head = '→ <span class="name">' + safe(name) + "</span>" + (path ? " <code>" + safe(path) + "</code>" : "");
+    let body = "";
+    const pairs = kind === "edit" || kind === "multiedit" ? editPairs(args) : null;
+    if (pairs) {
+      const [counts, diff] = editHtml(pairs);
+      head += safe(counts);
+      body = diff;
+      for (const n of ["oldText", "newText", "old_string", "new_string", "old_str", "new_str", "edits"]) shown.add(n);
+    } else if (kind === "write" && typeof args.content === "string") {
+      const lines = args.content.split("\n").length - (args.content.endsWith("\n") ? 1 : 0);
+      head += safe(" (" + lines.toLocaleString() + " lines)");
+      body = cutText(args.content.replace(/\n$/, ""), key + ":content");
+      shown.add("content");
+    } else if (kind === "bash" && typeof args.command === "string") {
+      body = cutText("$ " + args.command, key + ":command");
+      shown.add("command");
+    }
+    if (raw !== undefined && raw !== null && args !== raw) body += cutText(jsonText(raw, 2), key + ":args");
+    for (const [field, value] of Object.entries(args)) {
+      if (shown.has(field)) continue;
+      const text = typeof value === "string" ? value : jsonText(value);
+      if (!text.includes("\n") && text.length <= 300) {
+        body += '<div class="arg"><b>' + safe(field) + ":</b> " + safe(text) + "</div>";
+      } else {
+        body += '<div class="arg"><b>' + safe(field) + ":</b></div>" +
+          cutText(typeof value === "string" ? value : jsonText(value, 2), key + ":" + field);
+      }
+    }
+    return '<div class="call">' + head + (typeof b.id === "string" ? ' <span class="muted">' + safe(b.id) + "</span>" : "") + body + "</div>";
+  }
+
   function messageHtml(m, source, key) {
     if (!m || typeof m !== "object") return '<div class="msg"><div class="who">?</div><pre>' + safe(jsonText(m, 2)) + "</pre></div>";
     const r = typeof m.role === "string" ? m.role : "?";
@@ -593,8 +724,7 @@
         else if (b.type === "thinking" && typeof b.thinking === "string" && b.thinking.trim()) {
           parts.push('<details class="thinking"><summary>thinking</summary><div class="md">' + markdown(inert(b.thinking)) + "</div></details>");
         } else if (b.type === "toolCall") {
-          parts.push('<div class="call">→ <span class="name">' + safe(typeof b.name === "string" ? b.name : "?") + "</span>" +
-            (typeof b.id === "string" ? " <code>" + safe(b.id) + "</code>" : "") + cutText(jsonText(b.arguments, 2), key + ":" + b.id) + "</div>");
+          parts.push(callHtml(b, key + ":" + b.id));
         }
       }
       if (m.stopReason === "error" || m.stopReason === "aborted") {
