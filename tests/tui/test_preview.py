@@ -909,3 +909,19 @@ async def test_keys_scroll_the_preview_at_once(long_context):
             offsets.clear()
             await pilot.press(key)
             assert offsets == [expected], key  # one step, no frames in between
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"stopReason": "error"}, "(stopped: error)"),
+        ({"stopReason": "error", "errorMessage": " "}, "(stopped: error)"),
+        ({"stopReason": "error", "errorMessage": "overloaded"}, "(stopped: error: overloaded)"),
+        ({"stopReason": "aborted"}, "(stopped: aborted)"),
+    ],
+)
+def test_a_turn_that_stopped_says_how_without_a_dangling_colon(extra, said):
+    """An error without its message read "(error: )" (QA)."""
+    msg = {**A("partial"), **extra}
+    text = plain_text(render_all(Plan(message_parts(msg, ("m",), COLLAPSED)), 60).rows)
+    assert said in text and ": )" not in text

@@ -915,7 +915,9 @@ def message_parts(
         for k, call in enumerate(tool_calls(msg)):
             sections.append(call_parts(call, sub("call", k), detail))
         if msg.get("stopReason") in ("error", "aborted"):
-            failure = inert(f"({msg.get('stopReason')}: {msg.get('errorMessage', '')})")
+            error = msg.get("errorMessage")
+            said = f": {error}" if isinstance(error, str) and error.strip() else ""  # not "(error: )"
+            failure = inert(f"(stopped: {msg.get('stopReason')}{said})")
             sections.append([_line(failure, "preview--error")])
         parts = [_heading(title, role)]
         for k, section in enumerate(sections):  # thinking, text and each call, a blank line apart
