@@ -8,6 +8,7 @@ import base64
 import contextlib
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -375,3 +376,55 @@ def test_serve_a_postgres_session_without_its_password_on_the_command_line(pg_da
     # nor in what it printed: the banner named the URL with its password (QA)
     said = (proc.stdout.read() if proc.stdout else "") + (proc.stderr.read() if proc.stderr else "")
     assert "sessiontree: serving postgresql://" in said and ":***@" in said and password not in said
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_server_and_its_tabs_with_a_tab_open(session_file, signum):
+    """Signalled alone (a service manager, `kill`), with a tab open, the server took 15-20 s
+    to stop, as aiohttp waited for the tab's websocket to end on its own; and it said 0."""
+
+    async def tab_open_while_signalled(url: str, proc: subprocess.Popen[str]) -> float:
+        async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}ws?width=80&height=24") as ws:
+            deadline = time.monotonic() + 30
+            while not children(proc.pid) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            tabs = children(proc.pid)
+            assert tabs, "no app process started for the tab"
+            await asyncio.sleep(1)
+            start = time.monotonic()
+            proc.send_signal(signum)
+            while proc.poll() is None and time.monotonic() - start < 30:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ws.receive(), 0.2)
+            took = time.monotonic() - start
+            for _ in range(50):
+                if not any(alive(pid) for pid in tabs):
+                    break
+                await asyncio.sleep(0.1)
+            assert not any(alive(pid) for pid in tabs)
+            return took
+
+    with serving(str(session_file)) as (url, proc):
+        took = asyncio.run(tab_open_while_signalled(url, proc))
+        assert proc.wait(timeout=5) == 128 + signum
+    assert took < 10, took

@@ -16,12 +16,14 @@ server does not go by, are refused (`_refusal`).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import json
 import logging
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
 from typing import Any
@@ -103,18 +105,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # the banner never shows a password (the URL's own, or `?password=`)
     what = "the bundled demo" if args.path is None else parse_address(args.path).display()
 
+    stopped_by: list[int] = []
+
+    def stop(signum: int) -> None:
+        stopped_by.append(signum)
+        server.request_exit()
+
     async def started(_app: object) -> None:
         # In place of textual-serve's banner, which names the command each tab runs (this
         # interpreter's path) and comes before the port is taken: "Press Ctrl+C to quit",
         # then "cannot serve" when it is in use.
         print(f"sessiontree: serving {what} at {server.public_url} (Ctrl+C stops)", flush=True)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):  # textual-serve's, noting which came
+            loop.add_signal_handler(signum, stop, signum)
 
     server.on_startup = started
     try:
         server.serve()
     except OSError as exc:  # taken between the check and the start
         raise _cannot_serve(host, args.port, exc) from None
-    return 0
+    # stopped by a signal: 128 + its number, as a shell reports a command it interrupted
+    return 128 + stopped_by[0] if stopped_by else 0
 
 
 def _cannot_serve(host: str, port: int, exc: OSError) -> SessionError:
@@ -181,6 +193,24 @@ def _local_page(server_class: type[Any]) -> type[Any]:
     import jinja2
 
     class LocalPageServer(server_class):
+        # the tabs' websocket handlers, cancelled at shutdown: aiohttp otherwise waits for each
+        # to end on its own, 15-20 s with a tab open when only this process was signalled
+        tabs: set[asyncio.Task[Any]] = set()
+
+        async def handle_websocket(self, request: Any) -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            self.tabs.add(task)
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                self.tabs.discard(task)
+
+        async def on_shutdown(self, app: Any) -> None:
+            for task in list(self.tabs):
+                task.cancel()
+            await super().on_shutdown(app)
+
         def initialize_logging(self) -> None:
             super().initialize_logging()
             # aiohttp's access log went to stdout under the banner, a line per request with
