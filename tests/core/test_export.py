@@ -136,7 +136,7 @@ def test_markdown_of_the_path(tree):
     assert "### Compaction" in text and "1,234 tokens before" in text
     assert "label **good**" in text  # shown on the entry it marks
     assert "*… 21,500 more characters not shown (22,000 in all)*" in text
-    assert "**Tool call** `read` (`c1`)" in text
+    assert "**Tool call** `read` `x.py` (`c1`)\n\n### Tool result: read" in text  # nothing else to show
     assert "*Model → openai/gpt-5*" in text and "*Thinking level → high*" in text
     # before the compaction's kept range: marked, since the model sees it only as the summary
     first_user = text.index("first question")
@@ -144,6 +144,29 @@ def test_markdown_of_the_path(tree):
     tail = text[text.index("## State at the end") :]
     assert "claude-sonnet-4-5" in tail and "Thinking level: high" in tail
     assert "- Context: 6 messages" in tail  # compaction summary, kept a2, custom, u3, u4, a4
+
+
+def test_tool_calls_read_as_the_app_draws_them(tmp_path):
+    """Every call was its arguments as JSON: an edit's lines one string of `\\n` escapes (QA
+    of the HTML export, whose Markdown sibling did the same)."""
+    with create_session("/p", path=tmp_path / "calls.jsonl") as s:
+        s.append_message(U("go"))
+        old, new = "def f():\n    return 1\n    # end\n", "def f():\n    return 2\n    # end\n"
+        s.append_message(tool_call("c1", "edit", path="src/x.py", oldText=old, newText=new))
+        s.append_message(tool_call("c2", "write", path="notes/a.py", content="print('hi')\n"))
+        s.append_message(tool_call("c3", "bash", command="ls\npwd", timeout=5))
+        s.append_message(tool_call("c4", "grep", pattern="a b"))
+        s.append_message(
+            tool_call("c5", "Edit", file_path="y.txt", edits=[{"oldText": "a", "newText": "b"}] * 2)
+        )
+        text, _ = export_markdown(s)
+    diff = "```diff\n def f():\n-    return 1\n+    return 2\n     # end\n```"
+    assert "**Tool call** `edit` `src/x.py` (`c1`)\n\n" + diff in text
+    assert "**Tool call** `write` `notes/a.py` (`c2`)\n\n```python\nprint('hi')\n```" in text
+    assert '```bash\nls\npwd\n```\n```json\n{\n  "timeout": 5\n}\n```' in text
+    assert '**Tool call** `grep` (`c4`)\n\n```json\n{\n  "pattern": "a b"\n}\n```' in text
+    assert "(`c5`)\n\n```diff\n-a\n+b\n@@\n-a\n+b\n```" in text
+    assert "\\n" not in text
 
 
 def test_the_state_at_the_end_counts_one_message_in_the_singular(tmp_path):

@@ -16,6 +16,7 @@ from textual.geometry import Region
 
 from helpers import A, U
 from sessiontree import JsonlStorage, Session
+from sessiontree.calls import diff_lines
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.launch import open_for_browsing
 from sessiontree.tui.preview import (
@@ -28,7 +29,6 @@ from sessiontree.tui.preview import (
     Renderer,
     Scope,
     body_parts,
-    diff_lines,
     message_parts,
     plain_text,
     render_all,

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
 from ..context import SessionContext, bash_execution_text
 from ..display import counted, inert, one_line
 from ..model.entries import (
@@ -157,6 +158,62 @@ def _images(content: Any) -> list[str]:
     ]
 
 
+def _call_block(block: dict[str, Any], limit: int | None) -> str:
+    """A tool call as the app draws it: an edit as a `diff` block, a written file in its
+    language, a command as `bash`, the other arguments as JSON (an edit's lines as one JSON
+    string of `\\n` escapes read badly)."""
+    name = block["name"] if isinstance(block.get("name"), str) else "?"
+    call_id = block.get("id")
+    args = call_args(block)
+    path = call_path(args)
+    head = (
+        f"**Tool call** {code(name)}"
+        + (f" {code(path)}" if path else "")
+        + (f" ({code(call_id)})" if isinstance(call_id, str) else "")
+    )
+    shown = {"path", "file_path"} if path else set()
+    parts: list[tuple[str, str]] = []  # (text, the fence's language)
+    kind = name.lower()  # Pi's tools are lower case; other harnesses spell them Edit, Write, Bash
+    pairs = edit_pairs(args) if kind in ("edit", "multiedit") else None
+    if pairs is not None:
+        lines: list[str] = []
+        for k, (old, new) in enumerate(pairs):
+            lines += ["@@"] if k else []
+            lines += ["@@" if sign == "⋯" else sign + line for sign, line in diff_lines(old, new)]
+        parts.append(("\n".join(lines), "diff"))
+        shown |= EDIT_ARGS
+    elif kind == "write" and isinstance(args.get("content"), str):
+        parts.append((str(args["content"]), _language(path)))
+        shown.add("content")
+    elif kind == "bash" and isinstance(args.get("command"), str):
+        parts.append((str(args["command"]), "bash"))
+        shown.add("command")
+    raw = block.get("arguments")
+    rest = {k: v for k, v in args.items() if k not in shown} if isinstance(raw, dict) else raw
+    if rest or not (parts or path):  # a call without arguments still shows its `{}`
+        parts.append((pretty_json(rest), "json"))
+    out = [head, ""] if parts else [head]
+    for text, info in parts:
+        text, note = cut(text, limit)
+        out += [fence(text, info)] + ([note] if note else [])
+    return "\n".join(out)
+
+
+def _language(path: str | None) -> str:
+    """The fence's language for a file of this name, as Pygments (which GitHub's renderer
+    follows) names it; "" when unknown."""
+    if not path:
+        return ""
+    from pygments.lexers import find_lexer_class_for_filename  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+    try:
+        lexer = find_lexer_class_for_filename(path)
+    except ClassNotFound:
+        return ""
+    return lexer.aliases[0] if lexer is not None and lexer.aliases else ""
+
+
 def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
     role = message.get("role")
     blocks: list[str] = []
@@ -172,13 +229,7 @@ def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
             elif kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
                 blocks.append(quote("**Thinking**\n\n" + prose(block["thinking"])))
             elif kind == "toolCall":
-                name = block["name"] if isinstance(block.get("name"), str) else "?"
-                call_id = block.get("id")
-                head = f"**Tool call** {code(name)}" + (
-                    f" ({code(call_id)})" if isinstance(call_id, str) else ""
-                )
-                args, note = cut(pretty_json(block.get("arguments")), limit)
-                blocks.append("\n".join([head, "", fence(args, "json")] + ([note] if note else [])))
+                blocks.append(_call_block(block, limit))
         stop = message.get("stopReason")
         if stop in ("error", "aborted"):
             error = message.get("errorMessage")

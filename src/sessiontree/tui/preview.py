@@ -15,7 +15,6 @@ or an escape sequence.
 
 from __future__ import annotations
 
-import difflib
 import re
 import threading
 import time
@@ -48,6 +47,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
 from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens, project
 from ..display import counted, entry_summary, inert, one_line, pretty_json
 from ..model.entries import Entry, MessageEntry
@@ -79,7 +79,6 @@ EXPANDED_RICH_CHARS = 32_000  # per body when the whole context is expanded; the
 FIRST_CHUNK = 1200
 CHUNK = 4000
 TEXT_CHUNK = 64_000  # plain text past the rendered prefix, in parts of this size
-DIFF_MAX_LINES = 4000  # above this an edit is shown as removed + added, without matching lines
 GUTTER = 2  # columns left of every row: the bar that marks the selected entry
 PROGRESS_SECONDS = 0.25  # while the rest renders, what is done is shown this often
 
@@ -716,62 +715,6 @@ def _heading(title: str, role: str) -> Part:
     return Part(lambda r: r.heading(inert(title), HEADING_STYLE.get(role, "preview--dim")))
 
 
-def _args(call: dict[str, Any]) -> dict[str, Any]:
-    args = call.get("arguments")
-    return args if isinstance(args, dict) else {}
-
-
-def _text_arg(args: dict[str, Any], *names: str) -> str | None:
-    for name in names:
-        if isinstance(args.get(name), str):
-            return str(args[name])
-    return None
-
-
-def _edits(args: dict[str, Any]) -> list[tuple[str, str]] | None:
-    """(old, new) pairs of an edit call: `oldText`/`newText`, `edits: [{oldText, newText}]`, or
-    the `old_string`/`new_string` spelling; None when the arguments are none of these."""
-    old = _text_arg(args, "oldText", "old_string", "old_str")
-    new = _text_arg(args, "newText", "new_string", "new_str")
-    if old is not None or new is not None:
-        return [(old or "", new or "")]
-    edits = args.get("edits")
-    if isinstance(edits, list) and edits:
-        pairs = []
-        for item in edits:
-            if not isinstance(item, dict):
-                return None
-            pairs.append(
-                (
-                    _text_arg(item, "oldText", "old_string", "old_str") or "",
-                    _text_arg(item, "newText", "new_string", "new_str") or "",
-                )
-            )
-        return pairs
-    return None
-
-
-def diff_lines(old: str, new: str) -> list[tuple[str, str]]:
-    """(sign, line) for an edit: " " unchanged, "-" removed, "+" added, "⋯" between hunks."""
-    if old.endswith("\n") and new.endswith("\n"):  # the usual whole-line edit: no blank last line
-        old, new = old[:-1], new[:-1]
-    a, b = old.split("\n"), new.split("\n")
-    if len(a) + len(b) > DIFF_MAX_LINES:
-        return [("-", x) for x in a] + [("+", x) for x in b]
-    out: list[tuple[str, str]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for k, group in enumerate(matcher.get_grouped_opcodes(3)):
-        if k:
-            out.append(("⋯", ""))
-        for tag, i1, i2, j1, j2 in group:
-            if tag == "equal":
-                out += [(" ", x) for x in a[i1:i2]]
-            else:
-                out += [("-", x) for x in a[i1:i2]]
-                out += [("+", x) for x in b[j1:j2]]
-    return out
-
-
 DIFF_CLASS = {" ": "preview--diff-context", "-": "preview--diff-removed", "+": "preview--diff-added"}
 
 
@@ -823,8 +766,8 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
     name, commands as shell, other arguments one per line (long ones as text blocks)."""
     name = inert(call["name"]) if isinstance(call.get("name"), str) else "?"
     raw = call.get("arguments")
-    args = _args(call)
-    path = _text_arg(args, "path", "file_path") or ""
+    args = call_args(call)
+    path = call_path(args) or ""
     title = f"→ {name}" + (f"  {one_line(path, 300)}" if path else "")
     shown = {"path", "file_path"} if path else set()
     parts: list[Part] = []
@@ -833,10 +776,10 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
         return None if key is None else (*key, *more)
 
     kind = name.lower()  # Pi's tools are lower case; other harnesses spell them Edit, Write, Bash
-    pairs = _edits(args) if kind in ("edit", "multiedit") else None
+    pairs = edit_pairs(args) if kind in ("edit", "multiedit") else None
     if pairs is not None:
         parts += _edit_part(title, sub("diff"), pairs, detail)
-        shown |= {"oldText", "newText", "old_string", "new_string", "old_str", "new_str", "edits"}
+        shown |= EDIT_ARGS
     elif kind == "write" and isinstance(args.get("content"), str):
         content = str(args["content"])
         count = content.count("\n") + (0 if content.endswith("\n") else 1)
@@ -929,9 +872,7 @@ def message_parts(
         parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens:,} tok", role)]
         text = content_text(msg.get("content"))
         source = known.get(str(msg.get("toolCallId")))
-        path = (
-            _text_arg(_args(source), "path", "file_path") if source and str(name).lower() == "read" else None
-        )
+        path = call_path(call_args(source)) if source and str(name).lower() == "read" else None
         if path and not error:
             parts += body_parts(
                 sub("result", path),  # drawn as the read file's code: not the same rows as text
