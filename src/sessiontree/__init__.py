@@ -1,7 +1,8 @@
 """sessiontree: LLM conversation sessions stored as a tree (Pi-compatible), and a browser for them.
 
-Layers, lowest first: `model` (entries, header, errors) → `storage` (one contract, three
-backends) → `session` / `context` → `tui` and `cli`. Lower layers never import upper ones.
+Layers, lowest first: `model` (entries, header, errors) → `storage` (one contract, four
+backends: memory, JSONL, SQLite, PostgreSQL) → `session` / `context` → `tui` and `cli`.
+Lower layers never import upper ones.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from .model.lazy import lazy_names
 
 if TYPE_CHECKING:
     from .context import (
+        ContextStream,
         ModelRef,
         SessionContext,
         convert_to_llm,
@@ -19,13 +21,22 @@ if TYPE_CHECKING:
         estimate_tokens,
     )
     from .model import Diagnostic, Entry, SessionError, SessionHeader
-    from .opening import create_session, open_or_read_only, open_session, parse_address
-    from .session import BranchSummary, Navigation, Session, SessionStats
+    from .opening import (
+        Address,
+        create_session,
+        list_sessions,
+        open_or_read_only,
+        open_session,
+        parse_address,
+        upgrade_session,
+    )
+    from .session import BranchSummary, LeafMove, Navigation, Session, SessionStats
     from .storage import JsonlStorage, MemoryStorage, PostgresStorage, SessionStorage, SqliteStorage
 
 # The public names load on first use: `import sessiontree.cli` or `sessiontree.tui` must not pay
 # for every storage backend (SQLite, PostgreSQL, urllib) before the first screen is drawn.
 _LAZY = {
+    "ContextStream": "context",
     "ModelRef": "context",
     "SessionContext": "context",
     "convert_to_llm": "context",
@@ -35,11 +46,15 @@ _LAZY = {
     "Entry": "model",
     "SessionError": "model",
     "SessionHeader": "model",
+    "Address": "opening",
     "create_session": "opening",
+    "list_sessions": "opening",
+    "upgrade_session": "opening",
     "open_or_read_only": "opening",
     "open_session": "opening",
     "parse_address": "opening",
     "BranchSummary": "session",
+    "LeafMove": "session",
     "Navigation": "session",
     "Session": "session",
     "SessionStats": "session",
@@ -54,13 +69,21 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 
+def __dir__() -> list[str]:
+    """The lazy names too: `dir()`, `help()` and completion showed none of the public API."""
+    return sorted({*globals(), *_LAZY})
+
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "Address",
     "BranchSummary",
+    "ContextStream",
     "Diagnostic",
     "Entry",
     "JsonlStorage",
+    "LeafMove",
     "MemoryStorage",
     "ModelRef",
     "Navigation",
@@ -76,7 +99,9 @@ __all__ = [
     "create_session",
     "estimate_context_tokens",
     "estimate_tokens",
+    "list_sessions",
     "open_or_read_only",
     "open_session",
     "parse_address",
+    "upgrade_session",
 ]

@@ -235,7 +235,8 @@ def open_or_read_only(
         # the refusal's advice ("open it read-only, or wait") is what was just done
         detail = exc.detail.removesuffix(ADVICE)
         session.storage.mark_read_only(
-            f"{detail}. Opened read-only; once it quits, o and this session again open it for writing"
+            f"{detail}. Opened read-only; once it quits, opening it again (in the browser: o) opens it"
+            " for writing"
         )
         session.storage.locked_out = True
         return session

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+import threading
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -149,7 +150,12 @@ WALKED_PAST = frozenset(
 
 
 class Session:
-    """A session over a storage. Construct with any `SessionStorage`, or use `open_session`."""
+    """A session over a storage. Construct with any `SessionStorage`, or use `open_session`.
+
+    A session may be shared by threads: its writes (appends, moves) and `refresh` take one lock,
+    so each new entry's parent is the leaf the previous write left. Without it, two threads
+    appending read the same leaf (silent forks in memory and SQLite, a context that disagreed
+    with the log in PostgreSQL, a JSONL file taken for rewritten by another program)."""
 
     def __init__(
         self,
@@ -168,6 +174,7 @@ class Session:
         self._projectors = dict(projectors or {})
         self._clock = clock
         self._new_id = id_factory or storage.new_entry_id
+        self._writing = threading.RLock()  # see the class's docstring
 
     # --- identity and health ------------------------------------------------------------------
 
@@ -239,7 +246,8 @@ class Session:
 
     def refresh(self) -> int:
         """Pick up entries another process appended; returns how many arrived."""
-        return self.storage.refresh()
+        with self._writing:
+            return self.storage.refresh()
 
     def finish_verification(self, *, elsewhere: bool = False) -> None:
         """Run checks the storage deferred at open (see `open_session(verify="later")`);
@@ -498,8 +506,9 @@ class Session:
         """Messages from the bounded path; thinking level, model and active tools from the full
         root path, as Pi derives them, so a compaction does not reset them.
 
-        `limit` caps how many context entries are decoded: the newest `limit` are kept (plus the
-        compaction summary that heads them) and `omitted` says how many older ones were left
+        `limit` caps how many context entries are decoded: at most `limit`, the newest, with the
+        compaction summary that heads the context counted among them and kept first when any
+        are cut (`limit=3`: the summary and the newest two); `omitted` says how many were left
         out — for previews of huge sessions. Transforms then see only the kept entries.
         `root_path`: every entry from the root to `at` (or the leaf), decoded already by the
         caller (an export), which the bounded path is the end of: not decoded again."""
@@ -537,10 +546,11 @@ class Session:
         part-way through."""
         if at is None and self.leaf_id is None:
             return ContextStream(())
+        start = self.tree.leaf if at is None else self.position(at)  # an unknown id: `not_found`
         state = derive_state(*self.storage.state_entries(at))
         if self._transforms or self._projectors:
             return ContextStream(self.build_context(at=at).messages, *state)
-        positions = self._context_positions(self.tree.leaf if at is None else self.position(at))
+        positions = self._context_positions(start)
         storage = self.storage
 
         def messages() -> Iterator[dict[str, Any]]:
@@ -578,7 +588,7 @@ class Session:
         chosen = self._context_positions(start, compaction)
         omitted = 0
         if len(chosen) > limit:
-            head = chosen[:1] if index.kind[chosen[0]] == COMPACTION else []
+            head = chosen[:1] if limit and index.kind[chosen[0]] == COMPACTION else []
             keep = max(limit - len(head), 0)
             omitted = len(chosen) - len(head) - keep
             chosen = head + chosen[len(chosen) - keep :]
@@ -587,10 +597,11 @@ class Session:
     # --- appending ----------------------------------------------------------------------------
 
     def _append(self, etype: str, payload: dict[str, Any]) -> str:
-        self.storage.refresh()  # the parent must be the leaf as it is on disk now
-        entry = self._make(etype, payload, self.storage.leaf_id)
-        self.storage.append([entry])
-        return entry.id
+        with self._writing:
+            self.storage.refresh()  # the parent must be the leaf as it is on disk now
+            entry = self._make(etype, payload, self.storage.leaf_id)
+            self.storage.append([entry])
+            return entry.id
 
     def _make(self, etype: str, payload: dict[str, Any], parent_id: str | None) -> Entry:
         data: dict[str, Any] = {
@@ -688,6 +699,12 @@ class Session:
         """Move the leaf to `entry_id` (None = before the first entry). Always writes a `leaf`
         entry; with a summary also a `branch_summary` (parent = target, `fromId` = the old
         leaf or "root", as Pi writes it), which becomes the leaf. Returns the new leaf id."""
+        with self._writing:
+            return self._move(entry_id, summary)
+
+    def _move(
+        self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None
+    ) -> str | None:
         self.storage.refresh()
         if entry_id is not None:
             self.require_entry(entry_id)
@@ -732,6 +749,12 @@ class Session:
         returns its text to re-send; any other entry becomes the leaf. A move that leaves the
         leaf where it is (the current leaf, or a user message just below it) writes nothing
         without a summary: a `leaf` entry from the leaf to itself made `b` take an empty step."""
+        with self._writing:
+            return self._navigate(target_id, summary)
+
+    def _navigate(
+        self, target_id: str, summary: str | BranchSummary | Mapping[str, Any] | None
+    ) -> Navigation:
         old = self.storage.leaf_id
         if target_id == old:
             self.require_entry(target_id)
@@ -739,7 +762,7 @@ class Session:
         new_leaf, editor_text = self.navigation_target(target_id)
         if new_leaf == old and summary is None:
             return Navigation(old, old, editor_text=editor_text, moved=False)
-        result = self.move_to(new_leaf, summary)
+        result = self._move(new_leaf, summary)
         return Navigation(
             new_leaf_id=result,
             old_leaf_id=old,
@@ -762,6 +785,7 @@ class Session:
         """Counts over the whole append log, and usage summed as Pi's `getSessionStats` does
         (assistant messages, compactions and branch summaries whose usage has all numeric
         components). Entries that cannot be decoded are left out of the counts."""
+        self.storage.require_open()  # else every entry is "undecodable" and the counts zeros
         types: Counter[str] = Counter()
         roles: Counter[str] = Counter()
         stats = SessionStats(entry_count=0, message_count=0)

@@ -23,10 +23,10 @@ def test_limited_context_is_the_tail_of_the_full_one(steps):
     s, ids = session_from_steps(steps)
     for at in {ids[-1], ids[len(ids) // 2], s.leaf_id}:
         full = s.build_context(at=at)
-        for limit in (1, 2, 5):
+        for limit in (0, 1, 2, 5):
             cut = s.build_context(at=at, limit=limit)
             messages = full.messages
-            head = messages[:1] if messages and messages[0]["role"] == "compactionSummary" else []
+            head = messages[:1] if limit and messages and messages[0]["role"] == "compactionSummary" else []
             expected = messages
             if len(messages) > limit:
                 keep = max(limit - len(head), 0)

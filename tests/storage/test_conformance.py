@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import re
+import threading
 
 import pytest
 
@@ -587,6 +588,8 @@ def test_limited_context_keeps_newest_and_the_summary(backend):
     assert roles(c.messages) == ["compactionSummary", "user", "user"]
     assert texts(c.messages)[1:] == ["new 2", "new 3"]
     assert s.build_context(limit=50).messages == full.messages
+    none = s.build_context(limit=0)  # at most `limit`: the summary alone was one too many
+    assert none.messages == [] and none.omitted == 6
 
 
 # --- archiving dead branches ---------------------------------------------------------------------
@@ -705,3 +708,67 @@ def test_a_session_dropped_without_close_lets_go_of_its_lock(tmp_path, kind):
     with open_session(where) as again:
         assert again.entry_count() == 1 and not again.read_only
         again.append_message(U("a writer again"))
+
+
+def test_threads_appending_to_one_session_make_one_branch(backend):
+    """Threads appending to one `Session` read the same leaf: forks in memory and SQLite, a
+    stored path that disagreed with the log in PostgreSQL (the context had entries of other
+    branches), a JSONL file taken for rewritten by another program, read-only from then on."""
+    s = backend.session()
+    first = s.append_message(U("start"))
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(40):
+                s.append_message(U(f"{n}-{i}"))
+                if i % 10 == 9:
+                    s.append_label(first, f"{n}-{i}")
+        except BaseException as exc:  # reported below, with the thread's cause
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+    def one_branch(x: Session) -> None:
+        assert not x.read_only and not x.check()
+        assert x.entry_count() == 1 + 4 * 44
+        assert len(x.get_branch()) == x.entry_count()  # every entry on the leaf's path: no fork
+        assert len(x.build_context().messages) == 1 + 4 * 40
+
+    check_both(backend, s, one_branch)
+
+
+def test_an_unknown_id_or_a_closed_session_is_a_session_error(backend):
+    """`stream_context(at=unknown)` raised a bare KeyError; `stats()` on a closed session gave
+    made-up zeros (every entry taken for unreadable), where every other read says it is closed."""
+    s = backend.session()
+    s.append_message(U("hi"))
+    for call in (
+        lambda: s.stream_context(at="zz"),
+        lambda: s.build_context(at="zz"),
+        lambda: s.get_branch("zz"),
+        lambda: s.navigate("zz"),
+    ):
+        with pytest.raises(SessionError, match="Entry zz not found"):
+            call()
+    s.close()
+    with pytest.raises(SessionError, match="the session is closed"):
+        s.stats()
+
+
+def test_values_nested_too_deeply_are_refused_with_a_session_error(backend):
+    """Past Python's recursion limit the standard library's encoder raised a bare
+    RecursionError out of `append_message`."""
+    s = backend.session()
+    value: object = "x"
+    for _ in range(5000):
+        value = [value]
+    with pytest.raises(SessionError, match="nested too deeply"):
+        s.append_message({**U("deep"), "extra": value})
+    assert s.entry_count() == 0 and not s.read_only
+    s.append_message(U("still writable"))

@@ -1378,7 +1378,8 @@ async def test_a_session_read_only_for_another_writer_reopens_for_writing_once_i
     app = build_app(str(demo))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app.session.read_only and "o and this session again" in app.session.read_only_reason
+        reason = app.session.read_only_reason
+        assert app.session.read_only and "opening it again (in the browser: o)" in reason
 
         async def choose_it_again() -> None:
             await pilot.press("o")

@@ -235,7 +235,10 @@ def encode_line(data: Any) -> bytes:
     try:
         return orjson.dumps(data)
     except TypeError:
-        return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+        try:
+            return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
+        except RecursionError:  # past Python's recursion limit (orjson stops at 255 levels)
+            raise ValueError("its values are nested too deeply to write") from None
 
 
 # Half of a character cut in two (Pi's truncation can leave one): JSON holds it as an escape,
