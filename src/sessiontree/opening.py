@@ -62,7 +62,8 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
     text = os.fspath(target)
     if is_postgres_url(text):
         location, _, session_id = text.partition("#")
-        return Address("postgres", location, session_id or None)
+        scheme, colon, rest = location.partition(":")  # libpq knows `postgresql:` in lower case only
+        return Address("postgres", scheme.lower() + colon + rest, session_id or None)
     if os.path.lexists(text):  # a database by its suffix, or else by its first bytes
         return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) or _is_sqlite(text) else "jsonl", text)
     for suffix in SQLITE_SUFFIXES:
@@ -141,6 +142,7 @@ def open_session(
             )
         )
     _check_no_hash_on_a_file(address.location)
+    _check_not_a_url(address.location)
     return Session(
         JsonlStorage.open(
             address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
@@ -167,6 +169,20 @@ def _check_no_hash_on_a_file(path: str) -> None:
             "invalid_argument",
             f"{location} is a file, not a database: `#` picks a session only in a SQLite or"
             f" PostgreSQL database; open {location} itself",
+            path=path,
+        )
+
+
+_URL_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def _check_not_a_url(path: str) -> None:
+    """`postgresq://…`, `pgsql://…` or `postgresql+psycopg://…` read as file names: say what
+    the database URLs look like, rather than "no such session file"."""
+    if _URL_LIKE.match(path) and not os.path.lexists(path):
+        raise SessionError(
+            "not_found",
+            "no such session file, and not a PostgreSQL URL: those start with postgresql:// or postgres://",
             path=path,
         )
 

@@ -593,3 +593,26 @@ def test_check_keeps_a_file_name_with_a_newline_on_one_line(tmp_path):
     shutil.copyfile(path, odd)
     said = run("check", str(odd)).stdout.splitlines()
     assert said[-2].startswith(f"{tmp_path}/two␊lines.jsonl: format v3") and said[-1] == "ok"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "postgresq://me:SECRET@127.0.0.1:1/db#aa5",  # a typo: taken for a file name
+        "postgresql:/me:SECRET@127.0.0.1:1/db#aa5",
+        "pgsql://me:SECRET@127.0.0.1:1/db",
+        "postgresql+psycopg://me:SECRET@127.0.0.1:1/db#x",
+        "POSTGRESQL://me:SECRET@127.0.0.1:1/db#x",  # upper case: libpq said 'missing "="'
+        "postgresql://me:SECRET@127.0.0.1:1/db#x",
+    ],
+)
+def test_a_password_in_a_misspelt_url_is_never_printed(address):
+    """A URL not read as PostgreSQL's was printed back whole, password included ("no such
+    session file"); `--pick URL` too, and it said the database "does not exist"."""
+    done = run("check", address, check=False)
+    assert done.returncode == 2 and "SECRET" not in done.stdout + done.stderr, done.stderr
+    assert "me:***@" in done.stderr and "missing" not in done.stderr
+    if not address.lower().startswith("postgresql://"):
+        assert "not a PostgreSQL URL: those start with postgresql:// or postgres://" in done.stderr
+    picked = run("--pick", address.partition("#")[0], check=False)
+    assert picked.returncode == 2 and "SECRET" not in picked.stdout + picked.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..model.errors import SessionError
-from ..opening import DEFAULT_SESSIONS_DIR
+from ..opening import DEFAULT_SESSIONS_DIR, parse_address
 from .output import err
 
 SUMMARIZER_ENV = "SESSIONTREE_SUMMARIZER"
@@ -46,7 +46,13 @@ def parser(commands: Sequence[str]) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.pick and args.path is not None and not Path(args.path).is_dir():
         # It showed an empty picker saying "No session files found in FILE" (QA).
-        what = "is a file: open it without --pick" if Path(args.path).exists() else "does not exist"
+        what = (
+            "is a file: open it without --pick"
+            if Path(args.path).exists()
+            else "is a database: open a session in it without --pick (add #SESSION_ID)"
+            if parse_address(args.path).kind == "postgres"
+            else "does not exist"
+        )
         raise SessionError(
             "invalid_argument", f"--pick lists the sessions of a directory; {args.path} {what}"
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .secrets import redact
+
 ErrorCode = Literal[
     "not_found",
     "invalid_session",
@@ -31,6 +33,9 @@ class SessionError(Exception):
         path: str | None = None,
         line: int | None = None,
     ) -> None:
+        # a password of a connection URL never reaches a message, whoever built it
+        message = redact(message)
+        path = None if path is None else redact(path)
         self.code: ErrorCode = code
         self.path = path
         self.line = line

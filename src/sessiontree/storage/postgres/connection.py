@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...model.errors import ErrorCode, SessionError
+from ...model.secrets import redact
 
 if TYPE_CHECKING:
     import psycopg
@@ -18,20 +19,9 @@ if TYPE_CHECKING:
 URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT = 10  # seconds; an unreachable host should fail, not hang the command line
 
-# Up to the last `@` before the path: a password with a raw `@` (which should be `%40`) is
-# hidden whole, not cut at its own `@`.
-_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#\[\]]*):[^/?#]*@")
-_PARAM_PASSWORD = re.compile(r"(password=)[^&#\s]*", re.IGNORECASE)
-
 
 def is_postgres_url(text: str) -> bool:
     return text.lower().startswith(URL_SCHEMES)
-
-
-def redact(text: str) -> str:
-    """`text` with any password of a connection URL replaced by `***` (messages, titles and
-    `location` must never show one)."""
-    return _PARAM_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", text))
 
 
 def _psycopg() -> Any:
