@@ -444,3 +444,80 @@ def test_a_database_replaced_or_deleted_under_a_writer_is_not_written(tmp_path, 
             assert wal.read_bytes() == frames
         else:
             assert not db.exists() and not wal.exists()
+
+
+def as_nobody(work) -> str:
+    """`work()`'s answer (a string), run in a forked child that dropped to `nobody`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, str(work()).encode())
+        except BaseException as exc:
+            os.write(write_end, f"error|{exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    answer = os.read(read_end, 1 << 16).decode()
+    os.close(read_end)
+    return answer
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_database_the_user_may_only_read_opens_read_only(tmp_path, read_only):
+    """Another user's database (0644 or 0444, in a directory one may not write): every open
+    failed with "attempt to write a readonly database" (SQLite's WAL needs a -shm file it
+    could not create), and a writable open of `move` ended in a PermissionError traceback."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    db = shared / "team.sqlite"
+    ids = build(db, n=20)
+    db.chmod(0o444)
+    for directory in (shared, tmp_path, *tmp_path.parents):  # pytest's directories are private
+        if directory == Path("/tmp"):
+            break
+        directory.chmod(0o755)
+    assert not (shared / "team.sqlite-shm").exists()
+
+    def work() -> str:
+        with open_session(f"{db}#s1", read_only=read_only) as s:
+            messages = s.build_context().messages
+            return f"{s.read_only}|{s.read_only_reason}|{len(messages)}|{s.leaf_id}"
+
+    answer = as_nobody(work)
+    ro, reason, count, leaf = answer.split("|")
+    assert ro == "True" and int(count) > 0 and leaf == ids["last"], answer
+    assert "this user cannot create the files SQLite shares with its writers" in reason
+    assert not (shared / "team.sqlite-shm").exists()  # nothing written next to it
+
+
+def test_a_database_the_user_may_not_write_opens_read_only_saying_why(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    db = tmp_path / "team.sqlite"
+    build(db, n=20)
+    db.chmod(0o444)
+    for directory in (tmp_path, *tmp_path.parents):
+        if directory == Path("/tmp"):
+            break
+        directory.chmod(0o777)  # the directory is writable: SQLite may make its -shm there
+
+    def work() -> str:
+        with open_session(f"{db}#s1") as s:
+            return f"{s.read_only}|{s.read_only_reason}"
+
+    answer = as_nobody(work)
+    assert answer == "True|the database is not writable by you, so it is open read-only", answer
+
+
+def test_a_foreign_sqlite_database_is_named_so(tmp_path):
+    db = tmp_path / "other.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    with pytest.raises(SessionError, match="a SQLite database, but not one of sessiontree's"):
+        open_session(f"{db}#s1")

@@ -146,7 +146,14 @@ class RangeLock:
 
     def acquire(self, path: str, what: str, holder: Callable[[], int | None] = lambda: None) -> None:
         """Lock byte `offset` of the file at `path` (opened here, kept open while held)."""
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:  # a file one may only read (it ended `move` in a traceback)
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise SessionError(
+                "read_only", f"{what} cannot be written ({exc.strerror}); open it read-only"
+            ) from None
         try:
             record = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, self.offset, 1, 0)
             fcntl.fcntl(fd, fcntl.F_OFD_SETLK, record)

@@ -340,6 +340,22 @@ def _active_after_compaction(
     return out
 
 
+class _Snapshot(sqlite3.Connection):
+    """A read-only connection opened `immutable=1`: to a WAL database whose shared-memory file
+    (-shm) this user can neither open nor create (a database one may only read, in a directory
+    one may not write), which SQLite otherwise refuses even to read ("attempt to write a
+    readonly database"). It reads the database file alone, without locks."""
+
+
+def _readable_as_is(conn: sqlite3.Connection) -> bool:
+    """Whether a `mode=ro` connection can read: False when SQLite needs a -shm it may not make."""
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:  # other problems are the schema check's to report
+        return "readonly database" not in str(exc) and "unable to open database file" not in str(exc)
+    return True
+
+
 class SqliteStorage(SessionStorage):
     """Use `SqliteStorage.create`, `SqliteStorage.open` or `SqliteStorage.list_sessions`."""
 
@@ -390,6 +406,15 @@ class SqliteStorage(SessionStorage):
                 # pathname2url escapes what a URI would misread in a path (?, #, %)
                 uri = f"file:{pathname2url(os.path.abspath(db_path))}?mode=ro"
                 conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                if not _readable_as_is(conn):
+                    conn.close()
+                    conn = sqlite3.connect(
+                        uri + "&immutable=1",
+                        uri=True,
+                        isolation_level=None,
+                        check_same_thread=False,
+                        factory=_Snapshot,
+                    )
             else:
                 conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -410,6 +435,12 @@ class SqliteStorage(SessionStorage):
             row = None if empty else conn.execute("SELECT version FROM schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if "no such table" in str(exc):  # said "no such table: schema_version" (QA)
+                raise SessionError(
+                    "storage",
+                    "a SQLite database, but not one of sessiontree's (it has no schema_version table)",
+                    path=db_path,
+                ) from None
             raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
         if row is None:  # a creator killed before its schema or its version: no session yet
             conn.close()
@@ -475,7 +506,16 @@ class SqliteStorage(SessionStorage):
         durable: bool = False,
     ) -> SqliteStorage:
         db_path = os.fspath(db_path)
+        reason = None
+        if not read_only and os.path.isfile(db_path) and not os.access(db_path, os.W_OK):
+            # as a session file one may only read opens read-only (a traceback from the lock)
+            read_only, reason = True, "the database is not writable by you, so it is open read-only"
         conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
+        if isinstance(conn, _Snapshot):
+            reason = (
+                "the database is read as it is on disk: this user cannot create the files SQLite"
+                " shares with its writers (its -shm), so their changes are not followed; open read-only"
+            )
         lock = None
         try:
             row = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -485,6 +525,8 @@ class SqliteStorage(SessionStorage):
                 lock = RangeLock(session_slot(session_id))
                 _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
+            if reason is not None:
+                storage.read_only_reason = reason
             storage.header = SessionHeader.from_dict(_json(row[0], "header", storage.location), path=db_path)
             storage._state, storage._last_seq = storage._stored_projection()
         except BaseException as exc:
