@@ -236,3 +236,22 @@ def test_follow_keeps_rows_committed_during_a_refresh(tmp_path):
     assert [m["content"] for m in r.build_context().messages] == ["1", "2", "3"]
     r.close()
     w.close()
+
+
+def test_moves_up_a_deep_branch_keep_the_stored_branch_they_share(tmp_path):
+    """After a move up a deep branch the stored active branch was written again whole (its
+    shared part was found only when one branch was a prefix of the other): importing a deep
+    retry tree was quadratic. The rows before the fork stay; the state still checks out."""
+    s = Session(SqliteStorage.create(tmp_path / "deep.sqlite", cwd="/p", session_id="d"))
+    ids = [s.append_message(U(f"q{k}") if k % 2 == 0 else A(f"a{k}")) for k in range(400)]
+    conn = s.storage._conn
+    changes = conn.total_changes
+    s.move_to(ids[299], "what the branch left behind tried")  # the summary forks at 299
+    # rows changed: the 100 branch rows below the fork deleted, the two entries, the summary's
+    # branch row and the state; not the 300 shared rows deleted and written again
+    assert conn.total_changes - changes < 120, conn.total_changes - changes
+    assert s.storage.verify_state() == []
+    leaf = s.leaf_id
+    s.close()
+    with open_session(tmp_path / "deep.sqlite#d", read_only=True) as reopened:
+        assert [e.id for e in reopened.get_branch()] == [*ids[:300], leaf]
