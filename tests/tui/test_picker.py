@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from harness.pilot import screen_lines
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
-from sessiontree.catalog import Catalog, listing_match, read_messages, text_match
+from sessiontree.catalog import FIRST_WORDS, Catalog, describe, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.help import HelpScreen
@@ -1081,3 +1081,15 @@ async def test_a_search_whose_expression_backtracks_without_end_gives_up(tmp_pat
             message = text_of(app, "#picker-message")
             assert "gave up after" in message and words in message, message
             assert len(names(app)) == 2  # every row again, as after an invalid query
+
+
+def test_a_listing_keeps_the_start_of_a_huge_first_message_and_search_still_finds_its_end(tmp_path):
+    """A session whose first message was 30 MB held all of it in its listing, and the picker's
+    search looked through it on every key (a third of a second per key among 500 sessions);
+    the end of such a message is still found, by the search of the messages' text."""
+    path = tmp_path / "huge.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("start " + "x" * 200_000 + " needle-at-the-end"))
+    listing = describe(path)
+    assert listing.first_message.startswith("start ") and len(listing.first_message) == FIRST_WORDS
+    assert any("needle-at-the-end" in text for _, text in read_messages(path))
