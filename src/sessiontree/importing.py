@@ -3,7 +3,8 @@
 An imported session keeps its header's id as its session id and every entry keeps its id, so the
 same file always maps to the same session. That makes importing idempotent and incremental with
 no bookkeeping of its own: the session already in the database must be exactly the first
-entries the file gives today (compared entry by entry); then only the rest is appended. A file
+entries the file gives today (compared entry by entry; moves, summaries, labels and names
+written in the database in between are passed over); then only the rest is appended. A file
 that no longer starts with what was imported (rewritten, edited, another file with the same
 session id) is refused, and nothing is written for it.
 
@@ -42,6 +43,10 @@ from .storage.postgres import PostgresStorage, is_postgres_url, redact
 from .storage.scan import LONE_SURROGATE, encode_line
 from .storage.sqlite import SqliteStorage
 
+# What a reader of the imported copy writes to it (the app's moves, summaries, labels, names and
+# archive records): the database may hold these between the file's entries, which are compared
+# in order around them; any other entry the file does not give means the two have diverged.
+DATABASE_SIDE = frozenset({"leaf", "branch_summary", "label", "session_info", "custom"})
 BATCH = 1000  # entries per transaction: big enough to amortise a commit, small enough to resume
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -394,16 +399,24 @@ def _copy(
         known.add(entry.id)
         if compared < existing:
             mine = next(theirs, None)
-            if mine != entry:
-                at = f"line {line}" if line is not None else f"entry #{compared + 1}"
-                if mine is not None and mine.id == entry.id:
-                    said = f"entry {entry.id!r} is not the one imported with that id (#{compared + 1})"
-                else:
-                    imported = "nothing" if mine is None else f"entry {mine.id!r}"
-                    said = f"entry {entry.id!r} is not what was imported there ({imported}, #{compared + 1})"
-                raise _Diverged(f"{at}: {said}")
-            compared += 1
-            continue
+            # Entries written in the database after an import (a move, a summary, a label or a
+            # name made in the app on the imported copy) sit between the file's: passed over.
+            while mine is not None and mine != entry and mine.type in DATABASE_SIDE:
+                compared += 1
+                mine = next(theirs, None)
+            if mine is not None:
+                if mine != entry:
+                    at = f"line {line}" if line is not None else f"entry #{compared + 1}"
+                    said = (
+                        f"entry {entry.id!r} is not the one imported with that id (#{compared + 1})"
+                        if mine.id == entry.id
+                        else f"entry {entry.id!r} is not what was imported there (entry {mine.id!r},"
+                        f" #{compared + 1})"
+                    )
+                    raise _Diverged(f"{at}: {said}")
+                compared += 1
+                continue
+            compared = existing  # the database's own entries came last: the rest of the file is new
         # A move or a compaction starts its own batch: SQLite works out what they change from
         # the tree as committed, which must already hold the entries they refer to.
         if len(batch) >= BATCH or (batch and entry.type in ("leaf", "compaction")):
@@ -411,7 +424,8 @@ def _copy(
         batch.append(entry)
     flush()
     tell(done, source.count)
-    if compared < existing:
+    # what is left in the database after the file's entries may only be the database's own
+    if compared < existing and any(mine.type not in DATABASE_SIDE for mine in theirs):
         raise _Diverged(
             f"the target's session has {existing} entries, but the file gives only {compared} of them"
         )

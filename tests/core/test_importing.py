@@ -129,6 +129,43 @@ def test_a_file_that_diverged_is_refused_and_nothing_is_written(tmp_path, target
     assert shorter.status == "refused" and "only 99" in (shorter.message or "")
 
 
+def test_moves_made_in_the_database_do_not_stop_the_next_import(tmp_path, target):
+    """Enter on the imported copy (a move, a summary, a label written in the database) made
+    every later import of the file refused: "the target's session has 201 entries, but the
+    file gives only 200", then, once the file grew, "entry X is not what was imported there"
+    (QA). The database's own entries stay where they are; the file's new ones are appended."""
+    full = v3_copy(tmp_path)
+    lines = lines_of(full)
+    growing = tmp_path / "growing.jsonl"
+    growing.write_bytes(b"".join(lines[:60]))
+    first = import_file(growing, target)
+    where = address(target, first.session_id or "")
+    with open_session(where) as copy:  # what the app does on the imported copy
+        entries = copy.get_entries()
+        copy.move_to(entries[20].id, "looked at an older answer")
+        copy.append_label(entries[5].id, "read later")
+        copy.move_to(entries[-1].id)
+        ours = copy.entry_count() - len(entries)
+    again = import_file(growing, target)
+    assert again.status == "unchanged" and again.total == 59 + ours
+    growing.write_bytes(b"".join(lines))
+    grown = import_file(growing, target)
+    assert grown.status == "appended" and grown.added == len(lines) - 60
+    assert import_file(growing, target).status == "unchanged"
+    with (
+        open_session(full, read_only=True) as source,
+        open_session(where, read_only=True) as imported,
+    ):
+        assert imported.leaf_id == source.leaf_id  # the file's newest entries continue it
+        assert imported.build_context().messages == source.build_context().messages
+        assert imported.get_label(entries[5].id) == "read later" and imported.storage.verify_state() == []
+    # a message of the database's own is not passed over: the copy and the file diverged
+    with open_session(where) as copy:
+        copy.append_message(U("typed into the copy"))
+    growing.write_bytes(b"".join([*lines, lines[-1].replace(b'"id":"', b'"id":"x', 1)]))
+    assert import_file(growing, target).status == "refused"
+
+
 def test_damaged_lines_are_reported_and_skipped(tmp_path, target):
     v3 = v3_copy(tmp_path)
     lines = lines_of(v3)
