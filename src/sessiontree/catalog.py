@@ -63,6 +63,7 @@ class SessionListing:
     leaf_count: int = 0  # entries without children: one per branch tip
     fork_count: int = 0  # entries with more than one child
     error: str | None = None
+    problem: str | None = None  # of a damaged session: its first problem, which the preview says
     described: bool = False
 
     @property
@@ -151,6 +152,11 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             problems = [d for d in session.diagnostics if d.severity == "error"]
             if problems:
                 listing.error = counted(len(problems), "problem")
+                first = problems[0]
+                said = first.line is None or first.message.startswith("line ")
+                where = "" if said else f"line {first.line}: "
+                more = f" (and {len(problems) - 1:,} more)" if len(problems) > 1 else ""
+                listing.problem = f"{where}{first.message}{more}"
     except SessionError as exc:
         listing.error = exc.detail
     except OSError as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import socket
+import time
 
 import orjson
 
@@ -166,3 +168,25 @@ async def test_a_search_typed_while_the_session_opens_runs_once_it_is_open(tmp_p
         await settle(app, pilot)
         assert len(app.browser._matches) == 12  # turn 1999, 11999, 19990-19999
         assert app.screen is app.browser and app.focused is app.browser.query_one(SessionTreeView)
+
+
+async def test_a_database_address_paints_first_and_q_does_not_wait_for_the_server(tmp_path):
+    """A PostgreSQL address was opened before the app started: a blank terminal until the
+    server answered (10 s for one that never does), keys echoed raw; and once the loading
+    screen showed, `q` still waited for the connection's timeout (asyncio waits for its
+    executor's threads when the app ends)."""
+    with socket.socket() as silent:  # a server that accepts and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(5)
+        port = silent.getsockname()[1]
+        app = build_app(f"postgresql://me:SECRET@127.0.0.1:{port}/db#abc")
+        start = time.monotonic()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, LoadingScreen) and app.still_opening
+            title = str(app.screen.query_one("#loading-title").render())
+            assert f"postgresql://me:***@127.0.0.1:{port}/db#abc" in title and "SECRET" not in title
+            await pilot.press("q")
+            await pilot.pause()
+        assert not app.is_running
+        assert time.monotonic() - start < 5  # the connection's own timeout is 10 s

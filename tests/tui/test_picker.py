@@ -22,7 +22,7 @@ from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app, open_for_browsing
-from sessiontree.tui.picker import PickerScreen, SessionTable
+from sessiontree.tui.picker import PickerScreen, SessionTable, preview_text
 
 WIDE = (160, 50)
 NARROW = (80, 24)
@@ -1014,6 +1014,15 @@ async def test_a_file_that_cannot_open_leaves_the_picker_where_it_was(root):
         assert isinstance(app.screen, PickerScreen) and picker(app).directory == root
         assert "zero.jsonl" in names(app) and "weather.jsonl" in names(app)
         assert "empty" in list(app._notifications)[-1].message
+        # chosen from a search: the list comes back searched as it was (it was all of it, QA)
+        await search_for(app, pilot, "zero")
+        await pilot.press("enter")  # to the list, the search kept
+        await settle(app, pilot)
+        assert names(app) == ["zero.jsonl"]
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickerScreen) and names(app) == ["zero.jsonl"]
+        assert picker(app).query_one("#picker-search", Input).value == "zero"
 
 
 async def test_choosing_the_session_open_here_goes_back_to_it(root):
@@ -1093,3 +1102,21 @@ def test_a_listing_keeps_the_start_of_a_huge_first_message_and_search_still_find
     listing = describe(path)
     assert listing.first_message.startswith("start ") and len(listing.first_message) == FIRST_WORDS
     assert any("needle-at-the-end" in text for _, text in read_messages(path))
+
+
+def test_a_damaged_session_says_its_first_problem(tmp_path):
+    """The picker's row and preview said "⚠ 1 problem" and nothing of what it was (QA)."""
+    path = tmp_path / "p" / "damaged.jsonl"
+    _write(path, "/p", lambda s: [s.append_message(U("one")), s.append_message(A("two"))])
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(
+        b"".join([*lines, lines[-1].replace(b'"parentId":"', b'"parentId":"gone', 1)[:-1] + b"\n"])
+    )
+    path.write_bytes(path.read_bytes() + b"{not json\n" + lines[-1])
+    listing = describe(path)
+    count = int((listing.error or "").split()[0])
+    assert listing.error == f"{count} problems" and count > 1
+    assert listing.problem is not None and listing.problem.startswith("line 4")
+    assert listing.problem.endswith(f" (and {count - 1} more)")
+    shown = preview_text(listing, tmp_path, None, None, None).plain
+    assert listing.problem in shown and "⚠" in shown

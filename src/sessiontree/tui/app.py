@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from textual import events, on, work
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.worker import get_current_worker
 
 from ..display import inert
 from ..model.errors import SessionError
@@ -98,6 +98,10 @@ class SessionTreeApp(App[None]):
         super().__init__()
         self._first_session = session
         self._opening = opening
+        # An open that cannot be stopped (connecting to a server that does not answer) is still
+        # running: the process leaves without waiting for it (`launch`), nothing being open yet.
+        self.still_opening = False
+        self._quitting = threading.Event()
         self.summarizer = summarizer
         self.follow = follow
         self.picker_dir = picker_dir
@@ -129,6 +133,7 @@ class SessionTreeApp(App[None]):
         return browser.session if browser is not None else self._first_session
 
     def on_unmount(self) -> None:
+        self._quitting.set()  # an open still running stops at its next progress report
         sys.setswitchinterval(self._switch_interval)
         self.collector.resume()
 
@@ -167,35 +172,51 @@ class SessionTreeApp(App[None]):
             return
         self._show(session, self.note)
 
-    @work(thread=True, exclusive=True, group="open")
     def _open_in_background(self, opening: Opening) -> None:
         """Open the session off the UI thread, moving the progress bar at most 20 times a
-        second; quitting meanwhile stops the indexing at its next progress report."""
-        worker = get_current_worker()
+        second; quitting meanwhile stops the indexing at its next progress report. A daemon
+        thread rather than a Textual worker: asyncio waits for its executor's threads when the
+        app ends, and `q` while connecting to a server that does not answer waited out the
+        connection's timeout (10 s) on a blank terminal."""
         screen = self.screen
+        quit_ = self._quitting
         shown = 0.0
 
         def progress(done: int, total: int) -> None:
             nonlocal shown
-            if worker.is_cancelled:
+            if quit_.is_set():
                 raise _Abandoned
             now = time.monotonic()
             if now - shown >= 0.05 and isinstance(screen, LoadingScreen):
                 shown = now
-                self.call_from_thread(screen.advance, done, total)
+                self._from_thread(screen.advance, done, total)
 
+        def run() -> None:
+            try:
+                session, note = opening.open(progress)
+            except _Abandoned:
+                return
+            except SessionError as exc:
+                if isinstance(screen, LoadingScreen):
+                    self._from_thread(screen.failed, str(exc))
+                return
+            finally:
+                self.still_opening = False
+            if quit_.is_set() or not self._from_thread(self._opened, session, note):
+                session.close()
+
+        self.still_opening = True
+        threading.Thread(target=run, name="sessiontree open", daemon=True).start()
+
+    def _from_thread(self, callback: Callable[..., object], *args: object) -> bool:
+        """`call_from_thread`, False once the app has stopped (nothing runs it any more)."""
+        if self._quitting.is_set():
+            return False
         try:
-            session, note = opening.open(progress)
-        except _Abandoned:
-            return
-        except SessionError as exc:
-            if not worker.is_cancelled and isinstance(screen, LoadingScreen):
-                self.call_from_thread(screen.failed, str(exc))
-            return
-        if worker.is_cancelled:
-            session.close()
-            return
-        self.call_from_thread(self._opened, session, note)
+            self.call_from_thread(callback, *args)
+        except RuntimeError:  # the app ended meanwhile
+            return False
+        return True
 
     def _opened(self, session: Session, note: str | None) -> None:
         if self._exit:  # quit while the last bytes were read
@@ -227,10 +248,13 @@ class SessionTreeApp(App[None]):
         else:
             self.switch_screen(screen)  # the old browser unmounts and closes its session
 
-    def _pick(self, directory: Path, *, can_go_back: bool) -> None:
+    def _pick(self, directory: Path, *, can_go_back: bool, search_again: bool = False) -> None:
         from .picker import PickerScreen
 
-        self.push_screen(PickerScreen(directory, can_go_back=can_go_back), partial(self._picked, directory))
+        self.push_screen(
+            PickerScreen(directory, can_go_back=can_go_back, search_again=search_again),
+            partial(self._picked, directory),
+        )
 
     async def _picked(self, directory: Path, path: Path | None) -> None:
         if path is None:
@@ -255,7 +279,8 @@ class SessionTreeApp(App[None]):
             session = self.opener(path)
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
-            self._pick(directory, can_go_back=browser is not None)  # the list it was chosen from
+            # the list it was chosen from, searched as it was (QA: the search was gone)
+            self._pick(directory, can_go_back=browser is not None, search_again=True)
             return
         if session is not None:
             self._show(session)

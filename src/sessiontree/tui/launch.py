@@ -10,7 +10,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from ..opening import DEFAULT_SESSIONS_DIR, Progress, open_or_read_only, open_session
+from ..opening import DEFAULT_SESSIONS_DIR, Progress, open_or_read_only, open_session, parse_address
 from ..session import Session
 
 # Below this size a session opens before the app starts (as fast as drawing a loading screen);
@@ -82,7 +82,8 @@ def build_app(
         demo_dir, path = copy.parent, str(copy)
         note = "This is a private copy of the bundled demo session: moves are safe to try."
     target = path
-    if _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
+    remote = parse_address(target).kind == "postgres"  # a server may take seconds to answer
+    if not remote and _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
         session, locked_note = open_for_browsing(target, read_only=read_only)
         # From the demo, `o` lists the user's own sessions (Pi's folder); on a machine without
         # Pi, the demo's folder, where its forks and exports go (the current directory, a
@@ -105,7 +106,7 @@ def build_app(
         return open_for_browsing(target, read_only=read_only, progress=progress)
 
     # The app paints first and opens the session behind a progress bar (tui/loading.py).
-    opening = Opening(Path(path).name, open_it)
+    opening = Opening(parse_address(target).display() if remote else Path(path).name, open_it)
     app = SessionTreeApp(
         None, summarizer=summarizer, follow=follow, note=note, opener=opener, opening=opening
     )
@@ -150,4 +151,10 @@ def launch(path: str | None, **options) -> int:
                     f"sessiontree: kept what you made from the demo in {app.demo_dir}: {names}",
                     file=sys.stderr,
                 )
+    if app.still_opening:
+        # `q` while connecting to a server that does not answer waited for the connection's
+        # timeout (10 s) on a blank terminal: no session is open yet, nothing to close.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

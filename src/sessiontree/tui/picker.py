@@ -71,6 +71,7 @@ class _Memory:
     sort: str = "modified"
     reverse: bool = False
     project: str | None = None
+    query: str = ""  # the search typed when a session was chosen
 
 
 # Room for "Entries ▼" and "1,000,000", and for "Size ▼": the sort's arrow was cut off the
@@ -181,10 +182,13 @@ class PickerScreen(Screen[Path | None]):
     # Per directory (resolved), for as long as the process runs.
     _memory: ClassVar[dict[Path, _Memory]] = {}
 
-    def __init__(self, directory: Path, *, can_go_back: bool = False) -> None:
+    def __init__(self, directory: Path, *, can_go_back: bool = False, search_again: bool = False) -> None:
+        """`search_again`: with the search typed when a session was last chosen here (that
+        session failed to open: the list comes back as it was left, not all of it)."""
         super().__init__()
         self.directory = directory
         self.can_go_back = can_go_back
+        self._search_again = search_again
         key = directory.expanduser().resolve()
         memory = self._memory.get(key)
         if memory is None:
@@ -239,6 +243,8 @@ class PickerScreen(Screen[Path | None]):
         self._update_title()
         self._update_status()
         self.query_one(DataTable).focus()
+        if self._search_again and self.memory.query:
+            self.query_one("#picker-search", Input).value = self.memory.query  # runs the search
         waiting = [self.listings[k] for k in self._order] + list(self.listings.values())
         todo = list(dict.fromkeys(str(x.path) for x in waiting if not x.described))
         if todo:
@@ -813,6 +819,7 @@ class PickerScreen(Screen[Path | None]):
     def _leave(self, chosen: Path | None) -> None:
         if chosen is not None:
             self.memory.cursor = str(chosen)
+            self.memory.query = self.query_one("#picker-search", Input).value
         for group in ("describe", "search", "preview"):
             self.workers.cancel_group(self, group)
         if self.is_current:
@@ -939,8 +946,8 @@ def preview_text(
         except ValueError:
             shown = listing.path
         line("file", str(shown))
-    if listing.error:
-        line("⚠", listing.error, "bold red")
+    if listing.error:  # a damaged session's first problem, not only how many it has (QA)
+        line("⚠", listing.problem or listing.error, "bold red")
     return out
 
 
