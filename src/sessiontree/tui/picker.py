@@ -746,7 +746,10 @@ class PickerScreen(Screen[Path | None]):
             status = self.query_one("#picker-status", Static)
             total = len(self.listings)
             if not total:
-                status.update(Text(f"No session files found in {inert(str(self.directory))}"))
+                where = inert(str(self.directory))
+                missing = not self.directory.expanduser().is_dir()
+                said = f"{where} does not exist" if missing else f"No session files found in {where}"
+                status.update(Text(said))
                 return
             shown, matching = len(self._order), self._matching
             sessions = counted(total, "session")
@@ -937,7 +940,7 @@ def preview_text(
     branches = counted(listing.leaf_count, "leaf", "leaves")
     forks = counted(listing.fork_count, "fork")
     leaf = listing.leaf_id or "(none)"  # a v1 file's too: its entries are named the same at every read
-    counts = f"{listing.entry_count:,} entries · {branches} · {forks} · leaf {leaf}"
+    counts = f"{counted(listing.entry_count, 'entry', 'entries')} · {branches} · {forks} · leaf {leaf}"
     line("", f"{counts} · {_size(listing.size)}")
     if width is None:
         line("modified", _when(listing.modified, 16))

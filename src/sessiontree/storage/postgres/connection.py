@@ -90,6 +90,8 @@ def connect_error(exc: Exception, url: str) -> SessionError:
         )
         if "Connection refused" in reason:
             reason += " (is it running, and on that port?)"
+        elif "timeout expired" in reason:  # libpq does not say how long it waited
+            reason += f" (no answer in {CONNECT_TIMEOUT} s: is the host right, and the port open?)"
     return SessionError(code, redact(reason), path=redact(url))
 
 
