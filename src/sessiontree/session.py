@@ -169,6 +169,11 @@ class Session:
         """`transforms`/`projectors` apply to every context build (Pi's instance options).
         `clock` (ISO timestamps) and `id_factory` exist for reproducible files: demos,
         benchmarks, tests."""
+        if not isinstance(storage, SessionStorage):  # `Session("s.jsonl")` failed deep inside
+            raise SessionError(
+                "invalid_argument",
+                f"Session takes a storage, not {storage!r}: open_session(path) opens a file or a database",
+            )
         self.storage = storage
         self._transforms = list(transforms)
         self._projectors = dict(projectors or {})
@@ -470,6 +475,8 @@ class Session:
     def position(self, entry_id: str) -> int:
         """The position of `entry_id` in `tree` (file order); `not_found` if unknown."""
         i = self.tree.pos.get(entry_id)
+        if i is None:
+            _check(entry_id, str, "an entry id")  # `get_branch(3)` said "Entry 3 not found"
         if i is None:
             raise SessionError("not_found", f"Entry {entry_id} not found")
         return i

@@ -772,3 +772,15 @@ def test_values_nested_too_deeply_are_refused_with_a_session_error(backend):
         s.append_message({**U("deep"), "extra": value})
     assert s.entry_count() == 0 and not s.read_only
     s.append_message(U("still writable"))
+
+
+def test_arguments_of_the_wrong_type_are_named(backend):
+    """`get_branch(3)` and `build_context(at=1)` said "Entry 3 not found", and `Session("s.jsonl")`
+    raised an AttributeError from deep inside (library QA)."""
+    s = backend.session()
+    s.append_message(U("hi"))
+    for call in (lambda: s.get_branch(3), lambda: s.build_context(at=1), lambda: s.stream_context(at=2.5)):
+        with pytest.raises(SessionError, match="an entry id must be text"):
+            call()
+    with pytest.raises(SessionError, match=re.escape("Session takes a storage, not 's.jsonl': open_session")):
+        Session("s.jsonl")  # type: ignore[arg-type]
