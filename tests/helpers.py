@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
@@ -90,3 +92,24 @@ def session_from_steps(steps: list[tuple[str, int]]) -> tuple[Any, list[str]]:
         else:
             raise ValueError(what)
     return s, ids
+
+
+def as_nobody(work: Callable[[], object]) -> str:
+    """`str(work())`, run in a forked child that dropped to the `nobody` user (the caller is
+    root), or "error|<exception>" when it raised: how a file another user owns behaves."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, str(work()).encode())
+        except BaseException as exc:
+            os.write(write_end, f"error|{exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    answer = os.read(read_end, 1 << 16).decode()
+    os.close(read_end)
+    return answer

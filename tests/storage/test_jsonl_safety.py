@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PI_FIXTURES, U
+from helpers import PI_FIXTURES, U, as_nobody
 from sessiontree import JsonlStorage, Session, SessionError, open_session
 from sessiontree.display import inert
 from sessiontree.storage import atomic
@@ -336,22 +336,12 @@ def test_a_file_the_user_cannot_write_opens_read_only_saying_why(tmp_path):
         if parent == Path("/tmp"):
             break
         parent.chmod(parent.stat().st_mode | 0o005)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            with open_session(path) as s:
-                os.write(write_end, f"{s.read_only}|{s.read_only_reason}".encode())
-        except BaseException as exc:
-            os.write(write_end, f"error|{exc!r}".encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    os.waitpid(pid, 0)
-    answer = os.read(read_end, 4096).decode()
-    os.close(read_end)
+
+    def work() -> str:
+        with open_session(path) as s:
+            return f"{s.read_only}|{s.read_only_reason}"
+
+    answer = as_nobody(work)
     assert answer.startswith("True|") and "not writable by you" in answer, answer
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import A, U
+from helpers import A, U, as_nobody
 from sessiontree import Session, SessionError, SqliteStorage, open_session
 
 
@@ -444,26 +444,6 @@ def test_a_database_replaced_or_deleted_under_a_writer_is_not_written(tmp_path, 
             assert wal.read_bytes() == frames
         else:
             assert not db.exists() and not wal.exists()
-
-
-def as_nobody(work) -> str:
-    """`work()`'s answer (a string), run in a forked child that dropped to `nobody`."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write_end, str(work()).encode())
-        except BaseException as exc:
-            os.write(write_end, f"error|{exc!r}".encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    os.waitpid(pid, 0)
-    answer = os.read(read_end, 1 << 16).decode()
-    os.close(read_end)
-    return answer
 
 
 @pytest.mark.parametrize("read_only", [False, True])

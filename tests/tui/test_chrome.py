@@ -205,10 +205,15 @@ async def test_help_scrolls_and_shows_the_keys_in_effect_at_80x24(demo):
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
+def remapped(demo, tmp_path, keys_toml: str):
+    """The app on `demo` with `keys_toml` as the user's keys.toml."""
     keys = tmp_path / "keys.toml"
-    keys.write_text('[keys]\nsearch = "ctrl+k"\nmove = "enter,l"\nnonsense = 5\n')
-    app = make_app(demo, keymap_path=keys)
+    keys.write_text(keys_toml)
+    return make_app(demo, keymap_path=keys)
+
+
+async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
+    app = remapped(demo, tmp_path, '[keys]\nsearch = "ctrl+k"\nmove = "enter,l"\nnonsense = 5\n')
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         await pilot.press("ctrl+k")
@@ -224,9 +229,7 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
 
 async def test_a_key_remapped_to_a_letter_is_not_offered_in_the_find_bar(demo, tmp_path):
     """With `move = "enter,l"` the find bar's footer listed `l Move`, where `l` types an l."""
-    keys = tmp_path / "keys.toml"
-    keys.write_text('[keys]\nmove = "enter,l"\n')
-    app = make_app(demo, keymap_path=keys)
+    app = remapped(demo, tmp_path, '[keys]\nmove = "enter,l"\n')
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
         leaf = app.browser.session.leaf_id
