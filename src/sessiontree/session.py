@@ -477,7 +477,6 @@ class Session:
         i = self.tree.pos.get(entry_id)
         if i is None:
             _check(entry_id, str, "an entry id")  # `get_branch(3)` said "Entry 3 not found"
-        if i is None:
             raise SessionError("not_found", f"Entry {entry_id} not found")
         return i
 

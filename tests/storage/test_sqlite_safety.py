@@ -472,7 +472,7 @@ def test_a_database_the_user_may_only_read_opens_read_only(tmp_path, read_only):
     answer = as_nobody(work)
     ro, reason, count, leaf = answer.split("|")
     assert ro == "True" and int(count) > 0 and leaf == ids["last"], answer
-    assert "this user cannot create the files SQLite shares with its writers" in reason
+    assert "this user cannot create the file SQLite shares with its writers" in reason
     assert not (shared / "team.sqlite-shm").exists()  # nothing written next to it
 
 

@@ -528,8 +528,8 @@ class SqliteStorage(SessionStorage):
         conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         if isinstance(conn, _Snapshot):
             reason = (
-                "the database is read as it is on disk: this user cannot create the files SQLite"
-                " shares with its writers (its -shm), so their changes are not followed; open read-only"
+                "the database is open read-only, as it is on disk: this user cannot create the file"
+                " SQLite shares with its writers (its -shm), so their later changes are not followed"
             )
         lock = None
         try:
