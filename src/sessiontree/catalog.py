@@ -153,8 +153,8 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             if problems:
                 listing.error = counted(len(problems), "problem")
                 first = problems[0]
-                said = first.line is None or first.message.startswith("line ")
-                where = "" if said else f"line {first.line}: "
+                numbered = first.line is None or first.message.startswith("line ")
+                where = "" if numbered else f"line {first.line}: "
                 more = f" (and {len(problems) - 1:,} more)" if len(problems) > 1 else ""
                 listing.problem = f"{where}{first.message}{more}"
     except SessionError as exc:

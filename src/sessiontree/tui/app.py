@@ -26,7 +26,7 @@ from textual.screen import Screen
 
 from ..display import inert
 from ..model.errors import SessionError
-from ..opening import is_one_of, open_or_read_only, upgrade_session
+from ..opening import Address, is_one_of, list_sessions, open_or_read_only, upgrade_session
 from ..outline import Filter
 from ..session import Session
 from .browser import BrowserScreen
@@ -92,10 +92,17 @@ class SessionTreeApp(App[None]):
         opener: Callable[[Path], Session] | None = None,
         keymap_path: Path | None = None,
         opening: Opening | None = None,
+        database: Address | None = None,
+        address_opener: Callable[[str], tuple[Session, str | None]] | None = None,
     ) -> None:
         """`opening`: a session to open after the first paint, behind a progress bar (what
-        `sessiontree FILE` does, so a large file never leaves the terminal blank)."""
+        `sessiontree FILE` does, so a large file never leaves the terminal blank). `database`:
+        the database the session is in (`o` lists its sessions); with no session and no
+        opening, its sessions are listed first to choose from."""
         super().__init__()
+        self.database = database
+        # address -> (session, a note to show): how a session chosen in `database` is opened
+        self.address_opener = address_opener or (lambda text: (open_or_read_only(text), None))
         self._first_session = session
         self._opening = opening
         # An open that cannot be stopped (connecting to a server that does not answer) is still
@@ -166,6 +173,9 @@ class SessionTreeApp(App[None]):
         if self._opening is not None:
             self.push_screen(LoadingScreen(self._opening.label))
             self._open_in_background(self._opening)
+            return
+        if session is None and self.database is not None:
+            self._pick_in_database(can_go_back=False)
             return
         if session is None:
             self._pick(self.picker_dir or Path.cwd(), can_go_back=False)
@@ -458,7 +468,41 @@ class SessionTreeApp(App[None]):
         if self.input_gate.is_open:  # else the input handled next resumes it
             self.collector.resume(animating=getattr(self, "_realtime_animation_count", 0) > 0)
 
+    def _pick_in_database(self, *, can_go_back: bool) -> None:
+        """The sessions of `database` to choose from (`database_picker.py`)."""
+        from .database_picker import DatabasePickerScreen
+
+        database = self.database
+        assert database is not None
+        try:
+            sessions = list_sessions(database)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            if not can_go_back:
+                self.exit()
+            return
+
+        def chosen(session_id: str | None) -> None:
+            if session_id is None:
+                if self.browser is None:
+                    self.exit()
+                return
+            try:
+                session, note = self.address_opener(
+                    str(Address(database.kind, database.location, session_id))
+                )
+            except SessionError as exc:
+                self.notify(str(exc), severity="error", markup=False)
+                self._pick_in_database(can_go_back=can_go_back)
+                return
+            self._show(session, note)
+
+        self.push_screen(DatabasePickerScreen(database.display(), sessions, can_go_back=can_go_back), chosen)
+
     def action_open_other(self) -> None:
+        if self.database is not None and self.picker_dir is None:
+            self._pick_in_database(can_go_back=True)  # the sessions beside it, not files
+            return
         directory = self.picker_dir
         session = self.session
         if directory is None and session is not None and session.storage.location:

@@ -10,7 +10,15 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from ..opening import DEFAULT_SESSIONS_DIR, Progress, open_or_read_only, open_session, parse_address
+from ..opening import (
+    DEFAULT_SESSIONS_DIR,
+    Address,
+    Progress,
+    list_sessions,
+    open_or_read_only,
+    open_session,
+    parse_address,
+)
 from ..session import Session
 
 # Below this size a session opens before the app starts (as fast as drawing a loading screen);
@@ -82,7 +90,18 @@ def build_app(
         demo_dir, path = copy.parent, str(copy)
         note = "This is a private copy of the bundled demo session: moves are safe to try."
     target = path
-    remote = parse_address(target).kind == "postgres"  # a server may take seconds to answer
+    address = parse_address(target)
+    database = Address(address.kind, address.location) if address.kind != "jsonl" else None
+
+    def address_opener(text: str) -> tuple[Session, str | None]:
+        return open_for_browsing(text, read_only=read_only)
+
+    if database is not None and address.session_id is None and len(list_sessions(database)) > 1:
+        # which one: the database's sessions to choose from (it said "add #SESSION_ID")
+        return SessionTreeApp(
+            None, summarizer=summarizer, follow=follow, database=database, address_opener=address_opener
+        )
+    remote = address.kind == "postgres"  # a server may take seconds to answer
     if not remote and _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
         session, locked_note = open_for_browsing(target, read_only=read_only)
         # From the demo, `o` lists the user's own sessions (Pi's folder); on a machine without
@@ -98,6 +117,8 @@ def build_app(
             note=locked_note or note,
             opener=opener,
             picker_dir=others,
+            database=database,
+            address_opener=address_opener,
         )
         app.demo_dir = demo_dir
         return app
@@ -106,9 +127,16 @@ def build_app(
         return open_for_browsing(target, read_only=read_only, progress=progress)
 
     # The app paints first and opens the session behind a progress bar (tui/loading.py).
-    opening = Opening(parse_address(target).display() if remote else Path(path).name, open_it)
+    opening = Opening(address.display() if remote else Path(path).name, open_it)
     app = SessionTreeApp(
-        None, summarizer=summarizer, follow=follow, note=note, opener=opener, opening=opening
+        None,
+        summarizer=summarizer,
+        follow=follow,
+        note=note,
+        opener=opener,
+        opening=opening,
+        database=database,
+        address_opener=address_opener,
     )
     app.demo_dir = demo_dir
     return app

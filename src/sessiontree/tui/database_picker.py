@@ -1,0 +1,128 @@
+"""The sessions of one database (a SQLite file or a PostgreSQL URL) to choose from: what
+`sessiontree db.sqlite` shows when the database holds several, and `o` from a session kept
+there. After an import of a directory the ids were only to be found with `psql` (QA).
+
+A table of name, id, project, entries and creation time, newest first; typing filters it (by
+name, id or project, words ANDed, case-insensitive); Enter opens the highlighted session, Esc
+clears the filter, then goes back (or quits when there is nothing to go back to).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from ..display import counted, inert, one_line, short_time
+
+FILTER_HINT = "type to filter: words of a name, an id or a project"
+ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
+COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
+
+
+class DatabasePickerScreen(Screen[str | None]):
+    """Dismissed with the chosen session's id, or None (Esc with nothing to clear, q)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("slash", "search", "Find", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, label: str, sessions: list[dict[str, Any]], *, can_go_back: bool = False) -> None:
+        super().__init__()
+        self.label = label
+        self.sessions = sessions
+        self.can_go_back = can_go_back
+        self._shown: list[dict[str, Any]] = []
+
+    @property
+    def is_modal(self) -> bool:
+        """Keys the screen does not bind must not reach a session behind it (Enter would move
+        its leaf), as in the file picker."""
+        return True
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="dbpick-title")
+        yield Input(placeholder=FILTER_HINT, id="dbpick-filter", compact=True)
+        yield DataTable(id="dbpick-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="dbpick-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.query_one("#dbpick-title", Static).update(
+            Text(
+                f"Sessions in {inert(self.label)} · newest first · Enter opens",
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        )
+        self._fill("")
+        table.focus()
+
+    def _fill(self, query: str) -> None:
+        words = query.casefold().split()
+        self._shown = [s for s in self.sessions if all(w in _haystack(s) for w in words)]
+        table = self.query_one(DataTable)
+        table.clear()
+        for s in self._shown:
+            table.add_row(
+                Text(one_line(inert(s.get("name") or "(no name)"), 40)),
+                Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
+                Text(_tail(inert(s.get("cwd") or ""), 30)),
+                Text(f"{int(s.get('entry_count') or 0):,}", justify="right"),
+                Text(short_time(str(s.get("created_at") or ""))),
+                key=str(s["id"]),
+            )
+        total = counted(len(self.sessions), "session")
+        said = total if not words else f"{len(self._shown):,} of {total} match"
+        self.query_one("#dbpick-status", Static).update(Text(said))
+
+    @on(Input.Changed, "#dbpick-filter")
+    def _filtered(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    @on(Input.Submitted, "#dbpick-filter")
+    def _to_table(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @on(DataTable.RowSelected, "#dbpick-table")
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.dismiss(event.row_key.value)
+
+    def on_key(self, event: Any) -> None:
+        """A printable key typed on the table starts the filter with it (as in lazygit's lists)."""
+        box = self.query_one("#dbpick-filter", Input)
+        if self.focused is not box and event.is_printable and event.character not in (None, "q", "/"):
+            box.focus()
+            box.insert_text_at_cursor(event.character)
+            event.stop()
+
+    def action_search(self) -> None:
+        self.set_focus(self.query_one("#dbpick-filter", Input))
+
+    def action_back(self) -> None:
+        box = self.query_one("#dbpick-filter", Input)
+        if box.value:
+            box.value = ""  # Input.Changed shows every session again
+            self.query_one(DataTable).focus()
+            return
+        self.dismiss(None)
+
+
+def _haystack(session: dict[str, Any]) -> str:
+    return " ".join(str(session.get(k) or "") for k in ("name", "id", "cwd")).casefold()
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of a path, where projects differ: `…/work/project`."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
