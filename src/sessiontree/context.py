@@ -341,8 +341,8 @@ class TokenTally:
 
 class ContextStream:
     """What the model sees at one leaf, its messages read a stretch of entries at a time
-    (`Session.stream_context`) as it is iterated: the state is known at once, `tokens` once
-    every message has been taken (it is Pi's estimate, which needs the last of them)."""
+    (`Session.stream_context`) as it is iterated, once: the state is known at once, `tokens`
+    once every message has been taken (it is Pi's estimate, which needs the last of them)."""
 
     def __init__(
         self,
@@ -359,6 +359,9 @@ class ContextStream:
         self._done = False
 
     def __iter__(self) -> Iterator[Message]:
+        if self._done:  # a second pass found nothing, silently (library QA); a pass left
+            # part-way goes on where it stopped
+            raise RuntimeError("a context stream is read once: call stream_context again")
         for msg in self._source:
             self._tally.add(msg)
             yield msg

@@ -784,3 +784,13 @@ def test_arguments_of_the_wrong_type_are_named(backend):
             call()
     with pytest.raises(SessionError, match=re.escape("Session takes a storage, not 's.jsonl': open_session")):
         Session("s.jsonl")  # type: ignore[arg-type]
+
+
+def test_a_context_stream_is_read_once(backend):
+    """A second pass over a stream gave [] without a word (library QA)."""
+    s = backend.session()
+    s.append_message(U("hi"))
+    stream = s.stream_context()
+    assert [m["role"] for m in stream] == ["user"] and stream.tokens > 0
+    with pytest.raises(RuntimeError, match="read once"):
+        list(stream)
