@@ -721,12 +721,18 @@ def tool_call(call_id: str, name: str, arguments: object) -> dict:
 
 def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
     """Tool calls were their arguments as JSON, an edit's lines one wrapped string of `\\n`
-    escapes; a table was its pipes; `_a_` stayed as typed (QA). Now: an edit as a diff (removed
-    before added), a write as its file, a command with `$`, other arguments one per line with
-    their own line breaks; tables; `_a_` but not snake_case. A word of 50,000 letters wraps."""
+    escapes; a table was its pipes; `_a_` stayed as typed; nested lists were one level (QA).
+    Now: an edit as a diff (removed before added), a write as its file, a command with `$`,
+    other arguments one per line with their own line breaks; tables; `_a_` but not snake_case;
+    nested lists. A word of 50,000 letters wraps."""
     path = tmp_path / "calls.jsonl"
     with Session(JsonlStorage.create(path, cwd="/work")) as s:
-        s.append_message(U("| name | n |\n|:--|--:|\n| a_b | 1 |\n| `x` | 22 |\n\n_it_ and snake_case_word"))
+        s.append_message(
+            U(
+                "| name | n |\n|:--|--:|\n| a_b | 1 |\n| `x` | 22 |\n\n_it_ and snake_case_word\n\n"
+                "- top\n  - inner one\n  - inner two\n    1. deeper\n- second\n  continued"
+            )
+        )
         old, new = "def f():\n    return 1\n    # end\n", "def f():\n    return 2\n    # end\n"
         edit = s.append_message(tool_call("c1", "edit", {"path": "src/x.py", "oldText": old, "newText": new}))
         s.append_message(tool_call("c2", "write", {"path": "notes.md", "content": "line one\nline two\n"}))
@@ -751,5 +757,8 @@ def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
     assert browser.js("document.querySelector('#main table td.al-r') !== null")
     text = browser.js("document.querySelector('#main .msg.user .md').innerHTML")
     assert "<em>it</em>" in text and "snake_case_word" in text
+    nested = "[...document.querySelectorAll('#main .msg.user .md > ul > li')].map((li) => li.innerText)"
+    assert browser.js(nested) == ["top\ninner one\ninner two\ndeeper", "second\ncontinued"]
+    assert browser.js("document.querySelectorAll('#main .msg.user ul ul ol li').length") == 1
     width = "document.getElementById('main').clientWidth >= document.getElementById('main').scrollWidth"
     assert browser.js(width)  # the long word wraps: no sideways scrolling

@@ -190,20 +190,25 @@
         continue;
       }
       if ((m = LIST.exec(line))) {
+        // Items at this list's indent; lines indented past it belong to the item above (a
+        // nested list, a continued line), rendered as Markdown of their own: nested lists
+        // were flattened into one level (QA).
         const ordered = /\d/.test(m[2]);
+        const indent = m[1].length;
         const items = [];
         while (i < lines.length) {
           const item = LIST.exec(lines[i]);
-          if (item && /\d/.test(item[2]) === ordered) { items.push(item[3]); i++; continue; }
-          if (items.length && /^\s{2,}\S/.test(lines[i]) && !FENCE.test(lines[i])) {
-            items[items.length - 1] += "\n" + lines[i].trim();
+          if (item && item[1].length <= indent + 1 && /\d/.test(item[2]) === ordered) { items.push([item[3]]); i++; continue; }
+          if (items.length && lines[i].trim() && lines[i].search(/\S/) > indent + 1 && !FENCE.test(lines[i])) {
+            items[items.length - 1].push(lines[i].slice(Math.min(lines[i].search(/\S/), indent + 2)));
             i++;
             continue;
           }
           break;
         }
         const tag = ordered ? "ol" : "ul";
-        out.push("<" + tag + ">" + items.map((t) => "<li>" + inline(t).replace(/\n/g, "<br>") + "</li>").join("") + "</" + tag + ">");
+        const body = (t) => t.length === 1 ? inline(t[0]) : markdown(t.join("\n")).replace(/^<p>([\s\S]*?)<\/p>/, "$1");
+        out.push("<" + tag + ">" + items.map((t) => "<li>" + body(t) + "</li>").join("") + "</" + tag + ">");
         continue;
       }
       if (line.includes("|") && i + 1 < lines.length && lines[i + 1].includes("|") && TABLE_RULE.test(lines[i + 1]) &&
