@@ -229,6 +229,7 @@ def test_many_sessions_in_one_database(pg_database):
     assert {row["id"] for row in listed} == set(names)
     assert all(row["entry_count"] == 2 for row in listed)
     assert {row["name"] for row in listed} == {"name 0", "name 1", "name 2"}
+    assert {row["first_message"] for row in listed} == {"session 0", "session 1", "session 2"}
     with pytest.raises(SessionError) as twice:
         PostgresStorage.create(pg_database, cwd="/p", session_id=names[0])
     assert "already exists" in str(twice.value)

@@ -90,6 +90,11 @@ def test_many_sessions_in_one_database(tmp_path):
     b.append_message(U("in b"))
     b.append_message(U("more b"))
     assert {x["id"]: x["entry_count"] for x in SqliteStorage.list_sessions(db)} == {"a": 1, "b": 2}
+    # what a session without a name is known by in the database's list (the file picker's way)
+    assert {x["id"]: x["first_message"] for x in SqliteStorage.list_sessions(db)} == {
+        "a": "in a",
+        "b": "in b",
+    }
     a.close()
     b.close()
     with open_session(f"{db}#b") as s:

@@ -41,6 +41,8 @@ async def test_choosing_a_session_of_a_database(tmp_path):
         await settle(app, pilot)
         assert isinstance(app.screen, DatabasePickerScreen)
         assert sorted(rows(app)) == ["s-alpha", "s-beta", "s-gamma"]
+        names = [str(app.screen.query_one("#dbpick-table").get_row_at(k)[0]) for k in range(3)]
+        assert "question in s-beta" in names  # no name: its first message, as the file picker
         await pilot.press(*"beta")  # typing on the list filters it
         await settle(app, pilot)
         assert rows(app) == ["s-beta"]

@@ -28,6 +28,7 @@ import msgspec
 import orjson
 
 from ..model.entries import Entry, entry_from_dict, validate_entry
+from ..model.messages import content_text
 from .index import MESSAGE, NONE, OTHER_ROLE, ROLE_CODES, TOOL_ONLY, TreeIndex
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
@@ -225,6 +226,24 @@ def full_decode(raw: bytes | memoryview) -> Any:
             return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
         except (ValueError, UnicodeDecodeError):
             raise exc from None
+
+
+LISTED_WORDS = 200  # characters of a session's first user message a database's list gives
+
+
+def first_words(raw: bytes | memoryview | None) -> str:
+    """The start of the text of a stored user message entry (a database's `list_sessions`:
+    what a session without a name is known by, as the file picker shows); "" when there is
+    none or it cannot be read."""
+    if raw is None:
+        return ""
+    try:
+        data = full_decode(raw)
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return ""
+    message = data.get("message") if isinstance(data, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return " ".join(content_text(content, image_placeholder="").split())[:LISTED_WORDS]
 
 
 def encode_line(data: Any) -> bytes:

@@ -50,7 +50,15 @@ from .index import (
     state_slot,
 )
 from .lock import RangeLock, session_slot
-from .scan import LONE_SURROGATE, LineError, add_dict, decode_entry_dict, encode_line, full_decode
+from .scan import (
+    LONE_SURROGATE,
+    LineError,
+    add_dict,
+    decode_entry_dict,
+    encode_line,
+    first_words,
+    full_decode,
+)
 
 SCHEMA_VERSION = 1
 
@@ -555,11 +563,14 @@ class SqliteStorage(SessionStorage):
 
     @staticmethod
     def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count."""
+        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count and
+        first_message (the start of its first user message)."""
         conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False, read_only=True)
         try:
             rows = conn.execute(
-                "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count"
+                "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count,"
+                " (SELECT e.data FROM entries e WHERE e.session_id = s.id AND e.role = 'user'"
+                "  ORDER BY e.seq LIMIT 1)"
                 " FROM sessions s LEFT JOIN session_state st ON st.session_id = s.id"
                 " ORDER BY s.created_at DESC"
             ).fetchall()
@@ -568,7 +579,14 @@ class SqliteStorage(SessionStorage):
         finally:
             conn.close()
         return [
-            {"id": r[0], "created_at": r[1], "cwd": r[2], "name": r[3], "entry_count": r[4] or 0}
+            {
+                "id": r[0],
+                "created_at": r[1],
+                "cwd": r[2],
+                "name": r[3],
+                "entry_count": r[4] or 0,
+                "first_message": first_words(r[5]),
+            }
             for r in rows
         ]
 

@@ -2,9 +2,10 @@
 `sessiontree db.sqlite` shows when the database holds several, and `o` from a session kept
 there. After an import of a directory the ids were only to be found with `psql` (QA).
 
-A table of name, id, project, entries and creation time, newest first; typing filters it (by
-name, id or project, words ANDed, case-insensitive); Enter opens the highlighted session, Esc
-clears the filter, then goes back (or quits when there is nothing to go back to).
+A table of name (or first message), id, project, entries and creation time, newest first;
+typing filters it (by name, first message, id or project, words ANDed, case-insensitive);
+Enter opens the highlighted session, Esc clears the filter, then goes back (or quits when
+there is nothing to go back to).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ..display import counted, inert, one_line, short_time
 
-FILTER_HINT = "type to filter: words of a name, an id or a project"
+FILTER_HINT = "type to filter: words of a name, a first message, an id or a project"
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
 
@@ -75,7 +76,7 @@ class DatabasePickerScreen(Screen[str | None]):
         table.clear()
         for s in self._shown:
             table.add_row(
-                Text(one_line(inert(s.get("name") or "(no name)"), 40)),
+                Text(one_line(inert(_title(s)), 40)),
                 Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
                 Text(_tail(inert(s.get("cwd") or ""), 30)),
                 Text(f"{int(s.get('entry_count') or 0):,}", justify="right"),
@@ -119,8 +120,13 @@ class DatabasePickerScreen(Screen[str | None]):
         self.dismiss(None)
 
 
+def _title(session: dict[str, Any]) -> str:
+    """What a session is known by: its name, else its first message, as the file picker does."""
+    return str(session.get("name") or session.get("first_message") or "(no message)")
+
+
 def _haystack(session: dict[str, Any]) -> str:
-    return " ".join(str(session.get(k) or "") for k in ("name", "id", "cwd")).casefold()
+    return " ".join(str(session.get(k) or "") for k in ("name", "first_message", "id", "cwd")).casefold()
 
 
 def _tail(text: str, width: int) -> str:

@@ -37,7 +37,7 @@ from ...model.ids import iso_now, new_session_id
 from ..base import SessionStorage
 from ..index import TreeIndex
 from ..projection import Projection, advance, differences, fold
-from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode
+from ..scan import LineError, add_dict, decode_entry_dict, encode_line, first_words, full_decode
 from . import schema
 from .connection import connect, database_error, redact
 from .lock import try_lock
@@ -227,8 +227,9 @@ class PostgresStorage(SessionStorage):
 
     @staticmethod
     def list_sessions(url: str) -> list[dict[str, Any]]:
-        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count.
-        A database without sessiontree's tables holds none."""
+        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count and
+        first_message (the start of its first user message). A database without sessiontree's
+        tables holds none."""
         conn = connect(url, read_only=True, durable=False)
         try:
             with _errors("could not list the sessions", redact(url)):
@@ -239,14 +240,24 @@ class PostgresStorage(SessionStorage):
                         return []
                     raise
                 rows = conn.execute(
-                    f"SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count"
+                    f"SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count,"
+                    f" (SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
+                    "   ON d.session_id = e.session_id AND d.seq = e.seq"
+                    "   WHERE e.session_id = s.id AND e.role = 'user' ORDER BY e.seq LIMIT 1)"
                     f" FROM {S}.sessions s LEFT JOIN {S}.state st ON st.session_id = s.id"
                     " ORDER BY s.created_at DESC, s.id"
                 ).fetchall()
         finally:
             conn.close()
         return [
-            {"id": r[0], "created_at": r[1], "cwd": r[2], "name": _unpack(r[3]), "entry_count": r[4] or 0}
+            {
+                "id": r[0],
+                "created_at": r[1],
+                "cwd": r[2],
+                "name": _unpack(r[3]),
+                "entry_count": r[4] or 0,
+                "first_message": first_words(r[5]),
+            }
             for r in rows
         ]
 
