@@ -258,14 +258,7 @@ class Target:
                 raise
         if self.kind == "postgres":
             return PostgresStorage.create(self.location, header=header), True
-        storage = SqliteStorage.create(
-            self.location,
-            cwd=header.cwd,
-            session_id=sid,
-            parent_session=header.parent_session,
-            metadata=header.metadata,
-        )
-        return storage, True
+        return SqliteStorage.create(self.location, header=header), True
 
 
 def _is_sqlite_file(path: str) -> bool:
@@ -401,7 +394,7 @@ def _copy(
             mine = next(theirs, None)
             # Entries written in the database after an import (a move, a summary, a label or a
             # name made in the app on the imported copy) sit between the file's: passed over.
-            while mine is not None and mine != entry and mine.type in DATABASE_SIDE:
+            while mine is not None and mine.id != entry.id and mine.type in DATABASE_SIDE:
                 compared += 1
                 mine = next(theirs, None)
             if mine is not None:

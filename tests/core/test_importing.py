@@ -12,7 +12,7 @@ import pytest
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.importing import Target, find_sources, import_file, import_sessions
-from sessiontree.opening import create_session, upgrade_session
+from sessiontree.opening import create_session, list_sessions, upgrade_session
 from sessiontree.storage.scan import LONE_SURROGATE
 
 
@@ -159,6 +159,14 @@ def test_moves_made_in_the_database_do_not_stop_the_next_import(tmp_path, target
         assert imported.leaf_id == source.leaf_id  # the file's newest entries continue it
         assert imported.build_context().messages == source.build_context().messages
         assert imported.get_label(entries[5].id) == "read later" and imported.storage.verify_state() == []
+    # the file's own label entry changed: said of that entry, not of the one after it (QA)
+    k = next(k for k, raw in enumerate(lines) if b'"type":"label"' in raw)
+    changed = lines[k].replace(b'"label":"', b'"label":"renamed ', 1)
+    growing.write_bytes(b"".join([*lines[:k], changed, *lines[k + 1 :]]))
+    refused = import_file(growing, target)
+    said = f"line {k + 1}: entry {json.loads(lines[k])['id']!r} is not the one imported"
+    assert refused.status == "refused" and said in (refused.message or ""), refused.message
+    growing.write_bytes(b"".join(lines))
     # a message of the database's own is not passed over: the copy and the file diverged
     with open_session(where) as copy:
         copy.append_message(U("typed into the copy"))
@@ -243,3 +251,17 @@ def test_a_session_being_written_is_imported_while_it_grows(tmp_path, target):
         live.append_message(A("two"))
         result = import_file(path, target)
         assert result.status == "appended" and result.added == 1
+
+
+def test_an_imported_session_keeps_its_header(tmp_path, target):
+    """SQLite made the imported session a new header: dated by the import (every session of a
+    directory imported at once listed as created that minute, "newest first" in import order)
+    (QA). PostgreSQL kept it; both do now."""
+    v3 = v3_copy(tmp_path)
+    with open_session(v3, read_only=True) as source:
+        header = source.header.to_dict()
+    done = import_file(v3, target)
+    with open_session(address(target, done.session_id or ""), read_only=True) as imported:
+        assert imported.header.to_dict() == header
+    listed = {s["id"]: s for s in list_sessions(target)}
+    assert str(listed[header["id"]]["created_at"]) == header["timestamp"]

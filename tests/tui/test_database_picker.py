@@ -4,6 +4,8 @@ database lists the sessions beside it, not the files of the current directory.""
 
 from __future__ import annotations
 
+from textual import events
+
 from harness.pilot import settle
 from helpers import A, U
 from sessiontree import Session, SqliteStorage
@@ -45,9 +47,10 @@ async def test_choosing_a_session_of_a_database(tmp_path):
         assert "question in s-beta" in names  # no name: its first message, as the file picker
         await pilot.press(*"beta")  # typing on the list filters it
         await settle(app, pilot)
+        assert app.screen.query_one("#dbpick-filter").value == "beta"  # QA: fast typing kept "a"
         assert rows(app) == ["s-beta"]
         assert "1 of 3 sessions match" in str(app.screen.query_one("#dbpick-status").render())
-        await pilot.press("enter", "enter")  # to the list, then open
+        await pilot.press("enter")  # Enter in the filter opens the match (it only went to the list)
         await settle(app, pilot)
         assert isinstance(app.screen, BrowserScreen) and app.session is not None
         assert app.session.session_id == "s-beta" and not app.session.read_only
@@ -79,3 +82,15 @@ async def test_esc_with_nothing_chosen_quits(tmp_path):
         await pilot.press("escape")
         await pilot.pause()
     assert not app.is_running
+
+
+async def test_a_filter_typed_in_a_burst_keeps_every_key(tmp_path):
+    """Typed fast on the list (a paste, a quick typist), "bench" left "b": the keys after the
+    first had been sent to the list before the first moved the focus to the filter (QA)."""
+    app = build_app(str(team_db(tmp_path)))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for character in "gam":
+            app.post_message(events.Key(character, character))
+        await pilot.pause(0.3)
+        assert app.screen.query_one("#dbpick-filter").value == "gam" and rows(app) == ["s-gamma"]

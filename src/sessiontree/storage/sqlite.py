@@ -33,7 +33,7 @@ import msgspec
 
 from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
-from ..model.header import SessionHeader
+from ..model.header import CURRENT_VERSION, SessionHeader
 from ..model.ids import iso_now, new_session_id
 from .base import SessionStorage
 from .index import (
@@ -480,15 +480,29 @@ class SqliteStorage(SessionStorage):
         cls,
         db_path: str | os.PathLike[str],
         *,
-        cwd: str,
+        cwd: str = "",
         session_id: str | None = None,
         parent_session: str | None = None,
         metadata: dict[str, Any] | None = None,
         durable: bool = False,
+        header: SessionHeader | None = None,
     ) -> SqliteStorage:
+        """A new session in the database at `db_path` (created with its tables if missing).
+        `header` keeps an existing session's header as it is (an import: the imported session
+        was dated by the import and listed in import order); otherwise one is made from `cwd`,
+        `session_id`, ... like every backend's `create`."""
         db_path = os.fspath(db_path)
-        sid = session_id or new_session_id()
-        header = SessionHeader.new(sid, iso_now(), cwd, parent_session=parent_session, metadata=metadata)
+        if header is None:
+            header = SessionHeader.new(
+                session_id or new_session_id(),
+                iso_now(),
+                cwd,
+                parent_session=parent_session,
+                metadata=metadata,
+            )
+        elif header.version != CURRENT_VERSION:
+            raise SessionError("invalid_argument", "only version 3 headers are stored; upgrade first")
+        sid, cwd, parent_session = header.id, header.cwd, header.parent_session
         conn = cls._connect(db_path, create=True, durable=durable, read_only=False)
         lock = RangeLock(session_slot(sid))
         try:

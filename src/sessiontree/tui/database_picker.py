@@ -33,6 +33,7 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("escape", "back", "Back"),
         Binding("slash", "search", "Find", show=False),
         Binding("q", "app.quit", "Quit"),
+        Binding("question_mark", "app.help", "Help"),
     ]
 
     def __init__(self, label: str, sessions: list[dict[str, Any]], *, can_go_back: bool = False) -> None:
@@ -50,7 +51,9 @@ class DatabasePickerScreen(Screen[str | None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="dbpick-title")
-        yield Input(placeholder=FILTER_HINT, id="dbpick-filter", compact=True)
+        # not selected on focus: the first key typed on the list moves the focus here, and a
+        # selection made then was replaced by the second key (QA: "bench" left "h")
+        yield Input(placeholder=FILTER_HINT, id="dbpick-filter", compact=True, select_on_focus=False)
         yield DataTable(id="dbpick-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="dbpick-status")
         yield Footer()
@@ -92,8 +95,13 @@ class DatabasePickerScreen(Screen[str | None]):
         self._fill(event.value)
 
     @on(Input.Submitted, "#dbpick-filter")
-    def _to_table(self) -> None:
-        self.query_one(DataTable).focus()
+    def _open_first(self) -> None:
+        """Enter in the filter opens the highlighted (first) match, as the title says."""
+        table = self.query_one(DataTable)
+        if not self._shown:
+            table.focus()
+            return
+        self.dismiss(str(self._shown[min(table.cursor_row, len(self._shown) - 1)]["id"]))
 
     @on(DataTable.RowSelected, "#dbpick-table")
     def _chosen(self, event: DataTable.RowSelected) -> None:
@@ -102,9 +110,12 @@ class DatabasePickerScreen(Screen[str | None]):
 
     def on_key(self, event: Any) -> None:
         """A printable key typed on the table starts the filter with it (as in lazygit's lists)."""
+        # The box takes the characters typed in it: one reaching the screen came from the list.
+        # Keys of a burst were all sent to the list before the first moved the focus, so each
+        # is added here, not only the first (QA: "bench" typed fast left "b").
         box = self.query_one("#dbpick-filter", Input)
-        if self.focused is not box and event.is_printable and event.character not in (None, "q", "/"):
-            box.focus()
+        if event.is_printable and event.character not in (None, "q", "/", "?"):
+            self.set_focus(box)
             box.insert_text_at_cursor(event.character)
             event.stop()
 
