@@ -497,7 +497,7 @@ class SessionTreeApp(App[None]):
                 return
             self._show(session, note)
 
-        self.push_screen(DatabasePickerScreen(database.display(), sessions, can_go_back=can_go_back), chosen)
+        self.push_screen(DatabasePickerScreen(database.display(), sessions), chosen)
 
     def action_open_other(self) -> None:
         if self.database is not None and self.picker_dir is None:

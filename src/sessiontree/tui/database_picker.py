@@ -36,11 +36,11 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("question_mark", "app.help", "Help"),
     ]
 
-    def __init__(self, label: str, sessions: list[dict[str, Any]], *, can_go_back: bool = False) -> None:
+    def __init__(self, label: str, sessions: list[dict[str, Any]]) -> None:
+        """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s."""
         super().__init__()
         self.label = label
         self.sessions = sessions
-        self.can_go_back = can_go_back
         self._shown: list[dict[str, Any]] = []
 
     @property
