@@ -39,6 +39,7 @@ CHILD_ENV = "SESSIONTREE_SERVE_ARGS"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 PAGE = "app_index.html"  # textual-serve's template of the page
+TAB_STOP_SECONDS = 5  # at shutdown, how long the tabs' apps are given to exit
 
 
 def register(sub: Any) -> None:
@@ -207,8 +208,12 @@ def _local_page(server_class: type[Any]) -> type[Any]:
                 self.tabs.discard(task)
 
         async def on_shutdown(self, app: Any) -> None:
-            for task in list(self.tabs):
+            tabs = list(self.tabs)
+            for task in tabs:
                 task.cancel()
+            if tabs:  # each stops its app and waits for it: before the loop closes, which
+                # otherwise warned "Loop … that handles pid … is closed" as the apps exited
+                await asyncio.wait(tabs, timeout=TAB_STOP_SECONDS)
             await super().on_shutdown(app)
 
         def initialize_logging(self) -> None:
