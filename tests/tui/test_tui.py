@@ -1625,3 +1625,26 @@ async def test_an_id_typed_in_a_burst_after_colon_goes_to_its_prompt_and_writes_
         await settle(app, pilot)
         assert app.screen is app.browser and cursor_id(app) == "3a7c4feb"
     assert demo.read_bytes() == before
+
+
+async def test_a_long_id_does_not_cut_off_what_the_status_line_says(tmp_path):
+    """Ids of 300 characters (another harness's) filled the status line: "copied the text to
+    re-send" after "Leaf moved to <id>" was cut off (QA)."""
+    path = tmp_path / "long-ids.jsonl"
+    counter = iter(range(100))
+    with Session(
+        JsonlStorage.create(path, cwd="/p"), id_factory=lambda: f"{next(counter):03d}" + "x" * 300
+    ) as s:
+        s.append_message(U("first question"))
+        answer = s.append_message(A("first answer"))
+        retry = s.append_message(U("ask it again"))
+        s.append_message(A("second answer"))
+    app = make_app(path)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await put_cursor(app, pilot, retry)
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.session.leaf_id == answer
+        said = status(app)
+        assert said.startswith("Leaf moved to 001xxx") and "copied the text to re-send: ask it again" in said
+        assert len(said) < 160

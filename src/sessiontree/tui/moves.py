@@ -15,6 +15,7 @@ from .notices import confirm
 from .tree_view import RowTarget, row_preview
 
 HISTORY_CHARS = 60  # a move's target as its history row shows it
+ID_SAID = 24  # characters of an id the status line names (Pi's are 8)
 
 
 class MovesMixin(BrowserBase):
@@ -40,13 +41,15 @@ class MovesMixin(BrowserBase):
             else:  # a user message just below the leaf: Pi's rule leaves the leaf where it is
                 confirm(
                     self,
-                    f"The leaf already is {nav.new_leaf_id}, this message's parent: nothing was written"
-                    + self._offer_text(nav.editor_text),
+                    f"The leaf already is {_short(nav.new_leaf_id)}, this message's parent:"
+                    " nothing was written" + self._offer_text(nav.editor_text),
                 )
             return True
         self._back_cursor = None
         keep = session.tree.pos.get(nav.new_leaf_id) if nav.new_leaf_id else target.position
-        message = f"Leaf moved to {nav.new_leaf_id or 'the start (empty context)'}"
+        message = (
+            f"Leaf moved to {_short(nav.new_leaf_id) if nav.new_leaf_id else 'the start (empty context)'}"
+        )
         if nav.summary_id:
             message += " with a branch summary"
         self._after_write(keep=keep)
@@ -56,7 +59,7 @@ class MovesMixin(BrowserBase):
         if keep is not None and nav.new_leaf_id and tree.outline.exact_row(keep) < 0:
             kind = session.tree.type_name(keep)
             shown = tree.current_position()
-            near = f" below {session.tree.ids[shown]}" if shown is not None and shown != keep else ""
+            near = f" below {_short(session.tree.ids[shown])}" if shown is not None and shown != keep else ""
             message += f" (a {kind} entry{near} the filter hides: 5 shows every entry)"
         if nav.editor_text is not None:
             message += self._offer_text(nav.editor_text)
@@ -236,3 +239,9 @@ class MovesMixin(BrowserBase):
             self.app.push_screen(TextPrompt("Session name", value, retry=retry), done)
 
         ask(session.session_name or "")
+
+
+def _short(entry_id: str | None) -> str:
+    """An id as the status line names it: a 300-character one (other harnesses' ids) cut off
+    what the line said after it, "copied the text to re-send" (QA)."""
+    return one_line(entry_id or "", ID_SAID)
