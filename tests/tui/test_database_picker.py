@@ -54,9 +54,18 @@ async def test_choosing_a_session_of_a_database(tmp_path):
         await settle(app, pilot)
         assert isinstance(app.screen, BrowserScreen) and app.session is not None
         assert app.session.session_id == "s-beta" and not app.session.read_only
-        await pilot.press("o")  # the sessions beside it
+        await pilot.press("o")  # the sessions beside it, the cursor on the one open here
         await settle(app, pilot)
         assert isinstance(app.screen, DatabasePickerScreen) and len(rows(app)) == 3
+        table = app.screen.query_one("#dbpick-table")
+        assert str(table.get_row_at(table.cursor_row)[0]).startswith("● ")
+        assert rows(app)[table.cursor_row] == "s-beta"
+        await pilot.press("enter")  # the one open here: back to it, not opened again read-only
+        await settle(app, pilot)
+        assert isinstance(app.screen, BrowserScreen) and not app.session.read_only
+        assert "s-beta is the session open here" in list(app._notifications)[-1].message
+        await pilot.press("o")
+        await settle(app, pilot)
         await pilot.press("escape")  # back to the session, as it was
         await settle(app, pilot)
         assert isinstance(app.screen, BrowserScreen) and app.session.session_id == "s-beta"

@@ -487,6 +487,11 @@ class SessionTreeApp(App[None]):
                 if self.browser is None:
                     self.exit()
                 return
+            if self.browser is not None and session_id == self.browser.session.session_id:
+                # opened again it would be read-only, as a second writer is (the file picker
+                # goes back to it the same way)
+                self.notify(f"{session_id} is the session open here", markup=False, timeout=4)
+                return
             try:
                 session, note = self.address_opener(
                     str(Address(database.kind, database.location, session_id))
@@ -497,7 +502,8 @@ class SessionTreeApp(App[None]):
                 return
             self._show(session, note)
 
-        self.push_screen(DatabasePickerScreen(database.display(), sessions), chosen)
+        here = self.session.session_id if self.session is not None else None
+        self.push_screen(DatabasePickerScreen(database.display(), sessions, current=here), chosen)
 
     def action_open_other(self) -> None:
         if self.database is not None and self.picker_dir is None:

@@ -36,11 +36,13 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("question_mark", "app.help", "Help"),
     ]
 
-    def __init__(self, label: str, sessions: list[dict[str, Any]]) -> None:
-        """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s."""
+    def __init__(self, label: str, sessions: list[dict[str, Any]], *, current: str | None = None) -> None:
+        """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s;
+        `current`: the session open here (`o`), marked, and where the cursor starts."""
         super().__init__()
         self.label = label
         self.sessions = sessions
+        self.current = current
         self._shown: list[dict[str, Any]] = []
 
     @property
@@ -78,14 +80,18 @@ class DatabasePickerScreen(Screen[str | None]):
         table = self.query_one(DataTable)
         table.clear()
         for s in self._shown:
+            here = s["id"] == self.current
             table.add_row(
-                Text(one_line(inert(_title(s)), 40)),
+                Text(("● " if here else "") + one_line(inert(_title(s)), 40), style="bold" if here else ""),
                 Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
                 Text(_tail(inert(s.get("cwd") or ""), 30)),
                 Text(f"{int(s.get('entry_count') or 0):,}", justify="right"),
                 Text(short_time(str(s.get("created_at") or ""))),
                 key=str(s["id"]),
             )
+        ids = [str(s["id"]) for s in self._shown]
+        if self.current in ids:
+            table.move_cursor(row=ids.index(str(self.current)))
         total = counted(len(self.sessions), "session")
         said = total if not words else f"{len(self._shown):,} of {total} match"
         self.query_one("#dbpick-status", Static).update(Text(said))
