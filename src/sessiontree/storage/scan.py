@@ -231,7 +231,7 @@ def full_decode(raw: bytes | memoryview) -> Any:
 LISTED_WORDS = 200  # characters of a session's first user message a database's list gives
 
 
-def first_words(raw: bytes | memoryview | None) -> str:
+def message_words(raw: bytes | memoryview | None) -> str:
     """The start of the text of a stored user message entry (a database's `list_sessions`:
     what a session without a name is known by, as the file picker shows); "" when there is
     none or it cannot be read."""

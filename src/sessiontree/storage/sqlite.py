@@ -56,8 +56,8 @@ from .scan import (
     add_dict,
     decode_entry_dict,
     encode_line,
-    first_words,
     full_decode,
+    message_words,
 )
 
 SCHEMA_VERSION = 1
@@ -599,7 +599,7 @@ class SqliteStorage(SessionStorage):
                 "cwd": r[2],
                 "name": r[3],
                 "entry_count": r[4] or 0,
-                "first_message": first_words(r[5]),
+                "first_message": message_words(r[5]),
             }
             for r in rows
         ]

@@ -175,7 +175,7 @@ class SessionTreeApp(App[None]):
             self._open_in_background(self._opening)
             return
         if session is None and self.database is not None:
-            self._pick_in_database(can_go_back=False)
+            self._pick_in_database()
             return
         if session is None:
             self._pick(self.picker_dir or Path.cwd(), can_go_back=False)
@@ -468,8 +468,9 @@ class SessionTreeApp(App[None]):
         if self.input_gate.is_open:  # else the input handled next resumes it
             self.collector.resume(animating=getattr(self, "_realtime_animation_count", 0) > 0)
 
-    def _pick_in_database(self, *, can_go_back: bool) -> None:
-        """The sessions of `database` to choose from (`database_picker.py`)."""
+    def _pick_in_database(self) -> None:
+        """The sessions of `database` to choose from (`database_picker.py`); with no session
+        open behind the list, leaving it (or failing to list) quits."""
         from .database_picker import DatabasePickerScreen
 
         database = self.database
@@ -478,7 +479,7 @@ class SessionTreeApp(App[None]):
             sessions = list_sessions(database)
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
-            if not can_go_back:
+            if self.browser is None:
                 self.exit()
             return
 
@@ -498,7 +499,7 @@ class SessionTreeApp(App[None]):
                 )
             except SessionError as exc:
                 self.notify(str(exc), severity="error", markup=False)
-                self._pick_in_database(can_go_back=can_go_back)
+                self._pick_in_database()
                 return
             self._show(session, note)
 
@@ -507,7 +508,7 @@ class SessionTreeApp(App[None]):
 
     def action_open_other(self) -> None:
         if self.database is not None and self.picker_dir is None:
-            self._pick_in_database(can_go_back=True)  # the sessions beside it, not files
+            self._pick_in_database()  # the sessions beside it, not files
             return
         directory = self.picker_dir
         session = self.session

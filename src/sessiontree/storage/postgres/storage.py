@@ -37,7 +37,7 @@ from ...model.ids import iso_now, new_session_id
 from ..base import SessionStorage
 from ..index import TreeIndex
 from ..projection import Projection, advance, differences, fold
-from ..scan import LineError, add_dict, decode_entry_dict, encode_line, first_words, full_decode
+from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode, message_words
 from . import schema
 from .connection import connect, database_error, redact
 from .lock import try_lock
@@ -256,7 +256,7 @@ class PostgresStorage(SessionStorage):
                 "cwd": r[2],
                 "name": _unpack(r[3]),
                 "entry_count": r[4] or 0,
-                "first_message": first_words(r[5]),
+                "first_message": message_words(r[5]),
             }
             for r in rows
         ]
