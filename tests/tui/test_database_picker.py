@@ -4,11 +4,13 @@ database lists the sessions beside it, not the files of the current directory.""
 
 from __future__ import annotations
 
+import threading
+
 from textual import events
 
 from harness.pilot import settle
 from helpers import A, U
-from sessiontree import Session, SqliteStorage
+from sessiontree import JsonlStorage, Session, SqliteStorage
 from sessiontree.tui.browser import BrowserScreen
 from sessiontree.tui.database_picker import DatabasePickerScreen
 from sessiontree.tui.launch import build_app
@@ -103,3 +105,128 @@ async def test_a_filter_typed_in_a_burst_keeps_every_key(tmp_path):
             app.post_message(events.Key(character, character))
         await pilot.pause(0.3)
         assert app.screen.query_one("#dbpick-filter").value == "gam" and rows(app) == ["s-gamma"]
+
+
+def status(app) -> str:
+    return str(app.screen.query_one("#dbpick-status").render())
+
+
+async def until(pilot, ready) -> None:
+    for _ in range(200):
+        if ready():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("timed out")
+
+
+async def test_sessions_are_listed_off_the_ui_thread(tmp_path, monkeypatch):
+    """`o` on a PostgreSQL session froze the app while the server was asked (up to its 10 s
+    timeout): the list is up at once, takes keys while the sessions are listed, and fills in."""
+    import sessiontree.tui.app as app_module
+    from sessiontree.opening import list_sessions
+
+    db = team_db(tmp_path)
+    answer = threading.Event()
+    listings = []
+
+    def slow_server(database):
+        listings.append(database)
+        answer.wait(10)
+        return list_sessions(database)
+
+    app = build_app(f"{db}#s-beta")
+    monkeypatch.setattr(app_module, "list_sessions", slow_server)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, DatabasePickerScreen) and rows(app) == []
+        assert status(app).startswith("listing the sessions of")
+        await pilot.press(*"gam")  # typed while the server is silent: the filter takes it
+        await pilot.pause(0.1)
+        assert app.screen.query_one("#dbpick-filter").value == "gam"
+        answer.set()
+        await until(pilot, lambda: rows(app) == ["s-gamma"])
+        assert "1 of 3 sessions match" in status(app)
+        await pilot.press("escape", "escape")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, BrowserScreen) and app.session.session_id == "s-beta"
+    assert len(listings) == 1
+
+
+async def test_a_database_is_listed_once_at_start(tmp_path, monkeypatch):
+    """The launcher counted the sessions and the list read them all again."""
+    db = team_db(tmp_path)
+    calls = []
+    real = SqliteStorage.list_sessions
+
+    def counted(cls, location):
+        calls.append(location)
+        return real(location)
+
+    monkeypatch.setattr(SqliteStorage, "list_sessions", classmethod(counted))
+    app = build_app(str(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert len(rows(app)) == 3
+    assert len(calls) == 1
+
+
+async def test_a_server_is_listed_after_the_first_paint(demo, pg_database):
+    """A PostgreSQL address without `#SESSION_ID` was listed before the app started (a blank
+    terminal while the server answered): the list paints first; a database of one session
+    opens it."""
+    from sessiontree.importing import import_file
+
+    import_file(demo, pg_database)
+    app = build_app(pg_database)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
+        assert app.session is not None and app.session.entry_count() == 46
+    other = demo.parent / "other.jsonl"
+    with Session(JsonlStorage.create(other, cwd="/p/other", session_id="s-other")) as s:
+        s.append_message(U("another one"))
+    import_file(other, pg_database)
+    app = build_app(pg_database)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, DatabasePickerScreen) and len(rows(app)) == 2)
+        await pilot.press(*"another", "enter")
+        await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
+        assert app.session.session_id == "s-other"
+
+
+async def test_a_server_that_cannot_be_listed_says_why(tmp_path):
+    """Nothing listens on port 1: the list says why in place of the count, the password
+    masked, and q leaves (a toast died with the app)."""
+    app = build_app("postgresql://me:hunter2@127.0.0.1:1/team")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "Cannot list" in status(app))
+        assert "hunter2" not in status(app) and "***" in status(app)
+        await pilot.press("q")
+        await pilot.pause(0.1)
+    assert not app.is_running
+
+
+async def test_every_column_is_seen_at_80_columns(tmp_path):
+    """At 80 columns Entries and Created were reached by scrolling sideways; they share the
+    width now, and a resize shares it again, keeping the highlighted row."""
+    db = team_db(tmp_path)
+    long_cwd = "/home/someone/work/clients/acme/monorepo/packages/weather-cli"
+    with Session(SqliteStorage.create(db, cwd=long_cwd, session_id="s-delta")) as s:
+        s.append_message(U("why does the date parser fail on the first day of every month " * 3))
+    app = build_app(str(db))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#dbpick-table")
+
+        def screen_lines() -> list[str]:
+            return [table.render_line(y).text for y in range(table.size.height)]
+
+        assert all(label in screen_lines()[0] for label in ("Name", "Id", "Project", "Entries", "Created"))
+        assert all(len(line.rstrip()) <= 80 for line in screen_lines())
+        await pilot.press("down")
+        highlighted = rows(app)[table.cursor_row]
+        await pilot.resize_terminal(160, 40)
+        await pilot.pause(0.1)
+        assert rows(app)[table.cursor_row] == highlighted
+        assert long_cwd[-36:] in "\n".join(screen_lines())  # more of a path, with room

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.app import App, SystemCommand
@@ -36,6 +37,9 @@ from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
 from .tree_view import SessionTreeView
+
+if TYPE_CHECKING:
+    from .database_picker import DatabasePickerScreen
 
 # Seconds a thread holding the interpreter lock runs before one waiting for it gets it (Python's
 # default: 5 ms), while the app runs. A frame goes to the terminal from Textual's writer thread;
@@ -93,14 +97,17 @@ class SessionTreeApp(App[None]):
         keymap_path: Path | None = None,
         opening: Opening | None = None,
         database: Address | None = None,
+        database_sessions: list[dict[str, Any]] | None = None,
         address_opener: Callable[[str], tuple[Session, str | None]] | None = None,
     ) -> None:
         """`opening`: a session to open after the first paint, behind a progress bar (what
         `sessiontree FILE` does, so a large file never leaves the terminal blank). `database`:
         the database the session is in (`o` lists its sessions); with no session and no
-        opening, its sessions are listed first to choose from."""
+        opening, its sessions are listed first to choose from (`database_sessions`, when the
+        launcher has already listed them)."""
         super().__init__()
         self.database = database
+        self._database_sessions = database_sessions
         # address -> (session, a note to show): how a session chosen in `database` is opened
         self.address_opener = address_opener or (lambda text: (open_or_read_only(text), None))
         self._first_session = session
@@ -175,7 +182,8 @@ class SessionTreeApp(App[None]):
             self._open_in_background(self._opening)
             return
         if session is None and self.database is not None:
-            self._pick_in_database()
+            sessions, self._database_sessions = self._database_sessions, None
+            self._pick_in_database(sessions)
             return
         if session is None:
             self._pick(self.picker_dir or Path.cwd(), can_go_back=False)
@@ -468,20 +476,15 @@ class SessionTreeApp(App[None]):
         if self.input_gate.is_open:  # else the input handled next resumes it
             self.collector.resume(animating=getattr(self, "_realtime_animation_count", 0) > 0)
 
-    def _pick_in_database(self) -> None:
-        """The sessions of `database` to choose from (`database_picker.py`); with no session
-        open behind the list, leaving it (or failing to list) quits."""
+    def _pick_in_database(self, sessions: list[dict[str, Any]] | None = None) -> None:
+        """The sessions of `database` to choose from (`database_picker.py`), listed off the UI
+        thread unless given (`o` on a PostgreSQL session froze the app for the connect); with
+        no session open behind the list, leaving it quits, and a database of one session opens
+        it."""
         from .database_picker import DatabasePickerScreen
 
         database = self.database
         assert database is not None
-        try:
-            sessions = list_sessions(database)
-        except SessionError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            if self.browser is None:
-                self.exit()
-            return
 
         def chosen(session_id: str | None) -> None:
             if session_id is None:
@@ -504,7 +507,48 @@ class SessionTreeApp(App[None]):
             self._show(session, note)
 
         here = self.session.session_id if self.session is not None else None
-        self.push_screen(DatabasePickerScreen(database.display(), sessions, current=here), chosen)
+        screen = DatabasePickerScreen(database.display(), sessions, current=here)
+        self.push_screen(screen, chosen)
+        if sessions is None:
+            self._list_in_background(database, screen)
+
+    def _list_in_background(self, database: Address, screen: DatabasePickerScreen) -> None:
+        """`list_sessions(database)` in a daemon thread (as `_open_in_background`, so that `q`
+        never waits for a server that does not answer), handed to `screen` if still shown."""
+
+        def shown() -> bool:
+            return screen in self.screen_stack
+
+        def listed(sessions: list[dict[str, Any]]) -> None:
+            if not shown():
+                return
+            if len(sessions) == 1 and self.browser is None:  # nothing to choose between
+                screen.dismiss(str(sessions[0]["id"]))
+            else:
+                screen.listed(sessions)
+
+        def failed(message: str) -> None:
+            if not shown():
+                return
+            if self.browser is None:
+                screen.failed(message)  # said on the list, which q leaves (a toast died with the app)
+            else:
+                self.notify(message, severity="error", markup=False)
+                screen.dismiss(None)
+
+        def run() -> None:
+            try:
+                sessions = list_sessions(database)
+            except SessionError as exc:
+                self._from_thread(failed, str(exc))
+                return
+            finally:
+                self.still_opening = False
+            self._from_thread(listed, sessions)
+
+        # with no session open, quitting meanwhile leaves without waiting (`launch`)
+        self.still_opening = self.browser is None
+        threading.Thread(target=run, name="sessiontree list", daemon=True).start()
 
     def action_open_other(self) -> None:
         if self.database is not None and self.picker_dir is None:

@@ -23,6 +23,9 @@ from ..display import counted, inert, one_line, short_time
 
 FILTER_HINT = "type to filter: words of a name, a first message, an id or a project"
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
+CREATED_SHOWN = 16  # `2025-01-01 10:00`
+NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
+PROJECT_MOST = 40
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
 
 
@@ -36,12 +39,17 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("question_mark", "app.help", "Help"),
     ]
 
-    def __init__(self, label: str, sessions: list[dict[str, Any]], *, current: str | None = None) -> None:
-        """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s;
-        `current`: the session open here (`o`), marked, and where the cursor starts."""
+    def __init__(
+        self, label: str, sessions: list[dict[str, Any]] | None, *, current: str | None = None
+    ) -> None:
+        """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s,
+        or None while they are being listed (`listed` or `failed` follows); `current`: the
+        session open here (`o`), marked, and where the cursor starts."""
         super().__init__()
         self.label = label
-        self.sessions = sessions
+        self.sessions = sessions or []
+        self.listing = sessions is None
+        self.problem: str | None = None  # why the sessions could not be listed
         self.current = current
         self._shown: list[dict[str, Any]] = []
 
@@ -62,8 +70,6 @@ class DatabasePickerScreen(Screen[str | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
         self.query_one("#dbpick-title", Static).update(
             Text(
                 f"Sessions in {inert(self.label)} · newest first · Enter opens",
@@ -74,27 +80,68 @@ class DatabasePickerScreen(Screen[str | None]):
         self._fill("")
         table.focus()
 
+    def listed(self, sessions: list[dict[str, Any]]) -> None:
+        """The sessions, listed off the UI thread (a server may take seconds to answer): shown
+        filtered by what was typed meanwhile."""
+        self.sessions, self.listing = sessions, False
+        if self.is_mounted:  # else `on_mount` shows them (a server can answer that fast)
+            self._fill(self.query_one("#dbpick-filter", Input).value)
+
+    def failed(self, message: str) -> None:
+        """The database could not be listed: said in place of the count; Esc or q leaves."""
+        self.listing, self.problem = False, f"Cannot list the sessions: {message}"
+        if self.is_mounted:
+            self._fill("")
+
+    def on_resize(self) -> None:
+        """The columns share the new width (at 80 columns, Entries and Created were reached by
+        scrolling sideways)."""
+        self._fill(self.query_one("#dbpick-filter", Input).value)
+
     def _fill(self, query: str) -> None:
         words = query.casefold().split()
-        self._shown = [s for s in self.sessions if all(w in _haystack(s) for w in words)]
         table = self.query_one(DataTable)
-        table.clear()
-        for s in self._shown:
+        at = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        self._shown = [s for s in self.sessions if all(w in _haystack(s) for w in words)]
+        counts = [f"{int(s.get('entry_count') or 0):,}" for s in self._shown]
+        name_width, project_width = self._widths(max(map(len, counts), default=0))
+        table.clear(columns=True)
+        for (key, label), width in zip(
+            COLUMNS, (name_width, ID_SHOWN, project_width, None, CREATED_SHOWN), strict=True
+        ):
+            table.add_column(label, key=key, width=width)
+        for s, count in zip(self._shown, counts, strict=True):
             here = s["id"] == self.current
+            name = ("● " if here else "") + one_line(inert(_title(s)), 200)
             table.add_row(
-                Text(("● " if here else "") + one_line(inert(_title(s)), 40), style="bold" if here else ""),
+                Text(name, style="bold" if here else "", no_wrap=True, overflow="ellipsis"),
                 Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
-                Text(_tail(inert(s.get("cwd") or ""), 30)),
-                Text(f"{int(s.get('entry_count') or 0):,}", justify="right"),
+                Text(_tail(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
+                Text(count, justify="right"),
                 Text(short_time(str(s.get("created_at") or ""))),
                 key=str(s["id"]),
             )
         ids = [str(s["id"]) for s in self._shown]
-        if self.current in ids:
-            table.move_cursor(row=ids.index(str(self.current)))
+        for keep in (at, self.current):  # the row highlighted before a resize, else this one
+            if keep in ids:
+                table.move_cursor(row=ids.index(str(keep)))
+                break
         total = counted(len(self.sessions), "session")
         said = total if not words else f"{len(self._shown):,} of {total} match"
-        self.query_one("#dbpick-status", Static).update(Text(said))
+        if self.listing:
+            said = f"listing the sessions of {inert(self.label)}…"
+        status = self.query_one("#dbpick-status", Static)
+        status.update(Text(self.problem or said))
+        status.set_class(self.problem is not None, "-error")
+
+    def _widths(self, entries: int) -> tuple[int, int]:
+        """The name and project columns' widths: what the others leave of the screen's width
+        (two cells of padding per column, one for the scrollbar), three parts to the name."""
+        fixed = ID_SHOWN + max(entries, len("Entries")) + CREATED_SHOWN + 2 * len(COLUMNS) + 2
+        room = self.size.width - fixed
+        least, most = NAME_WIDTHS
+        name = min(most, max(least, room * 3 // 5, room - PROJECT_MOST))
+        return name, max(min(PROJECT_MOST, room - name), len("Project"))
 
     @on(Input.Changed, "#dbpick-filter")
     def _filtered(self, event: Input.Changed) -> None:

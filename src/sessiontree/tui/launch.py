@@ -96,12 +96,20 @@ def build_app(
     def address_opener(text: str) -> tuple[Session, str | None]:
         return open_for_browsing(text, read_only=read_only)
 
-    if database is not None and address.session_id is None and len(list_sessions(database)) > 1:
-        # which one: the database's sessions to choose from (it said "add #SESSION_ID")
-        return SessionTreeApp(
-            None, summarizer=summarizer, follow=follow, database=database, address_opener=address_opener
-        )
     remote = address.kind == "postgres"  # a server may take seconds to answer
+    if database is not None and address.session_id is None:
+        # which one: the database's sessions to choose from (it said "add #SESSION_ID"); a
+        # server's are listed once the app has painted, a file's here (one session opens at once)
+        listing = None if remote else list_sessions(database)
+        if listing is None or len(listing) > 1:
+            return SessionTreeApp(
+                None,
+                summarizer=summarizer,
+                follow=follow,
+                database=database,
+                database_sessions=listing,
+                address_opener=address_opener,
+            )
     if not remote and _size(target) < LOADING_MIN:  # opens faster than a loading screen would paint
         session, locked_note = open_for_browsing(target, read_only=read_only)
         # From the demo, `o` lists the user's own sessions (Pi's folder); on a machine without
