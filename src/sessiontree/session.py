@@ -620,9 +620,11 @@ class Session:
         return entry_from_dict(data)
 
     def append_message(self, message: Mapping[str, Any]) -> str:
-        """Append an AgentMessage (`role` required; a missing `timestamp` is set to now)."""
+        """Append an AgentMessage (`role` required; a user, assistant or tool result message
+        needs a `content`, a string or a list of parts; a missing `timestamp` is set to now)."""
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise SessionError("invalid_argument", "a message needs a string 'role'")
+        _check_content(message)
         msg = dict(message)
         msg.setdefault("timestamp", now_ms())
         return self._append("message", {"message": msg})
@@ -835,3 +837,28 @@ def _index_in(path: list[int], position: int, relinks: int) -> int | None:
         return None
     k = bisect_left(path, position)
     return k if k < len(path) and path[k] == position else -1
+
+
+# The roles whose `content` Pi's code reads without checking (pi-ai's UserMessage,
+# AssistantMessage and ToolResultMessage): a message written without it is one Pi's own tools
+# fail on when they read the session back. Pi's types want a list of parts (a string too for a
+# user); a string is taken for every role, as harnesses write one.
+CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
+
+
+def _check_content(message: Mapping[str, Any]) -> None:
+    if message["role"] not in CONTENT_ROLES:  # bashExecution, custom, other harnesses' roles
+        return
+    content = message.get("content")
+    if isinstance(content, str):
+        return
+    if isinstance(content, list) and all(isinstance(p, Mapping) and "type" in p for p in content):
+        return
+    what = "missing" if content is None else f"a {type(content).__name__}"
+    if isinstance(content, list):
+        what = "a list with a part that is not a mapping with a 'type'"
+    raise SessionError(
+        "invalid_argument",
+        f"a {message['role']} message's 'content' is a string or a list of parts such as"
+        f" {{'type': 'text', 'text': ...}}; it is {what}",
+    )

@@ -338,8 +338,12 @@ def test_invalid_entries_never_written(tmp_path):
             s.append_message({"content": "no role"})
         assert err.value.code == "invalid_argument"
         with pytest.raises(SessionError) as err:
-            s.append_message({"role": "user", "content": object()})
+            s.append_message({"role": "user", "content": [{"type": "text", "text": object()}]})
         assert err.value.code == "invalid_entry"
+        for content in (None, 3, {"type": "text", "text": "a part, not a list"}, ["a string, not a part"]):
+            with pytest.raises(SessionError, match="'content' is a string or a list of parts") as err:
+                s.append_message({"role": "assistant", "content": content} if content else {"role": "user"})
+            assert err.value.code == "invalid_argument"
         assert s.entry_count() == 0
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1
 
