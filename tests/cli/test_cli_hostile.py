@@ -102,3 +102,58 @@ def test_integers_beyond_64_bits_in_json_output(tmp_path: Path):
         text = done.stdout
         assert str(big) in text
         json.loads(text)
+
+
+def test_an_integer_past_64_bits_beside_an_infinity_is_copied(tmp_path: Path):
+    """`1e999` reads as an infinity, written as null (as orjson and Pi's JSON.stringify write
+    it); beside an integer orjson cannot write, the standard library's fallback refused the
+    infinity and `fork` ended in a traceback (QA)."""
+    path = write(
+        tmp_path / "big.jsonl",
+        [
+            {"type": "message", "id": "u1", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+             "message": {"role": "user", "content": "hi", "timestamp": 1}},
+            {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2026-01-01T00:00:00.000Z",
+             "message": {"role": "assistant", "content": [], "timestamp": 2, "big": 2**64, "e": 0.5}},
+        ],
+    )  # fmt: skip
+    path.write_text(path.read_text().replace('"e": 0.5', '"e": 1e999'))
+    done = run("fork", str(path), "a1", "-o", str(tmp_path / "fork.jsonl"))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    copied = json.loads((tmp_path / "fork.jsonl").read_text().splitlines()[-1])["message"]
+    assert copied["big"] == 2**64 and copied["e"] is None
+
+
+def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_path: Path):
+    """One invalid UTF-8 byte in a message: `tree` printed nothing (exit 2) wherever the entry
+    was, and `context` warned that it built from what is readable, then failed with "not valid
+    JSON" (QA). The tree draws the entry as unreadable; a context through it says which entry
+    keeps it from being built, before anything is written; one beside it is built."""
+    ts = "2026-01-01T00:00:00.000Z"
+
+    def msg(eid: str, parent: str | None, role: str, text: str) -> dict:
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
+                "message": {"role": role, "content": text, "timestamp": 1}}  # fmt: skip
+
+    path = write(
+        tmp_path / "s.jsonl",
+        [msg("u1", None, "user", "q"), msg("a1", "u1", "user", "BAD"), msg("u3", "u1", "user", "side"),
+         msg("u2", "a1", "user", "after")],
+    )  # fmt: skip
+    path.write_bytes(path.read_bytes().replace(b'"BAD"', b'"B\xc3D"'))
+    before = path.read_bytes()
+    tree = run("tree", str(path))
+    assert tree.returncode == 1
+    rows = tree.stdout.splitlines()
+    assert len(rows) == 4 and all(any(f" {eid} " in r for r in rows) for eid in ("u1", "a1", "u2", "u3"))
+    assert any("a1 (unreadable: line 3 is not valid UTF-8 text)" in r for r in rows)
+    context = run("context", str(path))
+    assert context.returncode != 0 and context.stdout == ""
+    assert "entry a1 on its path cannot be read (line 3 is not valid UTF-8 text)" in context.stderr
+    assert "built the context from" not in context.stderr
+    assert run("context", "--json", str(path)).stdout == ""  # not half a JSON document
+    beside = run("context", "--at", "u3", str(path))
+    assert beside.returncode == 1 and "side" in beside.stdout
+    diff = run("diff", str(path), "u3", "u2")
+    assert diff.returncode != 0 and "entry a1 on its path" in diff.stderr
+    assert path.read_bytes() == before

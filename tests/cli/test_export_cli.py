@@ -337,6 +337,8 @@ def test_an_output_name_that_says_another_format_is_refused(tmp_path):
     for args, said in [
         (("export", str(path), "-o", str(tmp_path / "out.pdf")), "cannot tell the format from .pdf"),
         (("fork", str(path), ids["a1"], "-o", str(tmp_path / "fork.md")), "ends in .jsonl"),
+        # a directory said "ends in .jsonl" too, with or without --force (QA)
+        (("fork", str(path), ids["a1"], "-o", f"{tmp_path}/", "--force"), "is a directory: name the new"),
     ]:
         done = run(*args, check=False)
         assert done.returncode == 2 and said in done.stderr and done.stderr.count("\n") == 1

@@ -70,6 +70,9 @@ def test_missing_header(tmp_path):
         (b"not json\n", "not valid JSON"),
         (b"[1,2]\n", "not a JSON object"),
         (line({**HEADER, "version": 9}), "unsupported session version 9"),
+        (line({**HEADER, "version": None}), "unsupported session version null "),  # not None (QA)
+        (line({**HEADER, "version": True}), "unsupported session version true "),
+        (line({**HEADER, "version": "3"}), 'unsupported session version "3" '),
         (line({**HEADER, "id": ""}), "missing session id"),
         (line({"kind": "header", "version": 4, "id": "x"}), "v4"),
         (line({**HEADER, "metadata": [1]}), "metadata"),

@@ -17,6 +17,7 @@ from typing import Any
 from ..compare import compare_contexts, comparison_lines
 from ..display import counted
 from ..export import Chunk, collect_path, damage_line, export_jsonl, html_chunks, markdown_parts, write_file
+from ..export.common import require_readable_path
 from ..export.markdown import DEFAULT_MAX_RESULT
 from ..fork import fork_session
 from ..model.errors import SessionError
@@ -153,6 +154,10 @@ def _output(value: str) -> str:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    if args.output and os.path.isdir(args.output):  # before its suffix: "-o dir/" named no file
+        raise SessionError(
+            "invalid_argument", "is a directory: name the new file in it (NAME.jsonl)", path=args.output
+        )
     if args.output and not args.output.endswith(".jsonl"):  # Pi lists only *.jsonl sessions
         raise SessionError("invalid_argument", "a session file's name ends in .jsonl", path=args.output)
     with open_session(args.file, read_only=True) as session:
@@ -186,7 +191,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     with open_session(args.file, read_only=True) as session:
-        comparison = compare_contexts(session, session.resolve_id(args.a), session.resolve_id(args.b))
+        a, b = session.resolve_id(args.a), session.resolve_id(args.b)
+        for at in (a, b):
+            require_readable_path(session, at, f"the context at {at}")
+        comparison = compare_contexts(session, a, b)
         if args.json:
             json_out(comparison.to_json())
         else:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..context import iter_llm
 from ..display import counted, entry_glyph, entry_preview, inert_name, short_time
-from ..export.common import damage_line, resolve_target
+from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
@@ -50,6 +50,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         # A `leaf` entry is refused (its context is that of where the leaf was before it).
         at = resolve_target(session, session.resolve_id(args.at))[0] if args.at is not None else None
         leaf = at or session.leaf_id
+        require_readable_path(session, leaf, f"the context at {leaf}")
         damaged = warn_damage(session, damage_line(session, done="built the context from"))
         if args.llm or args.json:
             # Written as the entries are decoded: a context of a million messages is never all
@@ -106,7 +107,12 @@ def cmd_tree(args: argparse.Namespace) -> int:
         width = args.width
 
         def describe(i: int) -> str:
-            entry = session.entry_at(i)
+            try:
+                entry = session.entry_at(i)
+            except SessionError as exc:  # its line is damaged: drawn as such, the rest as ever
+                if exc.code == "storage":
+                    raise
+                return f"? {index.ids[i]} (unreadable: {exc.detail})"
             label = labels.get(entry.id)
             tag = f" [{label}]" if label else ""
             active = "  ← active" if i == leaf else ""

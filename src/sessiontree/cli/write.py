@@ -14,7 +14,13 @@ COMMANDS = ("move", "upgrade")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("move", help="move the leaf (writes a leaf entry, optionally a summary)")
+    p = sub.add_parser(
+        "move",
+        help="move the leaf (writes a leaf entry, optionally a summary)",
+        description="Move the leaf: append a leaf entry (and a branch summary with --summary). Moving to"
+        " where the leaf already is writes nothing, as in the app; the library's Session.move_to"
+        " writes the entry anyway, as Pi's moveTo does.",
+    )
     p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
     # Not an argparse group of the two: given both, it said "unrecognized arguments: ID" (QA).
     p.add_argument("id", nargs="?", help="target entry id (or --start)")

@@ -82,6 +82,31 @@ def resolve_target(session: Session, at: str | None) -> tuple[str | None, str | 
     return at, None
 
 
+def require_readable_path(session: Session, target: str | None, what: str) -> None:
+    """Raise when an entry known to be unreadable (its line damaged: not UTF-8, not JSON) is on
+    the root path of `target`: `what` (a context) would be built without it and look whole.
+    Said before anything is written, rather than after a warning that the readable part was
+    used (QA: `context` warned, then failed with "not valid JSON")."""
+    tree = session.tree
+    known = {
+        tree.pos[d.entry_id]: d
+        for d in session.diagnostics
+        if d.severity == "error" and d.entry_id is not None and d.entry_id in tree.pos
+    }
+    if target is None or not known:
+        return
+    for i in tree.path_to_root(session.position(target)):
+        d = known.get(i)
+        if d is not None:
+            raise SessionError(
+                "invalid_entry",
+                f"{what} cannot be built: entry {one_line(d.entry_id or '?', 40)} on its path cannot be"
+                f" read ({d.message}); `sessiontree export` writes the readable part of the path",
+                path=session.location,
+                line=d.line,
+            )
+
+
 def collect_path(session: Session, at: str | None = None) -> PathExport:
     """The root → `at` path (default: the leaf) as decoded entries, recording what is missing."""
     target, note = resolve_target(session, at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,8 @@ class SessionHeader:
         if isinstance(version, float) and version.is_integer():
             version = int(version)  # JavaScript has one number type: Pi reads `3.0` as 3
         if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= 3:
-            raise bad(f"unsupported session version {version!r} (sessiontree reads versions 1-3)")
+            shown = json.dumps(version, ensure_ascii=True)  # as the file spells it: null, not None
+            raise bad(f"unsupported session version {shown[:40]} (sessiontree reads versions 1-3)")
         sid = data.get("id")
         if not isinstance(sid, str) or not sid:
             raise bad("missing session id")
