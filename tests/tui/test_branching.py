@@ -442,3 +442,36 @@ def test_freed_memory_is_given_back_on_glibc():
 
     assert memory.give_back()
     memory.give_back_in_background()
+
+
+async def test_export_at_an_entry_with_a_long_or_pathlike_id_names_a_file_next_to_the_session(tmp_path):
+    """The name was `{file}.{entry id}.html`: a 300-character id made a name past the system's
+    limit and the app ended in a traceback (exit status 0); a `/` in it named another
+    directory (QA). The id is made safe and cut, with a hash of the whole."""
+    weird = "../" + "x" * 300
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/p"},
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": ts,
+         "message": {"role": "user", "content": "question", "timestamp": 1}},
+        {"type": "message", "id": weird, "parentId": "u1", "timestamp": ts,
+         "message": {"role": "user", "content": "with a long id", "timestamp": 2}},
+    ]  # fmt: skip
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    app = make_app(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        assert app.session.leaf_id == weird
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Export as HTML")
+        command.callback()
+        await settle(app, pilot)
+        for _ in range(100):
+            if status(app).startswith("Exported to"):
+                break
+            await pilot.pause(0.05)
+        written = [p for p in tmp_path.iterdir() if p.suffix == ".html"]
+        assert len(written) == 1 and status(app) == f"Exported to {written[0]}"
+        name = written[0].name
+        assert name.startswith("s.___xxx") and len(name) < 80 and "/" not in name
+        assert b"with a long id" in written[0].read_bytes()

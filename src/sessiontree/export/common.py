@@ -8,6 +8,7 @@ cut off by a missing parent, an entry on the path that no longer decodes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -177,7 +178,22 @@ def output_place(session: Session) -> tuple[str, str]:
         return os.path.dirname(source), os.path.splitext(os.path.basename(source))[0]
     if isinstance(session.storage, MemoryStorage):
         raise SessionError("invalid_argument", "a session in memory has no directory; name the output file")
-    return os.getcwd(), session.header.id
+    return os.getcwd(), file_part(session.header.id)
+
+
+FILE_PART_MOST = 48  # characters of an id in a file name: a name's limit is 255 bytes
+
+
+def file_part(text: str) -> str:
+    """`text` (an entry or session id) as a piece of a file name: characters other than
+    letters, digits, `-` and `_` as `_`, and past FILE_PART_MOST characters cut, with a hash of
+    the whole so that two long ids still name two files. A 300-character id made a name past
+    the system's limit, and the export crashed the app (QA); a `/` named another directory."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in text)
+    if safe == text and len(text) <= FILE_PART_MOST:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{safe[: FILE_PART_MOST - 9]}-{digest}"
 
 
 def source_name(session: Session) -> str | None:

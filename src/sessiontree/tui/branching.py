@@ -14,7 +14,7 @@ from textual.worker import get_current_worker
 
 from ..compare import Row, compare_contexts, comparison_body, comparison_head
 from ..display import entry_summary, one_line
-from ..export.common import output_place
+from ..export.common import file_part, output_place
 from ..fork import ForkResult, fork_point, fork_session
 from ..model.errors import SessionError
 from ..model.messages import assistant_text, content_text, tool_calls
@@ -238,12 +238,17 @@ class BranchingMixin(BrowserBase):
         except SessionError as exc:
             self.notify(f"Not exported: {exc}", severity="error", markup=False)
             return
-        out = Path(directory) / f"{stem}.{target.entry_id}.{'html' if kind == 'html' else 'md'}"
+        out = Path(directory) / f"{stem}.{file_part(target.entry_id)}.{'html' if kind == 'html' else 'md'}"
         entry_id = target.entry_id
-        if out.is_dir():  # asked "Replace it?", a yes then failed (QA)
+        try:
+            is_dir, there = out.is_dir(), out.exists() or out.is_symlink()
+        except OSError as exc:  # a name the system refuses: said, as a failed write is
+            self.notify(f"Not exported: {out}: {exc.strerror or exc}", severity="error", markup=False)
+            return
+        if is_dir:  # asked "Replace it?", a yes then failed (QA)
             self.notify(f"Not exported: {out} is a directory", severity="error", markup=False)
             return
-        if not out.exists() and not out.is_symlink():
+        if not there:
             self._start_export(kind, entry_id, out, replacing=False)
             return
         # Whatever is there may be the user's own file of that name, not an earlier export:

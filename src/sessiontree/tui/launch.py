@@ -192,5 +192,6 @@ def launch(path: str | None, **options) -> int:
         # timeout (10 s) on a blank terminal: no session is open yet, nothing to close.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
-    return 0
+        os._exit(app.return_code or 0)
+    # 1 after an error Textual printed (its traceback ended the app): a wrapper script sees it
+    return app.return_code or 0
