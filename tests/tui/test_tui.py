@@ -1648,3 +1648,27 @@ async def test_a_long_id_does_not_cut_off_what_the_status_line_says(tmp_path):
         said = status(app)
         assert said.startswith("Leaf moved to 001xxx") and "copied the text to re-send: ask it again" in said
         assert len(said) < 160
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_a_failed_draft_is_seen_in_a_small_terminal(demo, tmp_path, size):
+    """At 80x24 the reason a draft failed was out of sight under the text box when the entry's
+    title took three lines; at 60x20 the keys (^D drafts) were hidden too (QA). The status
+    sits below the scrolled part, above the buttons."""
+    failing = tmp_path / "fail.sh"
+    failing.write_text("#!/bin/sh\ncat >/dev/null\necho 'llm: API key not set' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    app = make_app(demo, summarizer=str(failing))
+    async with app.run_test(size=size) as pilot:
+        await summary_dialog(app, pilot, "3a7c09bf")  # the first question: a long title
+        await pilot.press("ctrl+d")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if "failed" in str(app.screen.query_one("#summary-status").render()):
+                break
+        await pilot.pause(0.1)  # the frame with it
+        lines = screen_lines(app)
+        box = app.screen.query_one("#summary-status").region
+        said = " ".join(line[box.x : box.right].strip() for line in lines[box.y : box.bottom])
+        assert said == "Draft failed: summarizer exited with code 1: llm: API key not set", lines
+        assert "^D draft" in "\n".join(lines) and "Esc cancels" in "\n".join(lines)

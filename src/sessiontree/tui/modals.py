@@ -139,7 +139,9 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                     placeholder="Instructions for the draft (optional), then Enter", id="instructions"
                 )
                 yield TextArea(id="summary-text", soft_wrap=True)
-                yield Static("", id="summary-status", classes="dialog-help")
+            # Below the scrolled part, above the buttons: at 80x24 a failed draft's reason was
+            # out of sight under the text box when the entry's title took three lines (QA).
+            yield Static("", id="summary-status", classes="dialog-help")
 
     def on_mount(self) -> None:
         kept = self.kept
@@ -280,10 +282,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         if self._kind() == "kind-none" or not text.text.strip() or self._discard_asked:
             return False
         self._discard_asked = True
-        status = self.query_one("#summary-status", Static)
-        # short, and scrolled into view: at 80x24 the longer sentence ran out of sight
-        status.update(f"{again}; Ctrl+S moves with it.")
-        status.scroll_visible(animate=False)
+        self.query_one("#summary-status", Static).update(f"{again}; Ctrl+S moves with it.")
         return True
 
     @on(TextArea.Changed, "#summary-text")
