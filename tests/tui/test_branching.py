@@ -290,6 +290,17 @@ async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
         shown = screen_lines(app)
         assert sum("-user: question" in line or "-assistant: answer" in line for line in shown) >= 4
         assert all(len(line.rstrip()) <= 80 for line in shown)
+        # The head scrolls with the listing: held above it, its lines left 4 rows at 80x24 (QA)
+        await pilot.press("home")
+        await settle(app, pilot)
+        assert any("--- " in line for line in screen_lines(app))
+        keys = str(app.screen.query_one("#lines-keys").render())
+        assert "Home End" in keys and f"of {view.line_count:,}" in keys and "lines 1–" in keys
+        await pilot.press("pagedown")
+        await settle(app, pilot)
+        shown = screen_lines(app)
+        assert not any("--- " in line for line in shown)
+        assert sum("-user: question" in line or "-assistant: answer" in line for line in shown) >= 12
         # Closed, it lets the messages go at once: its widgets refer to each other, and held
         # them until the collector's rare full pass (a deep session's app grew by 200 MB per
         # comparison, QA).

@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 from ..compare import Row
 from ..display import counted, inert, one_line
 from . import deliver
-from .lines_view import STYLES, LinesView
+from .lines_view import LinesView
 from .memory import give_back_in_background
 
 
@@ -526,6 +526,9 @@ class ChoiceScreen(Dialog[str | None]):
         self.dismiss(None)
 
 
+KEYS_LINE = "↑ ↓ PgUp PgDn Home End scroll · Esc closes"
+
+
 class LinesScreen(Dialog[None]):
     """Read-only rows (a comparison of two contexts) in a scrollable dialog, under a few head
     lines wrapped to its width (what is compared: cut to a row, they lost their ends)."""
@@ -536,7 +539,7 @@ class LinesScreen(Dialog[None]):
         super().__init__()
         self.title_text = title
         self.head = head
-        self._body = LinesView(rows, id="lines-body")
+        self._body = LinesView(rows, head=head, id="lines-body")
 
     @property
     def rows(self) -> Sequence[Row]:
@@ -545,16 +548,26 @@ class LinesScreen(Dialog[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
-            if self.head:
-                head = Text("\n").join(
-                    Text(inert(line), style=STYLES.get(line[:1], "")) for line in self.head
-                )
-                yield Static(head, id="lines-head", markup=False)
             yield self._body
-            yield Static("↑ ↓ PgUp PgDn scroll · Esc closes", classes="dialog-keys")
+            yield Static(KEYS_LINE, id="lines-keys", classes="dialog-keys")
 
     def on_mount(self) -> None:
-        self.query_one("#lines-body").focus()
+        self._body.focus()
+        self.watch(self._body, "scroll_y", self._scrolled)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._scrolled)  # the head rewrapped: another count of lines
+
+    def _scrolled(self) -> None:
+        """Where in the listing the view is, beside the keys: 72,722 lines gave no sense of it."""
+        body = self._body
+        total = body.line_count
+        if total <= body.size.height:
+            said = KEYS_LINE
+        else:
+            last = min(int(body.scroll_y) + body.size.height, total)
+            said = f"{KEYS_LINE} · lines {int(body.scroll_y) + 1:,}–{last:,} of {total:,}"
+        self.query_one("#lines-keys", Static).update(said)
 
     def on_unmount(self) -> None:
         # The rows hold the messages compared (all of a 72,726-message context): let them go
