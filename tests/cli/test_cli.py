@@ -310,6 +310,50 @@ def test_move_says_where_an_incomplete_last_line_went(tmp_path):
     assert f"note: the incomplete last line (27 bytes) was copied to {torn}" in done.stderr
 
 
+def on_a_terminal(monkeypatch, argv: list[str]) -> tuple[int, bytes]:
+    """`main(argv)` with stderr on a pseudo-terminal: its exit status and what stderr showed."""
+    from sessiontree.cli import main
+
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    status = main(argv)
+    terminal.close()
+    shown = b""
+    while select.select([master], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return status, shown
+
+
+def test_reading_commands_show_they_are_opening_a_big_file(tmp_path, monkeypatch, capsys):
+    """`tree`, `context` and `diff` of a 100k-entry file took 3 s with nothing on the screen
+    (QA): the open (here made slow) says so on a terminal, gone before the result."""
+    from sessiontree.cli import output
+
+    _, u1, a1 = make(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    real_open = output.open_session
+
+    def slow_open(*args, **kw):
+        time.sleep(0.4)
+        return real_open(*args, **kw)
+
+    monkeypatch.setattr(output, "open_session", slow_open)
+    monkeypatch.setattr(output, "SPINNER_AFTER", 0.05)
+    for argv in (["tree", "s.jsonl"], ["context", "s.jsonl"], ["diff", "s.jsonl", u1, a1]):
+        capsys.readouterr()
+        status, shown = on_a_terminal(monkeypatch, argv)
+        assert status == 0 and b"opening s.jsonl" in shown, argv
+        assert b"opening" not in capsys.readouterr().out.encode()
+
+
 def test_a_long_command_shows_it_is_working_on_a_terminal(tmp_path, monkeypatch, capsys):
     """`check` of a 300k-entry file worked ten seconds with nothing on the screen. On a
     terminal a spinner line says what it is doing (here the check is made slow), and is
@@ -328,22 +372,8 @@ def test_a_long_command_shows_it_is_working_on_a_terminal(tmp_path, monkeypatch,
 
     monkeypatch.setattr(SessionClass, "check", slow_check)
     monkeypatch.setattr(output, "SPINNER_AFTER", 0.05)
-    master, slave = pty.openpty()
-    terminal = os.fdopen(slave, "w", buffering=1)
-    monkeypatch.setattr(sys, "stderr", terminal)
-    assert main(["check", str(path)]) == 0
-    terminal.close()
-    shown = b""
-    while select.select([master], [], [], 0.2)[0]:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(master)
-    assert b"checking s.jsonl: decoding every entry" in shown
+    status, shown = on_a_terminal(monkeypatch, ["check", str(path)])
+    assert status == 0 and b"checking s.jsonl: decoding every entry" in shown
     assert capsys.readouterr().out.endswith("ok\n")
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal: nothing but the result
     assert main(["check", str(path)]) == 0
@@ -573,15 +603,15 @@ def test_a_directory_named_like_a_database_is_said_to_be_one(tmp_path):
 def test_an_error_that_is_not_the_outputs_is_not_called_one(tmp_path, monkeypatch, capsys):
     """Only a failed write of stdout is "cannot write the output": another OSError (here a
     read of the session failing) is not dressed up as one."""
-    from sessiontree.cli import inspect as inspect_cli
     from sessiontree.cli import main
+    from sessiontree.cli import output as output_cli
 
     path = _long_session(tmp_path)
 
     def failing(*args, **kwargs):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(inspect_cli, "open_session", failing)
+    monkeypatch.setattr(output_cli, "open_session", failing)
     with pytest.raises(OSError, match="Input/output error"):
         main(["context", str(path)])
     assert "cannot write the output" not in capsys.readouterr().err

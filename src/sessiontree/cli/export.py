@@ -23,7 +23,7 @@ from ..fork import fork_session
 from ..model.errors import SessionError
 from ..opening import open_session
 from .numbers import at_least
-from .output import err, flush_out, json_out, out, out_bytes, warn_damage, working
+from .output import err, flush_out, json_out, opened, out, out_bytes, warn_damage, working
 
 COMMANDS = ("export", "fork", "diff")
 FORMATS = {"md": "md", "markdown": "md", "html": "html", "htm": "html", "jsonl": "jsonl"}
@@ -190,11 +190,12 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    with open_session(args.file, read_only=True) as session:
+    with opened(args.file) as session:
         a, b = session.resolve_id(args.a), session.resolve_id(args.b)
         for at in (a, b):
             require_readable_path(session, at, f"the context at {at}")
-        comparison = compare_contexts(session, a, b)
+        with working(f"comparing the contexts at {a} and {b}"):
+            comparison = compare_contexts(session, a, b)
         if args.json:
             json_out(comparison.to_json())
         else:

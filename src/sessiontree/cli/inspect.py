@@ -13,7 +13,7 @@ from ..model.messages import format_tool_call, message_text, tool_calls
 from ..opening import open_session
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
-from .output import json_list_streamed, json_out_streamed, out, warn_damage, working
+from .output import json_list_streamed, json_out_streamed, opened, out, warn_damage, working
 
 COMMANDS = ("context", "tree", "check")
 
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    with open_session(args.file, read_only=True) as session:
+    with opened(args.file) as session:
         # A `leaf` entry is refused (its context is that of where the leaf was before it).
         at = resolve_target(session, session.resolve_id(args.at))[0] if args.at is not None else None
         leaf = at or session.leaf_id
@@ -73,7 +73,8 @@ def cmd_context(args: argparse.Namespace) -> int:
                     lambda: [("tokens", stream.tokens)],
                 )
             return damaged
-        context = session.build_context(at=at)
+        with working(f"building the context at {leaf}"):
+            context = session.build_context(at=at)
         tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
         out(
             f"leaf {leaf or '(none)'} · {counted(len(context.messages), 'message')}"
@@ -99,7 +100,7 @@ def _message_body(msg: dict[str, Any]) -> str:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    with open_session(args.file, read_only=True) as session:
+    with opened(args.file) as session:
         index = session.tree
         labels = session.labels()
         outline = Outline(index, args.filter_value, labels)
@@ -119,8 +120,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
             text = entry_preview(entry, width)
             return f"{entry_glyph(entry)} {entry.id} {short_time(entry.timestamp)}{tag} {text}{active}"
 
+        with working(f"drawing {counted(len(outline), 'row')}"):
+            lines = render_plain(outline, describe)
         damaged = warn_damage(session, damage_line(session, done="drew"))
-        for line in render_plain(outline, describe):
+        for line in lines:
             out(line)
         return damaged
 

@@ -18,6 +18,7 @@ import orjson
 
 from ..display import inert
 from ..export.common import incomplete_line
+from ..opening import open_session
 from ..session import Session
 
 
@@ -168,3 +169,10 @@ def working(what: str) -> Iterator[None]:
         timer.cancel()
         timer.join()
         bar.stop()  # erases its line; nothing when it never started
+
+
+def opened(file: str) -> Session:
+    """The session read-only, a spinner meanwhile on a terminal: a 100k-entry file took 3 s
+    with nothing on the screen (QA)."""
+    with working(f"opening {file}"):
+        return open_session(file, read_only=True)

@@ -83,6 +83,11 @@ def resolve_target(session: Session, at: str | None) -> tuple[str | None, str | 
     return at, None
 
 
+# Diagnostics saying an entry in the index cannot be decoded (its line's text is not UTF-8, or
+# fails the full decode); others name an entry that reads well (a missing parent, say).
+UNREADABLE = frozenset({"invalid_utf8", "unreadable_line"})
+
+
 def require_readable_path(session: Session, target: str | None, what: str) -> None:
     """Raise when an entry known to be unreadable (its line damaged: not UTF-8, not JSON) is on
     the root path of `target`: `what` (a context) would be built without it and look whole.
@@ -92,7 +97,7 @@ def require_readable_path(session: Session, target: str | None, what: str) -> No
     known = {
         tree.pos[d.entry_id]: d
         for d in session.diagnostics
-        if d.severity == "error" and d.entry_id is not None and d.entry_id in tree.pos
+        if d.code in UNREADABLE and d.entry_id is not None and d.entry_id in tree.pos
     }
     if target is None or not known:
         return
