@@ -601,6 +601,12 @@ async def test_rename(demo):
         await pilot.press("enter")
         await settle(app, pilot)
         assert lines(demo)[-1]["name"] == "Time zones x"  # one line, no control characters (QA)
+        await pilot.press("r", "ctrl+u")
+        app.screen.query_one(Input).post_message(events.Paste("first line\n  second line\n"))
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["name"] == "first line second line"  # it kept "first line" (QA)
 
 
 async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):

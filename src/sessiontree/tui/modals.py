@@ -302,6 +302,22 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self.action_draft()
 
 
+class OneLineInput(Input):
+    """An input that keeps every line of a paste, joined by spaces: Textual's kept the first
+    line alone, and a pasted two-line name was written as its first line, unsaid (QA)."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        event.prevent_default()  # Input's own handler, run after this one, keeps one line
+        event.stop()
+        joined = " ".join(line.strip() for line in event.text.splitlines() if line.strip())
+        if not joined:
+            return
+        if self.selection.is_empty:
+            self.insert_text_at_cursor(joined)
+        else:
+            self.replace(joined, *self.selection)
+
+
 class TextPrompt(Dialog[str | None]):
     """One line of text (labels, the session name). Escape cancels; an empty value is allowed
     and means "clear"."""
@@ -332,7 +348,7 @@ class TextPrompt(Dialog[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog small-dialog"):
             yield Label(plain(self.title_text), classes="dialog-title")
-            yield Input(value=self.value, id="prompt-input", select_on_focus=not self.retry)
+            yield OneLineInput(value=self.value, id="prompt-input", select_on_focus=not self.retry)
             problem = Static("", id="prompt-problem", classes="dialog-help")
             problem.display = False
             yield problem
