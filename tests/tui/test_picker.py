@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from textual import events
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
@@ -1124,3 +1125,19 @@ def test_a_damaged_session_says_its_first_problem(tmp_path):
     assert listing.problem.endswith(f" (and {count - 1} more)")
     shown = preview_text(listing, tmp_path, None, None, None).plain
     assert listing.problem in shown and "⚠" in shown
+
+
+@pytest.mark.parametrize("size", [NARROW, (100, 30)])
+async def test_a_wide_character_name_is_cut_with_its_ellipsis(tmp_path, size):
+    """A name of CJK characters (two cells each) was cut by characters, so the table cut it
+    again at the column's edge, without its `…` (QA)."""
+    name = "会话名称 セッション " + "名" * 60
+    _write(tmp_path / "cjk.jsonl", "/home/dev/cjk", lambda s: s.append_session_name(name))
+    app = picker_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        t = table(app)
+        width = next(c.width for c in t.columns.values() if c.key.value == "title")
+        title = str(t.get_row(str(tmp_path / "cjk.jsonl"))[0])
+        assert title.endswith("…") and title.startswith("会话名称")
+        assert cell_len(title) <= width

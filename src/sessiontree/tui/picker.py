@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -34,6 +35,7 @@ from ..catalog import Catalog, Hit, SessionListing, listing_key, listing_match, 
 from ..display import counted, inert, one_line
 from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
+from .cells import shortened
 from .help import HelpScreen
 
 SORTS = ("modified", "name", "entries", "size", "project")
@@ -372,12 +374,13 @@ class PickerScreen(Screen[Path | None]):
                 shared = listing.title in self._shared and listing.title != listing.path.name
                 file = "· " + _tail(self._file_of(listing.path), column.width // 2 - 2) if shared else ""
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
-                title = one_line(listing.title, room)
-                if listing.error:
-                    title = one_line(f"⚠ {listing.title} ({listing.error})", room)
+                # cut by cells, not characters: a CJK name was cut by the table, without its `…` (QA)
+                said = f"⚠ {listing.title} ({listing.error})" if listing.error else listing.title
+                title = shortened(one_line(said, 400), room)
                 text = Text(title)
                 if file:
-                    text.append(" " + one_line(file, max(column.width - len(title) - 1, 1)), style="dim")
+                    room = max(column.width - cell_len(title) - 1, 1)
+                    text.append(" " + shortened(one_line(file, 400), room), style="dim")
                 if self.search is not None:
                     for start, end in self.search.query.spans(title):
                         text.stylize("reverse", start, end)
