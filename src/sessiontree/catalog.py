@@ -9,6 +9,7 @@ re-reads only the files that changed since.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -90,21 +91,40 @@ FIRST_WORDS = 2000
 def find_session_files(directory: str | os.PathLike[str]) -> list[Path]:
     """`*.jsonl` files in `directory` and its direct sub-directories (Pi's layout), newest
     modification first."""
-    return [listing.path for listing in _scan(Path(directory))]
+    return [listing.path for listing in _scan(Path(directory))[0]]
 
 
-def _scan(root: Path) -> list[SessionListing]:
+def _scan(root: Path) -> tuple[list[SessionListing], list[Path]]:
+    """The session files (newest first) and the sub-directories that could not be read: glob
+    passed over those without a word, and their sessions were simply missing (QA)."""
     found: list[SessionListing] = []
-    for pattern in ("*.jsonl", "*/*.jsonl"):
-        for path in root.glob(pattern):
+    unreadable: list[Path] = []
+    for directory in (root, *_subdirectories(root)):
+        try:
+            with os.scandir(directory) as entries:
+                names = [e.name for e in entries if e.name.endswith(".jsonl") and e.name[0] != "."]
+        except OSError:
+            unreadable.append(directory)
+            continue
+        for name in names:
+            path = directory / name
             try:
                 st = path.stat()
             except OSError:  # removed between the listing and the stat
                 continue
-            if path.is_file():
+            if stat.S_ISREG(st.st_mode):
                 found.append(_bare(path, st))
     found.sort(key=lambda listing: listing.modified, reverse=True)
-    return found
+    return found, unreadable
+
+
+def _subdirectories(root: Path) -> list[Path]:
+    try:
+        with os.scandir(root) as entries:
+            # hidden ones left out and links followed, as glob did
+            return [root / e.name for e in entries if e.name[0] != "." and e.is_dir()]
+    except OSError:
+        return []
 
 
 def _bare(path: Path, st: os.stat_result) -> SessionListing:
@@ -266,11 +286,12 @@ class Catalog:
     _texts: OrderedDict[Path, tuple[tuple[int, int], list[MessageText]]] = field(default_factory=OrderedDict)
     _text_chars: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    unreadable: list[Path] = field(default_factory=list)  # directories the last scan could not read
 
     def scan(self) -> list[SessionListing]:
         """The session files there now, newest first; a file unchanged since it was last
         described comes back described."""
-        listings = _scan(self.directory) if self.directory.is_dir() else []
+        listings, self.unreadable = _scan(self.directory) if self.directory.is_dir() else ([], [])
         with self._lock:
             out = []
             for listing in listings:

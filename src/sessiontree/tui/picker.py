@@ -748,10 +748,15 @@ class PickerScreen(Screen[Path | None]):
         with contextlib.suppress(NoMatches):
             status = self.query_one("#picker-status", Static)
             total = len(self.listings)
+            unreadable = self.catalog.unreadable
             if not total:
                 where = inert(str(self.directory))
                 missing = not self.directory.expanduser().is_dir()
                 said = f"{where} does not exist" if missing else f"No session files found in {where}"
+                if self.directory in unreadable:
+                    said = f"{where} cannot be read (permission denied?)"
+                elif unreadable:
+                    said += f" ({_unread(unreadable)})"
                 status.update(Text(said))
                 return
             shown, matching = len(self._order), self._matching
@@ -762,6 +767,8 @@ class PickerScreen(Screen[Path | None]):
             projects = len(self._projects())
             if projects:
                 parts.append(counted(projects, "project"))
+            if unreadable:
+                parts.append(_unread(unreadable))
             if self._describing is not None:
                 parts.append(f"reading {self._describing[0]}/{self._describing[1]}…")
             status.update(Text(" · ".join(parts)))
@@ -1033,3 +1040,9 @@ def _size(n: int) -> str:
 def _tail(text: str, width: int) -> str:
     """The end of a path, which tells projects apart better than its start."""
     return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def _unread(directories: list[Path]) -> str:
+    """The folders a scan could not read, said: their sessions are not listed."""
+    named = inert(directories[0].name) + (f" and {len(directories) - 1} more" if len(directories) > 1 else "")
+    return f"{counted(len(directories), 'folder')} could not be read ({named})"
