@@ -994,7 +994,7 @@ async def test_locked_file_opens_read_only(demo):
             banner = str(app.browser.query_one("#banner").render())
             # the holder named by what it runs too: Pi, a served page's other tab, a script
             program = os.path.basename(sys.executable)
-            assert f"being written by another process (pid {holder.pid}: {program} -c " in banner
+            assert f"open for writing in another process (pid {holder.pid}: {program} -c " in banner
             # not the advice to open it read-only, just before saying it was (QA)
             assert "or wait until" not in banner and "Opened read-only" in banner
             shown = {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show}
@@ -1678,3 +1678,25 @@ async def test_a_failed_draft_is_seen_in_a_small_terminal(demo, tmp_path, size):
         said = " ".join(line[box.x : box.right].strip() for line in lines[box.y : box.bottom])
         assert said == "Draft failed: summarizer exited with code 1: llm: API key not set", lines
         assert "^D draft" in "\n".join(lines) and "Esc cancels" in "\n".join(lines)
+
+
+async def test_back_to_an_entry_the_filter_hides_says_what_it_is(demo):
+    """A rename becomes the leaf, as any entry appended does (Pi's rule): `b` after a move went
+    back to it and said "Back: leaf is 6aee6283 again", an id on no row (QA). It says what the
+    entry is and the row it is drawn under, as Enter does."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r", "ctrl+u", *"renamed", "enter")
+        await settle(app, pilot)
+        named = app.session.leaf_id
+        assert app.session.get_entry(named).type == "session_info"
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert app.session.leaf_id == named
+        said = status(app)
+        assert said.startswith(f"Back: leaf is {named} again (a session_info entry below ")
+        assert "the filter hides: 5 shows every entry)" in said

@@ -88,7 +88,7 @@ def _refusal(what: str, pid: int | None) -> SessionError:
         holder += f": {command}"
     return SessionError(
         "locked",
-        f"{what} is being written by another process ({holder}){ADVICE}",
+        f"{what} is open for writing in another process ({holder}){ADVICE}",
     )
 
 

@@ -55,16 +55,23 @@ class MovesMixin(BrowserBase):
         self._after_write(keep=keep)
         # Pi's rule puts the leaf above a user message, on its parent, which may be an entry the
         # filter hides (a label joins the path): the id named was on no row (QA).
-        tree = self._tree()
-        if keep is not None and nav.new_leaf_id and tree.outline.exact_row(keep) < 0:
-            kind = session.tree.type_name(keep)
-            shown = tree.current_position()
-            near = f" below {_short(session.tree.ids[shown])}" if shown is not None and shown != keep else ""
-            message += f" (a {kind} entry{near} the filter hides: 5 shows every entry)"
+        if nav.new_leaf_id:
+            message += self._hidden_note(keep)
         if nav.editor_text is not None:
             message += self._offer_text(nav.editor_text)
         confirm(self, message)
         return True
+
+    def _hidden_note(self, position: int | None) -> str:
+        """What the status line adds when the leaf is now an entry the filter hides (its id is
+        on no row): its kind and the row it is drawn under; "" when it has a row."""
+        tree = self._tree()
+        if position is None or tree.outline.exact_row(position) >= 0:
+            return ""
+        index = self.session.tree
+        shown = tree.current_position()
+        near = f" below {_short(index.ids[shown])}" if shown is not None and shown != position else ""
+        return f" (a {index.type_name(position)} entry{near} the filter hides: 5 shows every entry)"
 
     def _offer_text(self, text: str) -> str:
         """Pi puts the text of a user message moved above into its editor; we copy it. What the
@@ -158,7 +165,11 @@ class MovesMixin(BrowserBase):
             return
         self._back_cursor = cursor - 1
         keep = session.tree.pos.get(previous) if previous else None
-        self._after_write(keep=keep, message=f"Back: leaf is {previous or 'the start'} again")
+        self._after_write(keep=keep)
+        # A rename, a label or an archive record becomes the leaf as any entry appended does
+        # (Pi's rule), so `b` may go back to one: said as Enter says it, not a bare id (QA).
+        said = f"Back: leaf is {_short(previous) if previous else 'the start'} again"
+        confirm(self, said + self._hidden_note(keep))
 
     def action_history(self) -> None:
         session = self.session

@@ -35,7 +35,7 @@ def try_lock(conn: Any, session_id: str, what: str) -> None:
         return
     raise SessionError(
         "locked",
-        f"{what} is being written by another process ({holder(conn, key)}){ADVICE}",
+        f"{what} is open for writing in another process ({holder(conn, key)}){ADVICE}",
     )
 
 
