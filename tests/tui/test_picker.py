@@ -1190,3 +1190,18 @@ async def test_the_picker_says_which_folders_it_could_not_read(root, monkeypatch
         said = text_of(app, "#picker-status")
         assert "1 folder could not be read (--srv-api--)" in said
         assert str(private / "api.jsonl") not in [str(k.value) for k in table(app).rows]
+
+
+async def test_the_session_open_behind_the_picker_is_marked(root):
+    """After a fork, two rows read the same name: which one was open was not said (QA)."""
+    weather = root / "--home-dev-weather--" / "weather.jsonl"
+    fork = weather.with_name("weather-fork.jsonl")
+    shutil.copyfile(weather, fork)
+    app = build_app(str(weather))
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("o")
+        await settle(app, pilot)
+        t = table(app)
+        assert str(t.get_row(str(weather))[0]).startswith("● Weather: flaky dates")
+        assert str(t.get_row(str(fork))[0]).startswith("Weather: flaky dates")

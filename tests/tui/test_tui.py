@@ -1700,3 +1700,21 @@ async def test_back_to_an_entry_the_filter_hides_says_what_it_is(demo):
         said = status(app)
         assert said.startswith(f"Back: leaf is {named} again (a session_info entry below ")
         assert "the filter hides: 5 shows every entry)" in said
+
+
+async def test_the_palette_over_a_dialog_says_to_close_it_first(demo):
+    """Ctrl+P over a dialog opened Textual's own palette (Keys, Maximize), which found no
+    "fork" or "export" (QA); from the browser it lists the browser's commands."""
+    from textual.command import CommandPalette
+
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("m")  # the label dialog
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert not CommandPalette.is_open(app) and isinstance(app.screen, TextPrompt)
+        assert "Close this dialog first" in list(app._notifications)[-1].message
+        await pilot.press("escape", "ctrl+p")
+        await pilot.pause()
+        assert CommandPalette.is_open(app)

@@ -269,8 +269,10 @@ class SessionTreeApp(App[None]):
     def _pick(self, directory: Path, *, can_go_back: bool, search_again: bool = False) -> None:
         from .picker import PickerScreen
 
+        session = self.session
+        current = Path(session.files[0]) if session is not None and session.files else None
         self.push_screen(
-            PickerScreen(directory, can_go_back=can_go_back, search_again=search_again),
+            PickerScreen(directory, can_go_back=can_go_back, search_again=search_again, current=current),
             partial(self._picked, directory),
         )
 
@@ -362,6 +364,17 @@ class SessionTreeApp(App[None]):
             self._show(session)
             if backup:
                 self.notify(f"Upgraded; the original is kept as {backup}", markup=False, timeout=8)
+
+    def action_command_palette(self) -> None:
+        """The palette lists the browser's commands: over a dialog it offered Textual's own
+        (Keys, Maximize) and found no "fork" or "export" (QA). It says so instead."""
+        from textual.command import CommandPalette
+        from textual.screen import ModalScreen
+
+        if isinstance(self.screen, ModalScreen) and not isinstance(self.screen, CommandPalette):
+            self.notify("Close this dialog first (Esc): the palette lists the browser's commands", timeout=4)
+            return
+        super().action_command_palette()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The browser's actions in the command palette (Ctrl+P), with labels to jump to."""

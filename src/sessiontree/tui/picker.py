@@ -12,6 +12,7 @@ Everything shown from a file (names, messages, ids, paths) goes in as Rich `Text
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -184,11 +185,21 @@ class PickerScreen(Screen[Path | None]):
     # Per directory (resolved), for as long as the process runs.
     _memory: ClassVar[dict[Path, _Memory]] = {}
 
-    def __init__(self, directory: Path, *, can_go_back: bool = False, search_again: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        can_go_back: bool = False,
+        search_again: bool = False,
+        current: Path | None = None,
+    ) -> None:
         """`search_again`: with the search typed when a session was last chosen here (that
-        session failed to open: the list comes back as it was left, not all of it)."""
+        session failed to open: the list comes back as it was left, not all of it);
+        `current`: the session open behind the picker, marked ● (after a fork, two rows of
+        one name: which one was open was not said, QA)."""
         super().__init__()
         self.directory = directory
+        self._current = os.path.abspath(current) if current is not None else None
         self.can_go_back = can_go_back
         self._search_again = search_again
         key = directory.expanduser().resolve()
@@ -376,6 +387,8 @@ class PickerScreen(Screen[Path | None]):
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
                 # cut by cells, not characters: a CJK name was cut by the table, without its `…` (QA)
                 said = f"⚠ {listing.title} ({listing.error})" if listing.error else listing.title
+                if self._current is not None and os.path.abspath(listing.path) == self._current:
+                    said = "● " + said
                 title = shortened(one_line(said, 400), room)
                 text = Text(title)
                 if file:
