@@ -346,6 +346,9 @@ async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
         await settle(app, pilot)
         assert not app.session.read_only and app.session.format_version == 3
         assert (tmp_path / "old.jsonl.bak").exists()
+        # the backup named, not its whole path: it wrapped mid-word in the toast (QA)
+        said = [n.message for n in app._notifications]
+        assert "Upgraded; the original is kept next to it as old.jsonl.bak" in said, said
         leaf = app.session.leaf_id
     with open_session(path, read_only=True) as again:
         assert again.format_version == 3 and again.leaf_id == leaf

@@ -363,7 +363,9 @@ class SessionTreeApp(App[None]):
         if session is not None:
             self._show(session)
             if backup:
-                self.notify(f"Upgraded; the original is kept as {backup}", markup=False, timeout=8)
+                # named, not its whole path: the path wrapped mid-word in the toast at 80x24 (QA)
+                kept = Path(backup).name
+                self.notify(f"Upgraded; the original is kept next to it as {kept}", markup=False, timeout=8)
 
     def action_command_palette(self) -> None:
         """The palette lists the browser's commands: over a dialog it offered Textual's own
