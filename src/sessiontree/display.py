@@ -163,11 +163,13 @@ def _other_summary(entry: Entry) -> str:
         return f"compaction ({entry.tokens_before} tokens before): {entry.summary}"
     if isinstance(entry, BranchSummaryEntry):
         return f"branch summary: {entry.summary}" if entry.summary else "branch summary (empty)"
+    # `type: text`, not `[type] text`: brackets around a bare word are how a label is drawn,
+    # and off the active path, dimmed, the two looked the same (QA)
     if isinstance(entry, CustomMessageEntry):
-        return f"[{entry.custom_type}] {content_text(entry.content)}"
+        return f"{entry.custom_type}: {content_text(entry.content)}"
     if isinstance(entry, CustomEntry):
         data = entry.data
-        return f"[{entry.custom_type}]" + (f" {json_compact(data)}" if data is not None else "")
+        return entry.custom_type + (f": {json_compact(data)}" if data is not None else "")
     if isinstance(entry, LabelEntry):
         return (
             f"label {entry.target_id} = {entry.label!r}" if entry.label else f"clear label {entry.target_id}"

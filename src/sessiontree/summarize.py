@@ -282,7 +282,9 @@ def extractive_draft(branch: BranchToSummarize, custom_instructions: str = "") -
     ]
     lines = ["## Goal", _clip(users[0], 400) if users else "(no user message on this branch)"]
     if len(users) > 1:
-        lines += ["", "## Constraints & Preferences"]
+        # The user's later messages, as they are: under Pi's "Constraints & Preferences" heading
+        # they read as rules the user set, to the model too (QA)
+        lines += ["", "## Later requests"]
         lines += [f"- {_clip(u, 200)}" for u in users[1:6]]
     lines += ["", "## Progress", "### Done"]
     lines += [f"- [x] {c}" for c in calls[:12]] or ["- (no tool calls)"]

@@ -97,3 +97,19 @@ def test_counted_says_one_thing_and_many_things():
     assert counted(1, "match", "matches") == "1 match"
     assert counted(2, "message") == "2 messages"
     assert counted(12345, "message") == "12,345 messages"
+
+
+def test_a_custom_entry_is_not_drawn_like_a_label():
+    """`◆ [ci-status] CI run…` read as a label (`[diagnosis]`) once dimmed off the path (QA)."""
+    from sessiontree.display import entry_preview
+    from sessiontree.model.entries import entry_from_dict
+
+    def entry(**fields):
+        return entry_from_dict({"id": "c1", "parentId": None, "timestamp": "2026-01-01T00:00:00Z", **fields})
+
+    message = entry(type="custom_message", customType="ci-status", content="CI run #482 passed", display=True)
+    assert entry_preview(message, 80) == "ci-status: CI run #482 passed"
+    assert (
+        entry_preview(entry(type="custom", customType="ext-state", data={"n": 1}), 80) == 'ext-state: {"n":1}'
+    )
+    assert entry_preview(entry(type="custom", customType="marker"), 80) == "marker"

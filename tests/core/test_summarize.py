@@ -97,10 +97,14 @@ def test_transcript_format():
 
 def test_extractive_draft():
     s, root = build()
+    s.append_message(U("and keep the old API"))
     summary = summarize_branch(collect_branch(s, root), custom_instructions="parser only")
     assert summary.summary.startswith(PREAMBLE)
     assert "## Goal" in summary.summary and "try approach B" not in summary.summary.split("## Goal")[0]
     assert 'edit(path="b.py")' in summary.summary
+    # the branch's later user messages as what they are, not as the user's constraints (QA)
+    assert "## Later requests\n- and keep the old API" in summary.summary
+    assert "Constraints" not in summary.summary
     assert summary.summary.endswith(
         "<read-files>\na.py\n</read-files>\n\n<modified-files>\nb.py\n</modified-files>"
     )
