@@ -282,7 +282,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         if self._kind() == "kind-none" or not text.text.strip() or self._discard_asked:
             return False
         self._discard_asked = True
-        self.query_one("#summary-status", Static).update(f"{again}; Ctrl+S moves with it.")
+        self.query_one("#summary-status", Static).update(plain(f"{again}; Ctrl+S moves with it."))
         return True
 
     @on(TextArea.Changed, "#summary-text")
@@ -565,7 +565,7 @@ class LinesScreen(Dialog[None]):
         with Vertical(classes="dialog wide-dialog", id="lines-dialog"):
             yield Static(plain(self.title_text), classes="dialog-title")
             yield self._body
-            yield Static(KEYS_LINE, id="lines-keys", classes="dialog-keys")
+            yield Static(plain(KEYS_LINE), id="lines-keys", classes="dialog-keys")
 
     def on_mount(self) -> None:
         self._body.focus()
@@ -583,7 +583,7 @@ class LinesScreen(Dialog[None]):
         else:
             last = min(int(body.scroll_y) + body.size.height, total)
             said = f"{KEYS_LINE} · lines {int(body.scroll_y) + 1:,}–{last:,} of {total:,}"
-        self.query_one("#lines-keys", Static).update(said)
+        self.query_one("#lines-keys", Static).update(plain(said))
 
     def on_unmount(self) -> None:
         # The rows hold the messages compared (all of a 72,726-message context): let them go
