@@ -546,8 +546,8 @@ KEYS_LINE = "↑ ↓ PgUp PgDn Home End scroll · Esc closes"
 
 
 class LinesScreen(Dialog[None]):
-    """Read-only rows (a comparison of two contexts) in a scrollable dialog, under a few head
-    lines wrapped to its width (what is compared: cut to a row, they lost their ends)."""
+    """Read-only rows (a comparison of two contexts) in a scrollable dialog, after a few head
+    lines wrapped to its width (what is compared), which scroll with them (`LinesView`)."""
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
