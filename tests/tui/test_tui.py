@@ -1718,3 +1718,18 @@ async def test_the_palette_over_a_dialog_says_to_close_it_first(demo):
         await pilot.press("escape", "ctrl+p")
         await pilot.pause()
         assert CommandPalette.is_open(app)
+
+
+async def test_history_shows_a_move_a_row_at_80_columns(demo):
+    """A move's row wrapped to two at 80x24, the second cut mid-word anyway (QA)."""
+    from textual.widgets import OptionList
+
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("H")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HistoryScreen)
+        listing = app.screen.query_one("#history-list", OptionList)
+        assert listing.option_count == 3 and listing.virtual_size.height == 3
+        assert all("…" in line for line in screen_lines(app) if " → 3a7c" in line)
