@@ -486,3 +486,25 @@ async def test_export_at_an_entry_with_a_long_or_pathlike_id_names_a_file_next_t
         name = written[0].name
         assert name.startswith("s.___xxx") and len(name) < 80 and "/" not in name
         assert b"with a long id" in written[0].read_bytes()
+
+
+async def test_copy_at_an_entry_with_a_long_id_keeps_its_keys_at_60_by_20(tmp_path):
+    """The copy dialog's title held a 300-character id: six rows at 60x20, and its keys line
+    ("1-9 or Enter: choose · Esc: cancel") was cut off (QA)."""
+    weird = "y" * 300
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/p"},
+        {"type": "message", "id": weird, "parentId": None, "timestamp": ts,
+         "message": {"role": "user", "content": "a question", "timestamp": 1}},
+    ]  # fmt: skip
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    app = make_app(path)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("c")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        shown = "\n".join(screen_lines(app))
+        assert "Esc: cancel" in shown and "y" * 60 not in shown

@@ -73,7 +73,8 @@ class BranchingMixin(BrowserBase):
             self._copied(label, text)
 
         off = () if calls else ("call",)
-        self.app.push_screen(ChoiceScreen(f"Copy from {target.entry_id}", choices, off), chosen)
+        # the id cut: a 300-character one took six rows at 60x20 and pushed the keys out (QA)
+        self.app.push_screen(ChoiceScreen(f"Copy from {one_line(target.entry_id, 40)}", choices, off), chosen)
 
     def _copied(self, label: str, text: str) -> None:
         if not text:
