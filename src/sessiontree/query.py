@@ -1,15 +1,18 @@
 r"""One search syntax for every search box (the tree search, the session picker).
 
     flaky date          words: each must appear somewhere, in any order, ignoring case
-    "date parsing"      a phrase: must appear as written, spaces and punctuation included
+    "date parsing"      a phrase: must appear as written, punctuation included (a space
+                        matches any run of whitespace: a tab, a line break)
     re:fl[a-z]+y        a Python regular expression (ignoring case unless it says `(?-i:…)`;
                         `^` and `$` match at the start and end of each line)
     re:"a b+"           a regular expression that contains spaces
     cwd:weather         a term limited to one field, for the field names a caller declares
 
-Matching is case-insensitive throughout. An unfinished quote runs to the end of the text and an
-empty `re:` or `cwd:` is ignored, so the query reads sensibly at every keystroke while it is
-typed. A literal word that starts with `re:` is written as a phrase: `"re:foo"`.
+Matching is case-insensitive throughout, and an accented letter of a word or phrase matches it
+composed (`é`) or decomposed (`e` and U+0301, as text from macOS often is). An unfinished quote
+runs to the end of the text and an empty `re:` or `cwd:` is ignored, so the query reads sensibly
+at every keystroke while it is typed. A literal word that starts with `re:` is written as a
+phrase: `"re:foo"`.
 
 Nothing here knows about sessions or Textual: callers decide what text a query is run on.
 
@@ -23,6 +26,7 @@ search with `QueryTimeout`. Words and phrases are escaped literals, which cannot
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -174,7 +178,7 @@ _COUNTED = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
 
 def _compile(kind: TermKind, body: str) -> Any:
     if kind != "regex":
-        return re.compile(re.escape(body), _FLAGS)
+        return re.compile(_literal(body), _FLAGS)
     repeats = 1
     for low, high in _COUNTED.findall(body):
         repeats *= max(int(low), int(high or 0), 1)
@@ -193,6 +197,22 @@ def _compile(kind: TermKind, body: str) -> Any:
         raise QueryError(f"invalid regular expression {body!r}: {exc}") from None
     except (OverflowError, RecursionError, ValueError) as exc:  # huge repeat counts, deep nesting
         raise QueryError(f"invalid regular expression {body!r}: {exc}") from None
+
+
+def _literal(body: str) -> str:
+    """A word or phrase as a pattern that finds it however the text spells it: its whitespace
+    as any run of whitespace (the tree shows a tab as a space, and `"tabs here"` found nothing),
+    each accented letter composed or decomposed (`ééé` typed found no `e\u0301e\u0301e\u0301`).
+    The pattern runs on the text as it is, so the spans it gives are the text's own."""
+    parts: list[str] = []
+    for ch in unicodedata.normalize("NFC", body):
+        if ch.isspace():
+            if not parts or parts[-1] != r"\s+":
+                parts.append(r"\s+")
+            continue
+        decomposed = unicodedata.normalize("NFD", ch)
+        parts.append(re.escape(ch) if decomposed == ch else f"(?:{re.escape(ch)}|{re.escape(decomposed)})")
+    return "".join(parts)
 
 
 def _tokens(text: str, fields: frozenset[str]) -> Iterator[tuple[str | None, TermKind, str]]:

@@ -42,7 +42,21 @@ def test_phrase_matches_literally_with_spaces():
     assert kinds(q) == [("phrase", "date parsing"), ("word", "weather")]
     assert q.matches("weather: Date Parsing is flaky")
     assert not q.matches("weather: parsing date")
-    assert not q.matches("weather: date  parsing")  # two spaces: not as written
+    # a space matches any run of whitespace: the tree shows a tab, or two spaces, as one, and
+    # `"tabs here"` found no `tabs\there` (QA)
+    assert q.matches("weather: date  parsing") and q.matches("weather: date\tparsing")
+    assert q.matches("weather: date\nparsing") and not q.matches("weather: dateparsing")
+
+
+def test_an_accented_letter_matches_composed_or_decomposed():
+    """`ééé` typed found nothing in text that spells each `é` as `e` and U+0301 (as macOS
+    writes it), and the reverse; the spans are the text's own, for the highlight."""
+    decomposed = "x e\u0301te\u0301 y"
+    q = compile_query("été")
+    assert q.matches(decomposed) and q.spans(decomposed) == [(2, 7)]
+    assert compile_query("e\u0301te\u0301").matches("un été chaud")
+    assert compile_query('"ÉTÉ chaud"').matches("un e\u0301te\u0301  chaud")  # case and spaces too
+    assert not compile_query("été").matches("ete")
 
 
 def test_phrase_keeps_regex_and_markup_characters_literal():
