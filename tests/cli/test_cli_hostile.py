@@ -147,6 +147,8 @@ def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_pa
     rows = tree.stdout.splitlines()
     assert len(rows) == 4 and all(any(f" {eid} " in r for r in rows) for eid in ("u1", "a1", "u2", "u3"))
     assert any("a1 (unreadable: line 3 is not valid UTF-8 text)" in r for r in rows)
+    assert tree.stderr.count("line 3 is not valid UTF-8 text") == 1  # said once, not once a check
+    assert run("check", str(path)).stdout.count("line 3 is not valid UTF-8 text") == 1
     context = run("context", str(path))
     assert context.returncode != 0 and context.stdout == ""
     assert "entry a1 on its path cannot be read (line 3 is not valid UTF-8 text)" in context.stderr

@@ -301,6 +301,13 @@ async def test_a_long_comparison_is_drawn_a_screen_at_a_time(tmp_path):
         shown = screen_lines(app)
         assert not any("--- " in line for line in shown)
         assert sum("-user: question" in line or "-assistant: answer" in line for line in shown) >= 12
+        # End shows the last line, and the count says so: the keys line grew to two rows on a
+        # long count after End had scrolled, and took the last line out of sight (QA)
+        await pilot.press("end")
+        await settle(app, pilot)
+        assert any("question 1499" in line for line in screen_lines(app))
+        keys = str(app.screen.query_one("#lines-keys").render())
+        assert keys.startswith("lines ") and f"–{view.line_count:,} of {view.line_count:,}" in keys
         # Closed, it lets the messages go at once: its widgets refer to each other, and held
         # them until the collector's rare full pass (a deep session's app grew by 200 MB per
         # comparison, QA).

@@ -588,3 +588,21 @@ async def test_key_names_are_spelt_as_textual_spells_them_and_no_key_is_taken_si
         rows = HelpScreen.for_screen(app.screen_stack[-2]).sections
         moves = [keys for _, section in rows for keys, what in section if what.startswith("Move")]
         assert moves and moves[0].startswith("⏎")
+
+
+async def test_a_title_set_while_the_header_goes_away_is_passed_over(demo):
+    """A session opened as the app quit had its title set after the header's title line was
+    gone: Textual's Header caught NoScreen there, not NoMatches, and the app ended in a
+    traceback (seen once in a test that quits at once)."""
+    from textual.widgets._header import HeaderTitle
+
+    from sessiontree.tui.header import SessionHeader
+
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        header = app.browser.query_one(SessionHeader)
+        await header.query_one(HeaderTitle).remove()
+        app.browser.sub_title = "changed after the title line went"
+        await pilot.pause(0.1)
+        assert app.is_running and app.return_code is None

@@ -230,3 +230,18 @@ async def test_every_column_is_seen_at_80_columns(tmp_path):
         await pilot.pause(0.1)
         assert rows(app)[table.cursor_row] == highlighted
         assert long_cwd[-36:] in "\n".join(screen_lines())  # more of a path, with room
+
+
+async def test_a_wide_character_project_shows_its_end(tmp_path):
+    """A CJK path cut by characters was cut again by the table at its other end: the project's
+    end, where projects differ, was lost (QA)."""
+    db = team_db(tmp_path)
+    cwd = "/home/開発者/プロジェクト/とても長いディレクトリ名前/サブディレクトリ"
+    with Session(SqliteStorage.create(db, cwd=cwd, session_id="s-cjk")) as s:
+        s.append_message(U("質問"))
+    app = build_app(str(db))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#dbpick-table")
+        row = next(y for y in range(table.size.height) if "s-cjk" in table.render_line(y).text)
+        assert " …ディレクトリ " in table.render_line(row).text  # the end, in the cells it has

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -20,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..display import counted, inert, one_line, short_time
+from .cells import head
 
 FILTER_HINT = "type to filter: words of a name, a first message, an id or a project"
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
@@ -194,5 +196,8 @@ def _haystack(session: dict[str, Any]) -> str:
 
 
 def _tail(text: str, width: int) -> str:
-    """The end of a path, where projects differ: `…/work/project`."""
-    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+    """The end of a path, where projects differ: `…/work/project`, in at most `width` cells
+    (a CJK path, cut by characters, was cut again by the table at its other end, QA)."""
+    if cell_len(text) <= width:
+        return text
+    return "…" + head(text[::-1], width - 1)[::-1] if width > 0 else ""

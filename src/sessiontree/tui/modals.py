@@ -165,6 +165,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         # At 24 rows the dialog's parts did not fit: the text box showed two rows, inside a
         # scrolled body. A short terminal gets the compact layout (`app.tcss`, `.-short`).
         self.set_class(event.size.height < SHORT_ROWS, "-short")
+        self.call_after_refresh(self._show_cursor)
 
     def _kind(self) -> str:
         pressed = self.query_one(RadioSet).pressed_button
@@ -288,6 +289,15 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
     @on(TextArea.Changed, "#summary-text")
     def _edited(self) -> None:
         self._discard_asked = False  # asked about the text as it was
+        self._show_cursor()
+
+    def _show_cursor(self) -> None:
+        """The text box scrolled into the dialog's view, and its cursor into the box's: after a
+        resize, what was typed went on out of sight (QA)."""
+        area = self.query_one("#summary-text", TextArea)
+        if self.focused is area:
+            area.scroll_visible(animate=False)
+            area.scroll_cursor_visible()
 
     @on(Button.Pressed, "#cancel")
     def _discard(self) -> None:
@@ -542,7 +552,9 @@ class ChoiceScreen(Dialog[str | None]):
         self.dismiss(None)
 
 
-KEYS_LINE = "↑ ↓ PgUp PgDn Home End scroll · Esc closes"
+# Esc first: the line is one row cut at its end, and at 50 columns the scroll keys are the part
+# that can go (they are every list's)
+KEYS_LINE = "Esc closes · ↑ ↓ PgUp PgDn Home End scroll"
 
 
 class LinesScreen(Dialog[None]):
@@ -580,9 +592,9 @@ class LinesScreen(Dialog[None]):
         total = body.line_count
         if total <= body.size.height:
             said = KEYS_LINE
-        else:
+        else:  # first: the keys line is one row, cut at its end (`app.tcss`)
             last = min(int(body.scroll_y) + body.size.height, total)
-            said = f"{KEYS_LINE} · lines {int(body.scroll_y) + 1:,}–{last:,} of {total:,}"
+            said = f"lines {int(body.scroll_y) + 1:,}–{last:,} of {total:,} · {KEYS_LINE}"
         self.query_one("#lines-keys", Static).update(plain(said))
 
     def on_unmount(self) -> None:

@@ -64,14 +64,12 @@ class MovesMixin(BrowserBase):
 
     def _hidden_note(self, position: int | None) -> str:
         """What the status line adds when the leaf is now an entry the filter hides (its id is
-        on no row): its kind and the row it is drawn under; "" when it has a row."""
+        on no row; the cursor is on the row it is drawn under): its kind and the key that shows
+        it, short enough for 80 columns ("5 shows every entry" was cut off there, QA)."""
         tree = self._tree()
         if position is None or tree.outline.exact_row(position) >= 0:
             return ""
-        index = self.session.tree
-        shown = tree.current_position()
-        near = f" below {_short(index.ids[shown])}" if shown is not None and shown != position else ""
-        return f" (a {index.type_name(position)} entry{near} the filter hides: 5 shows every entry)"
+        return f", a {self.session.tree.type_name(position)} entry the filter hides (5 shows it)"
 
     def _offer_text(self, text: str) -> str:
         """Pi puts the text of a user message moved above into its editor; we copy it. What the

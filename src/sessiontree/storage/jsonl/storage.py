@@ -702,7 +702,9 @@ class JsonlStorage(SessionStorage):
             self._mark_damaged()
             said = f"line {line} cannot be read: {changed}"
             return SessionError("storage", said, path=self.path, line=line)
-        if not any(d.line == line and d.code == "unreadable_line" for d in self._diagnostics):
+        # once a line: the byte check may have said it already ("not valid UTF-8 text")
+        codes = ("unreadable_line", "invalid_utf8")
+        if not any(d.line == line and d.code in codes for d in self._diagnostics):
             self._diagnostics.append(
                 Diagnostic("error", "unreadable_line", message, line, self._lines.index.ids[i])
             )
