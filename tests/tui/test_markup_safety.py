@@ -14,7 +14,8 @@ import sessiontree.tui
 TUI = Path(sessiontree.tui.__file__).parent
 MARKUP_TAKERS = {"Label", "Static", "Button", "RadioButton", "Option", "Checkbox", "Link"}
 MARKUP_METHODS = {"notify", "update"}
-SAFE_WRAPPERS = {"Text", "plain", "Table", "Syntax", "Markdown"}
+# `format_title`: Textual's App.format_title builds `Content(title)`, which parses no markup
+SAFE_WRAPPERS = {"Text", "plain", "Table", "Syntax", "Markdown", "format_title"}
 
 
 def _name(node: ast.expr) -> str:
