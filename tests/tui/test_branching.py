@@ -462,21 +462,26 @@ def test_freed_memory_is_given_back_on_glibc():
     memory.give_back_in_background()
 
 
+def chain_file(path: Path, messages: list[tuple[str, str]]) -> Path:
+    """A session file of user messages, each the child of the one before, with the given ids
+    (ids the library would never make: 300 characters, a `/`)."""
+    ts = "2026-01-01T00:00:00.000Z"
+    lines = [{"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/p"}]
+    parent = None
+    for k, (eid, text) in enumerate(messages):
+        message = {"role": "user", "content": text, "timestamp": k + 1}
+        lines.append({"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message})
+        parent = eid
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
 async def test_export_at_an_entry_with_a_long_or_pathlike_id_names_a_file_next_to_the_session(tmp_path):
     """The name was `{file}.{entry id}.html`: a 300-character id made a name past the system's
     limit and the app ended in a traceback (exit status 0); a `/` in it named another
     directory (QA). The id is made safe and cut, with a hash of the whole."""
     weird = "../" + "x" * 300
-    ts = "2026-01-01T00:00:00.000Z"
-    lines = [
-        {"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/p"},
-        {"type": "message", "id": "u1", "parentId": None, "timestamp": ts,
-         "message": {"role": "user", "content": "question", "timestamp": 1}},
-        {"type": "message", "id": weird, "parentId": "u1", "timestamp": ts,
-         "message": {"role": "user", "content": "with a long id", "timestamp": 2}},
-    ]  # fmt: skip
-    path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path = chain_file(tmp_path / "s.jsonl", [("u1", "question"), (weird, "with a long id")])
     app = make_app(path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
@@ -499,14 +504,7 @@ async def test_copy_at_an_entry_with_a_long_id_keeps_its_keys_at_60_by_20(tmp_pa
     """The copy dialog's title held a 300-character id: six rows at 60x20, and its keys line
     ("1-9 or Enter: choose · Esc: cancel") was cut off (QA)."""
     weird = "y" * 300
-    ts = "2026-01-01T00:00:00.000Z"
-    lines = [
-        {"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/p"},
-        {"type": "message", "id": weird, "parentId": None, "timestamp": ts,
-         "message": {"role": "user", "content": "a question", "timestamp": 1}},
-    ]  # fmt: skip
-    path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path = chain_file(tmp_path / "s.jsonl", [(weird, "a question")])
     app = make_app(path)
     async with app.run_test(size=(60, 20)) as pilot:
         await settle(app, pilot)
