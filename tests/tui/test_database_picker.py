@@ -230,6 +230,11 @@ async def test_every_column_is_seen_at_80_columns(tmp_path):
         await pilot.pause(0.1)
         assert rows(app)[table.cursor_row] == highlighted
         assert long_cwd[-36:] in "\n".join(screen_lines())  # more of a path, with room
+        # at 60 columns Created was reached by scrolling sideways: it is left out there
+        await pilot.resize_terminal(60, 20)
+        await pilot.pause(0.1)
+        assert "Created" not in screen_lines()[0] and "Entries" in screen_lines()[0]
+        assert table.virtual_size.width <= table.size.width
 
 
 async def test_a_wide_character_project_shows_its_end(tmp_path):

@@ -23,9 +23,10 @@ from textual.widgets import DataTable, Footer, Input, Static
 from ..display import counted, inert, one_line, short_time
 from .cells import head
 
-FILTER_HINT = "type to filter: words of a name, a first message, an id or a project"
+FILTER_HINT = "type to filter: name, first message, id or project"  # whole at 60 columns
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
 CREATED_SHOWN = 16  # `2025-01-01 10:00`
+CREATED_FROM = 72  # columns from which Created is shown: at 60 it was reached by scrolling sideways
 NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
 PROJECT_MOST = 40
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
@@ -106,23 +107,23 @@ class DatabasePickerScreen(Screen[str | None]):
         at = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
         self._shown = [s for s in self.sessions if all(w in _haystack(s) for w in words)]
         counts = [f"{int(s.get('entry_count') or 0):,}" for s in self._shown]
-        name_width, project_width = self._widths(max(map(len, counts), default=0))
+        columns = COLUMNS if self.size.width >= CREATED_FROM else COLUMNS[:-1]
+        name_width, project_width = self._widths(columns, max(map(len, counts), default=0))
         table.clear(columns=True)
-        for (key, label), width in zip(
-            COLUMNS, (name_width, ID_SHOWN, project_width, None, CREATED_SHOWN), strict=True
-        ):
+        widths = (name_width, ID_SHOWN, project_width, None, CREATED_SHOWN)
+        for (key, label), width in zip(columns, widths, strict=False):
             table.add_column(label, key=key, width=width)
         for s, count in zip(self._shown, counts, strict=True):
             here = s["id"] == self.current
             name = ("● " if here else "") + one_line(inert(_title(s)), 200)
-            table.add_row(
+            cells = [
                 Text(name, style="bold" if here else "", no_wrap=True, overflow="ellipsis"),
                 Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
                 Text(_tail(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
                 Text(count, justify="right"),
                 Text(short_time(str(s.get("created_at") or ""))),
-                key=str(s["id"]),
-            )
+            ]
+            table.add_row(*cells[: len(columns)], key=str(s["id"]))
         ids = [str(s["id"]) for s in self._shown]
         for keep in (at, self.current):  # the row highlighted before a resize, else this one
             if keep in ids:
@@ -136,10 +137,11 @@ class DatabasePickerScreen(Screen[str | None]):
         status.update(Text(self.problem or said))
         status.set_class(self.problem is not None, "-error")
 
-    def _widths(self, entries: int) -> tuple[int, int]:
+    def _widths(self, columns: tuple[tuple[str, str], ...], entries: int) -> tuple[int, int]:
         """The name and project columns' widths: what the others leave of the screen's width
         (two cells of padding per column, one for the scrollbar), three parts to the name."""
-        fixed = ID_SHOWN + max(entries, len("Entries")) + CREATED_SHOWN + 2 * len(COLUMNS) + 2
+        created = CREATED_SHOWN if len(columns) == len(COLUMNS) else 0
+        fixed = ID_SHOWN + max(entries, len("Entries")) + created + 2 * len(columns) + 2
         room = self.size.width - fixed
         least, most = NAME_WIDTHS
         name = min(most, max(least, room * 3 // 5, room - PROJECT_MOST))
