@@ -20,3 +20,11 @@ def shortened(text: str, cells: int) -> str:
     if cell_len(text) <= cells:
         return text
     return head(text, cells - 1) + "…" if cells > 0 else ""
+
+
+def ending(text: str, cells: int) -> str:
+    """`text` when it fits in `cells` cells, else `…` and its end in them: a path's end tells
+    projects apart better than its start."""
+    if cell_len(text) <= cells:
+        return text
+    return "…" + head(text[::-1], cells - 1)[::-1] if cells > 0 else ""

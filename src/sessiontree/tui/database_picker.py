@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -21,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..display import counted, inert, one_line, short_time
-from .cells import head
+from .cells import ending
 
 FILTER_HINT = "type to filter: name, first message, id or project"  # whole at 60 columns
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
@@ -119,7 +118,7 @@ class DatabasePickerScreen(Screen[str | None]):
             cells = [
                 Text(name, style="bold" if here else "", no_wrap=True, overflow="ellipsis"),
                 Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
-                Text(_tail(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
+                Text(ending(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
                 Text(count, justify="right"),
                 Text(short_time(str(s.get("created_at") or ""))),
             ]
@@ -195,11 +194,3 @@ def _title(session: dict[str, Any]) -> str:
 
 def _haystack(session: dict[str, Any]) -> str:
     return " ".join(str(session.get(k) or "") for k in ("name", "first_message", "id", "cwd")).casefold()
-
-
-def _tail(text: str, width: int) -> str:
-    """The end of a path, where projects differ: `…/work/project`, in at most `width` cells
-    (a CJK path, cut by characters, was cut again by the table at its other end, QA)."""
-    if cell_len(text) <= width:
-        return text
-    return "…" + head(text[::-1], width - 1)[::-1] if width > 0 else ""

@@ -36,7 +36,7 @@ from ..catalog import Catalog, Hit, SessionListing, listing_key, listing_match, 
 from ..display import counted, inert, one_line
 from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
-from .cells import shortened
+from .cells import ending, shortened
 from .help import HelpScreen
 
 SORTS = ("modified", "name", "entries", "size", "project")
@@ -383,7 +383,7 @@ class PickerScreen(Screen[Path | None]):
                 # Two sessions of one name (a copy, a fork) would be two identical rows; the
                 # file's path takes at most half the cell (a title read so far may be its name).
                 shared = listing.title in self._shared and listing.title != listing.path.name
-                file = "· " + _tail(self._file_of(listing.path), column.width // 2 - 2) if shared else ""
+                file = "· " + ending(self._file_of(listing.path), column.width // 2 - 2) if shared else ""
                 room = max(column.width - (len(file) + 1 if file else 0), 8)
                 # cut by cells, not characters: a CJK name was cut by the table, without its `…` (QA)
                 said = f"⚠ {listing.title} ({listing.error})" if listing.error else listing.title
@@ -408,7 +408,7 @@ class PickerScreen(Screen[Path | None]):
             elif column.key == "size":
                 cells.append(Text(_size(listing.size), justify="right"))
             elif column.key == "cwd":
-                cells.append(Text(_tail(one_line(listing.cwd, 400), column.width), style="dim"))
+                cells.append(Text(ending(one_line(listing.cwd, 400), column.width), style="dim"))
         return tuple(cells)
 
     def _file_of(self, path: Path) -> str:
@@ -748,13 +748,13 @@ class PickerScreen(Screen[Path | None]):
             where = "all projects"
         else:
             count = f" ({projects.index(project) + 1}/{len(projects)})" if project in projects else ""
-            where = _tail(one_line(project, 400), max(12, width // 2 - len(count))) + count
+            where = ending(one_line(project, 400), max(12, width // 2 - len(count))) + count
         for sorted_by in (f"sorted by {sort} {arrow}", f"{sort} {arrow}"):
             right = f"  ·  {sorted_by}  ·  {where}"
             room = width - len(right) - len("Sessions in ")
             if room >= 12 or sorted_by == f"{sort} {arrow}":
                 break
-        directory = _tail(one_line(str(self.directory), 400), max(8, room))
+        directory = ending(one_line(str(self.directory), 400), max(8, room))
         title.update(Text.assemble(("Sessions in ", "bold"), (directory, "bold"), right))
 
     def _update_status(self) -> None:
@@ -1048,11 +1048,6 @@ def _size(n: int) -> str:
             return f"{value:.1f}{unit}" if value < 9.95 else f"{value:.0f}{unit}"
         value /= 1024
     return f"{n}B"
-
-
-def _tail(text: str, width: int) -> str:
-    """The end of a path, which tells projects apart better than its start."""
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 def _unread(directories: list[Path]) -> str:
