@@ -179,9 +179,18 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
                 listing.problem = f"{where}{first.message}{more}"
     except SessionError as exc:
         listing.error = exc.detail
+        if exc.code == "storage":
+            _read_again(listing)
     except OSError as exc:
         listing.error = exc.strerror or str(exc)
+        _read_again(listing)
     return listing, texts
+
+
+def _read_again(listing: SessionListing) -> None:
+    """A read the system refused (permissions, I/O) is tried again at the next look: a chmod that
+    lets it through leaves the file's size and mtime, the cache's key, as they were."""
+    listing.mtime_ns = -1
 
 
 def first_words(session: Session) -> str:

@@ -521,6 +521,28 @@ def test_the_search_takes_the_apps_syntax(tmp_path, browser):
     assert browser.js("document.body.dataset.error") is None
 
 
+def test_the_search_takes_any_whitespace_and_either_spelling_of_an_accent(tmp_path, browser):
+    """As the app's (sessiontree/query.py): a phrase's space matched only a space, so a tab or a
+    line break between the words found nothing, and `été` typed found no `e` + U+0301 as macOS
+    writes it (nor the other way round)."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("tabs\there and a line\nbreak"))
+        s.append_message(A("un e\u0301te\u0301 chaud"))
+        s.append_message(U("un été froid"))
+    browser.open(export(path, tmp_path / "s.html").resolve().as_uri())
+
+    def count(query: str) -> int:
+        enter(browser, query)
+        said = browser.js("document.getElementById('hits').textContent")
+        return 0 if said == "no match" else int(said.split("/")[1])
+
+    assert count('"tabs here"') == 1 and count('"line  break"') == 1 and count('"tabs  and"') == 0
+    assert count("été") == 2 and count("e\u0301te\u0301") == 2 and count('"un été"') == 2
+    assert count('"a (b"') == 0  # written as it is, not as a regular expression
+    assert browser.js("document.body.dataset.error") is None
+
+
 def enter(browser: Browser, query: str, key: str = "Enter") -> None:
     browser.js(
         f"{{ const s = document.getElementById('search'); s.value = {json.dumps(query)};"

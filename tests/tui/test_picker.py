@@ -945,6 +945,30 @@ def test_catalog_reads_only_and_caches_until_a_file_changes(root):
     assert changed.entry_count == 5 and fresh[-1] == ("user", "one more")
 
 
+def test_catalog_reads_again_a_file_the_system_refused(root, monkeypatch):
+    """A chmod that lets a refused file through keeps its size and mtime (the cache's key): the
+    refusal is not kept, the next look reads the file."""
+    import errno
+
+    import sessiontree.storage.jsonl.storage as jsonl_storage
+
+    api = root / "--srv-api--" / "api.jsonl"
+    real = jsonl_storage.open_regular
+
+    def refused(path, flags):
+        if Path(path) == api:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(path, flags)
+
+    catalog = Catalog(root)
+    monkeypatch.setattr(jsonl_storage, "open_regular", refused)
+    assert "Permission denied" in (catalog.describe(api).error or "")
+    monkeypatch.setattr(jsonl_storage, "open_regular", real)
+    listing = catalog.describe(api)
+    assert listing.error is None and listing.entry_count == 4
+    assert catalog.cached(api) is not None  # read once it is let through, and kept
+
+
 def test_catalog_text_budget_drops_the_least_recently_used(root):
     weather = root / "--home-dev-weather--" / "weather.jsonl"
     api = root / "--srv-api--" / "api.jsonl"

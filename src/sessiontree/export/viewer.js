@@ -873,7 +873,7 @@
       }
     } else if (typeof e.summary === "string") bits.push(e.summary);
     else if (e.content !== undefined) bits.push(contentText(e.content));
-    return bits.join("\n").toLowerCase();
+    return bits.join("\n").normalize("NFC").toLowerCase();
   }
 
   // Entries another writer may append between a tool call and its results (session.py's
@@ -898,8 +898,11 @@
   }
 
   // The app's search syntax (sessiontree/query.py): words must each appear, in any order;
-  // "a phrase" as written; re:regex (re:"with spaces") a JavaScript regular expression, `^`
-  // and `$` at each line. All ignoring case; an unfinished quote runs to the end.
+  // "a phrase" with its spaces matching any run of whitespace (the rows show a tab or a line
+  // break as a space); re:regex (re:"with spaces") a JavaScript regular expression, `^` and `$`
+  // at each line. All ignoring case; an unfinished quote runs to the end. The texts searched
+  // are composed (NFC) and so is the query: an accented letter typed finds it however the
+  // file spells it, as `_literal` in query.py does.
   function matcher(query) {
     const tests = [];
     const token = /re:"([^"]*)"?|re:(\S*)|"([^"]*)"?|(\S+)/g;
@@ -908,8 +911,12 @@
       if (pattern !== undefined) {
         if (pattern) { const re = new RegExp(pattern, "im"); tests.push((text) => re.test(text)); }
       } else {
-        const literal = (m[3] ?? m[4]).toLowerCase();
-        if (literal) tests.push((text) => text.includes(literal));
+        const literal = (m[3] ?? m[4]).normalize("NFC").toLowerCase().trim();
+        if (/\s/.test(literal)) {
+          const spaced = literal.split(/\s+/).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("\\s+");
+          const re = new RegExp(spaced);
+          tests.push((text) => re.test(text));
+        } else if (literal) tests.push((text) => text.includes(literal));
       }
     }
     return (text) => tests.every((t) => t(text));
