@@ -71,13 +71,13 @@ class Term:
         except TimeoutError:
             raise self._too_slow() from None
 
-    def every(self, text: str, limit: int) -> list[Span]:
+    def every(self, text: str, limit: int, timeout: float = REGEX_SECONDS) -> list[Span]:
         """The spans of its first `limit` matches in `text`. Raises `QueryTimeout`."""
         found: list[Span] = []
         hits = (
             self.pattern.finditer(text)
             if self.kind != "regex"
-            else self.pattern.finditer(text, concurrent=True, timeout=REGEX_SECONDS)
+            else self.pattern.finditer(text, concurrent=True, timeout=timeout)
         )
         try:
             for hit in hits:
@@ -125,13 +125,13 @@ class Query:
                 best = span
         return best
 
-    def spans(self, text: str, limit: int = 100) -> list[Span]:
+    def spans(self, text: str, limit: int = 100, timeout: float = REGEX_SECONDS) -> list[Span]:
         """Occurrences of every free term in `text`, sorted, overlaps merged, at most `limit`
-        (none of a regular expression that gives up: this never raises)."""
+        (none of a regular expression that runs past `timeout` seconds: this never raises)."""
         found: list[Span] = []
         for term in self.terms:
             try:
-                spans = term.every(text, limit)
+                spans = term.every(text, limit, timeout)
             except QueryTimeout:
                 continue  # highlights are a courtesy: the search itself says it gave up
             # a zero-width match has nothing to highlight

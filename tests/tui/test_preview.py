@@ -925,3 +925,25 @@ def test_a_turn_that_stopped_says_how_without_a_dangling_colon(extra, said):
     msg = {**A("partial"), **extra}
     text = plain_text(render_all(Plan(message_parts(msg, ("m",), COLLAPSED)), 60).rows)
     assert said in text and ": )" not in text
+
+
+def test_marked_segments_cut_spans_across_segments_and_keep_their_styles():
+    from rich.segment import Segment
+
+    from sessiontree.query import compile_query
+    from sessiontree.tui.preview import marked_segments
+
+    bold, italic, mark = Style(bold=True), Style(italic=True), Style(reverse=True)
+    segments = [Segment("Fix the ", bold), Segment("flaky date", None), Segment(" parsing date", italic)]
+    text = "".join(s.text for s in segments)
+    out = marked_segments(segments, text, compile_query('"the flaky date parsing" fix'), mark)
+    assert "".join(s.text for s in out) == text
+    assert [(s.text, s.style) for s in out] == [
+        ("Fix", bold + mark),
+        (" ", bold),
+        ("the ", bold + mark),
+        ("flaky date", mark),
+        (" parsing", italic + mark),
+        (" date", italic),
+    ]
+    assert marked_segments(segments, text, compile_query("nowhere"), mark) is segments

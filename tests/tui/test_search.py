@@ -410,3 +410,41 @@ async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
         assert status(app) == f"Search stopped: {len(so_far)} matches so far (n / N)"
         await pilot.press("n")
         assert tree(app).current_position() == sorted(so_far)[1]
+
+
+def marked(app) -> list[str]:
+    """The texts the preview draws in its match style, over the rows on screen."""
+    from sessiontree.tui.preview import PreviewView
+
+    view = app.browser.query_one(PreviewView)
+    mark = view._style("preview--match").bgcolor
+    found = []
+    for y in range(view.scrollable_content_region.height):
+        found += [s.text for s in view.render_line(y) if s.style is not None and s.style.bgcolor == mark]
+    return found
+
+
+async def test_the_preview_marks_the_words_found_until_esc(tmp_path):
+    """The tree shows which entries match a find; the preview showed their text unmarked, so in
+    a long answer the reader hunted for the word. Its words are marked there (inside Markdown's
+    own styles too) while the matches stand, and go with them."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("Fix the flaky date parsing"))
+        s.append_message(A("The **date** parser drops the\tparsing offset; see `date_util`."))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        assert marked(app) == []
+        await search(app, pilot, "slash", '"date parsing"')
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 1 and marked(app) == ["date parsing"]
+        await search(app, pilot, "slash", '"parsing offset"')  # a tab between them in the file
+        await settle(app, pilot)
+        assert marked(app) == ["parsing offset"]  # drawn with a space: any whitespace matches
+        await search(app, pilot, "slash", "DATE")
+        await settle(app, pilot)
+        assert marked(app) == ["date", "date", "date"]  # the second in bold, the third in code
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert marked(app) == [] and app.browser._matches == []

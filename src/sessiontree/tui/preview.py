@@ -60,6 +60,7 @@ from ..model.messages import (
     tool_calls,
 )
 from ..outline import Cycle
+from ..query import Query
 from .cells import shortened
 from .direct_lines import DirectLines
 from .scroll_bar import QuickScrollBars
@@ -1201,6 +1202,7 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         "preview--diff-removed",
         "preview--diff-context",
         "preview--diff-hunk",
+        "preview--match",
     }
 
     ABOVE = 1  # rows left above the selected entry's heading when it is placed
@@ -1217,6 +1219,7 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         self._placed_size = Size(0, 0)  # the view's size when rows were last placed
         self._width = -1
         self._drawing_here = False  # rows are being placed: `show_rows` says which lines changed
+        self._highlight: Query | None = None  # the search whose words are marked in the rows
 
     @property
     def rows(self) -> list[Row]:
@@ -1229,6 +1232,21 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
 
     def plain_text(self) -> str:
         return plain_text(self._rows)
+
+    @property
+    def highlight(self) -> Query | None:
+        return self._highlight
+
+    @highlight.setter
+    def highlight(self, query: Query | None) -> None:
+        """Mark the words of `query` (the tree's last find) in the rows, as less marks them on
+        the page: the tree shows which entries match, this shows where in their text."""
+        if query is not None and query.is_empty:
+            query = None
+        if query is self._highlight:
+            return
+        self._highlight = query
+        self.refresh()
 
     def render_width(self) -> int:
         """The width rows are rendered for: the content less the gutter, and less the scrollbar
@@ -1336,5 +1354,41 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
                 style += self._style("preview--anchor")
         else:
             bar = Segment(" " * GUTTER, base)
-        segments = [bar, *Segment.apply_style(row_segments(row), style)]
+        body = row_segments(row)
+        if self._highlight is not None:
+            body = marked_segments(body, row_text(row), self._highlight, self._style("preview--match"))
+        segments = [bar, *Segment.apply_style(body, style)]
         return Strip(segments).crop_extend(0, width, style)
+
+
+HIGHLIGHT_SECONDS = 0.005  # a regular expression's time on one row before its words go unmarked
+
+
+def marked_segments(segments: list[Segment], text: str, query: Query, mark: Style) -> list[Segment]:
+    """`segments` (whose texts make `text`) with the spans of `query`'s words in `mark`. The
+    spans are found in the row's text as drawn, so a phrase the rendering wrapped onto two rows
+    is marked on neither; a regular expression that backtracks past `HIGHLIGHT_SECONDS` leaves
+    the row as it was (the search itself would have said so)."""
+    spans = query.spans(text, timeout=HIGHLIGHT_SECONDS)
+    if not spans:
+        return segments
+    out: list[Segment] = []
+    at = 0  # where the current segment starts in `text`
+    k = 0  # the first span not yet wholly behind `at`
+    for segment in segments:
+        seg_text, seg_style = segment.text, segment.style
+        end = at + len(seg_text)
+        cut = at
+        while k < len(spans) and spans[k][0] < end:
+            start, stop = max(spans[k][0], cut), min(spans[k][1], end)
+            if start > cut:
+                out.append(Segment(seg_text[cut - at : start - at], seg_style))
+            out.append(Segment(seg_text[start - at : stop - at], (seg_style or Style()) + mark))
+            cut = stop
+            if spans[k][1] > end:
+                break  # the span goes on into the next segment
+            k += 1
+        if cut < end:
+            out.append(Segment(seg_text[cut - at :], seg_style))
+        at = end
+    return out

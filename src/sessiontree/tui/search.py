@@ -1,4 +1,5 @@
-"""Finding entries. `/` finds (the matches are highlighted; `n`/`N` step through them); `&`
+"""Finding entries. `/` finds (the matching rows are highlighted and the preview marks their
+words; `n`/`N` step through them); `&`
 filters (the tree narrows to the matching rows plus the ancestors that place them, like less's
 `&pattern`; Esc restores the tree with the cursor where it was). Both take the query syntax of
 `sessiontree.query`: words ANDed, `"a phrase"`, `re:` for a regular expression.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from contextlib import suppress
 
 from rich.text import Text
 from textual import on, work
@@ -28,6 +30,7 @@ from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
 from .notices import confirm, withdraw
+from .preview import PreviewView
 from .search_box import Mode, SearchBox
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
@@ -39,6 +42,7 @@ class SearchMixin(BrowserBase):
     _restore_position: int | None = None  # the cursor's entry before a filter narrowed the tree
     _remembered: Remembered | None = None  # the last query's verdicts, for `&` after `/` (made once)
     _search_row = -1  # the cursor's row when a find began, or the match it was put on since
+    _query: Query | None = None  # the last find's or filter's query: its words marked in the preview
 
     def action_search(self) -> None:
         self._open_search("find", 'find entries: words, "a phrase", re:regex (Enter; Esc closes)')
@@ -92,6 +96,7 @@ class SearchMixin(BrowserBase):
         # The last search's matches and its line go now: they stood through the whole of the
         # next search, and after it when it found nothing, where `n` then did nothing (QA).
         self._set_matches([])
+        self._query = query
         withdraw(self, "")  # whatever the status line said (the progress shows below the tree)
         self._update_header()  # its "match k/n"
         if search.mode == "filter":
@@ -259,9 +264,12 @@ class SearchMixin(BrowserBase):
             self.action_next_match(1, include_current=True)
 
     def _set_matches(self, positions: list[int]) -> None:
-        """Matches are kept as entry positions, so they survive rebuilds of the rows."""
+        """Matches are kept as entry positions, so they survive rebuilds of the rows. The
+        preview marks the query's words while there are matches (and not after Esc)."""
         self._matches = positions
         self._tree().set_matches(set(positions))
+        with suppress(NoMatches):
+            self.query_one(PreviewView).highlight = self._query if positions else None
         self.refresh_bindings()
         self._update_header()
 
