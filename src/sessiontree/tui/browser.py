@@ -74,7 +74,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         Binding("q", "app.quit", "Quit", id="quit"),
         Binding("enter", "move", "Move", tooltip="move the leaf here (Pi's rules)", id="move"),
         Binding(
-            "s", "move_with_summary", "Move+sum", tooltip="move, with a branch summary", id="move-summary"
+            "s", "move_with_summary", "Move+summary", tooltip="move, with a branch summary", id="move-summary"
         ),
         *_filter_bindings(),
         # Run as Textual dispatches the key, not when the tree gets to it: the keys typed right
