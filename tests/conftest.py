@@ -26,6 +26,8 @@ class Backend:
     create: Callable[[], SessionStorage]
     reopen: Callable[[SessionStorage], SessionStorage]
     path: Path | None = None
+    # a second, read-only storage of the same session beside the writer (None: memory has one)
+    reader: Callable[[SessionStorage], SessionStorage] | None = None
 
     def session(self) -> Session:
         return Session(self.create())
@@ -46,7 +48,13 @@ def _jsonl(tmp_path: Path) -> Backend:
         storage.close()
         return JsonlStorage.open(path)
 
-    return Backend("jsonl", lambda: JsonlStorage.create(path, cwd="/p"), reopen, path)
+    return Backend(
+        "jsonl",
+        lambda: JsonlStorage.create(path, cwd="/p"),
+        reopen,
+        path,
+        lambda _: JsonlStorage.open(path, read_only=True),
+    )
 
 
 def _sqlite(tmp_path: Path) -> Backend:
@@ -58,7 +66,11 @@ def _sqlite(tmp_path: Path) -> Backend:
         storage.close()
         return SqliteStorage.open(path, sid)
 
-    return Backend("sqlite", lambda: SqliteStorage.create(path, cwd="/p"), reopen, path)
+    def reader(storage: SessionStorage) -> SessionStorage:
+        assert isinstance(storage, SqliteStorage)
+        return SqliteStorage.open(path, storage.session_id, read_only=True)
+
+    return Backend("sqlite", lambda: SqliteStorage.create(path, cwd="/p"), reopen, path, reader)
 
 
 def _postgres(url: str) -> Backend:
@@ -68,7 +80,11 @@ def _postgres(url: str) -> Backend:
         storage.close()
         return PostgresStorage.open(url, sid)
 
-    return Backend("postgres", lambda: PostgresStorage.create(url, cwd="/p"), reopen)
+    def reader(storage: SessionStorage) -> SessionStorage:
+        assert isinstance(storage, PostgresStorage)
+        return PostgresStorage.open(url, storage.session_id, read_only=True)
+
+    return Backend("postgres", lambda: PostgresStorage.create(url, cwd="/p"), reopen, reader=reader)
 
 
 BACKENDS: dict[str, Callable[[Path], Backend]] = {"memory": _memory, "jsonl": _jsonl, "sqlite": _sqlite}

@@ -5,7 +5,7 @@ neither constructs a storage itself. An *address* names one session:
 
 - `path/to/file.jsonl`: a Pi session file;
 - `path/to/db.sqlite#SESSION_ID` (also `.db`, `.sqlite3`): one session of a SQLite database;
-  without `#SESSION_ID`, the database's newest session;
+  without `#SESSION_ID`, the database's only session (a database of several says to add one);
 - `postgresql://user@host/db#SESSION_ID` (also `postgres://`): one session of a PostgreSQL
   database. The session id is required there: a shared database holds everyone's sessions, so
   "the newest" is rarely the one meant.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .model.errors import SessionError
-from .model.ids import iso_now, new_session_id
+from .model.ids import iso_now, session_id_or_new
 from .session import Session
 from .storage.jsonl import JsonlStorage, Progress
 from .storage.lock import ADVICE
@@ -41,8 +41,8 @@ StoreKind = Literal["jsonl", "sqlite", "postgres"]
 @dataclass(frozen=True, slots=True)
 class Address:
     """Where one session lives: the store kind, its location (a path or a connection URL), and
-    for stores that hold many sessions, which one (None: the newest, or for PostgreSQL, not
-    given)."""
+    for stores that hold many sessions, which one (None: not given, which opens a SQLite
+    database's only session)."""
 
     kind: StoreKind
     location: str
@@ -59,7 +59,13 @@ class Address:
 def parse_address(target: str | os.PathLike[str]) -> Address:
     """Read an address (see the module docstring). A path that exists as written wins over any
     reading of a `#` in it, so a file named `a#b.jsonl` still opens."""
+    if not isinstance(target, (str, os.PathLike)):  # os.fspath's own TypeError named no argument
+        raise SessionError(
+            "invalid_argument", f"a session address is a path or text, not {type(target).__name__}"
+        )
     text = os.fspath(target)
+    if not isinstance(text, str):  # a path of bytes
+        raise SessionError("invalid_argument", "a session address is a path or text, not bytes")
     if is_postgres_url(text):
         location, _, session_id = text.partition("#")
         scheme, colon, rest = location.partition(":")  # libpq knows `postgresql:` in lower case only
@@ -224,7 +230,7 @@ def _which_session(sessions: list[dict[str, Any]]) -> str:
 
 def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, Any]]:
     """The sessions of a database (SQLite path or PostgreSQL URL), newest first: id,
-    created_at, cwd, name, entry_count."""
+    created_at, cwd, name, entry_count, first_message."""
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
         from .storage.postgres import PostgresStorage  # loaded only for that kind of address
@@ -251,8 +257,7 @@ def open_or_read_only(
         # the refusal's advice ("open it read-only, or wait") is what was just done
         detail = exc.detail.removesuffix(ADVICE)
         session.storage.mark_read_only(
-            f"{detail}. Opened read-only; once it quits, opening it again (in the browser: o) opens it"
-            " for writing"
+            f"{detail}. Opened read-only; once it quits, opening it again opens it for writing"
         )
         session.storage.locked_out = True
         return session
@@ -294,9 +299,11 @@ def create_session(
     """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`,
     the timestamp the header's). A `session_id` that would not stay one file name there (a
     `/`, `..`, a control character) is refused."""
+    if not isinstance(cwd, str):
+        raise SessionError("invalid_argument", f"cwd is text (a directory), not {type(cwd).__name__}")
     now = iso_now()
     if path is None:
-        session_id = session_id or new_session_id()
+        session_id = session_id_or_new(session_id)
         if session_id in (".", "..") or not _FILE_NAME_PART.fullmatch(session_id):
             raise SessionError(
                 "invalid_argument",

@@ -612,7 +612,7 @@ class Session:
     def _make(self, etype: str, payload: dict[str, Any], parent_id: str | None) -> Entry:
         data: dict[str, Any] = {
             "type": etype,
-            "id": self._new_id(),
+            "id": self._entry_id(),
             "parentId": parent_id,
             "timestamp": self._clock(),
         }
@@ -706,7 +706,9 @@ class Session:
     ) -> str | None:
         """Move the leaf to `entry_id` (None = before the first entry). Always writes a `leaf`
         entry; with a summary also a `branch_summary` (parent = target, `fromId` = the old
-        leaf or "root", as Pi writes it), which becomes the leaf. Returns the new leaf id."""
+        leaf or "root", as Pi writes it), which becomes the leaf. Returns the new leaf id.
+        Any entry is a target, a `leaf` record included, as for Pi's `setLeafId`; the command
+        line refuses those, which are moves rather than points of the conversation."""
         with self._writing:
             return self._move(entry_id, summary)
 
@@ -739,9 +741,19 @@ class Session:
         self.storage.append(batch)
         return batch[-1].id if summary is not None else entry_id
 
+    def _entry_id(self) -> str:
+        """The id factory's next id, refused unless it is text: an int from `id_factory` was
+        said as "an entry that is missing entry id" when the entry was checked."""
+        entry_id = self._new_id()
+        if not isinstance(entry_id, str) or not entry_id:
+            raise SessionError(
+                "invalid_argument", f"the id factory gave {entry_id!r}: an entry id is non-empty text"
+            )
+        return entry_id
+
     def _fresh_id(self, exclude: set[str]) -> str:
         for _ in range(FRESH_ID_TRIES):
-            candidate = self._new_id()
+            candidate = self._entry_id()
             if candidate not in exclude:
                 return candidate
         raise SessionError("invalid_argument", "the id factory keeps giving ids already in use")
@@ -854,7 +866,8 @@ def _check_content(message: Mapping[str, Any]) -> None:
         return
     if isinstance(content, list) and all(isinstance(p, Mapping) and "type" in p for p in content):
         return
-    what = "missing" if content is None else f"a {type(content).__name__}"
+    name = type(content).__name__
+    what = "missing" if content is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
     if isinstance(content, list):
         what = "a list with a part that is not a mapping with a 'type'"
     raise SessionError(

@@ -197,3 +197,33 @@ def test_the_start_of_several_session_ids_is_an_invalid_argument(tmp_path: Path)
     with pytest.raises(SessionError, match="no session 'beta'") as info:
         open_session(f"{db}#beta")
     assert info.value.code == "not_found"
+
+
+@pytest.mark.parametrize("target", [42, None, b"s.jsonl", 1.5])
+def test_an_address_of_the_wrong_type_is_said_as_such(target):
+    """`open_session(42)` raised os.fspath's bare TypeError, `open_session(b"h.jsonl")` one from
+    the PostgreSQL URL check (QA)."""
+    with pytest.raises(SessionError, match="a session address is a path or text, not") as caught:
+        open_session(target)
+    assert caught.value.code == "invalid_argument"
+
+
+def test_wrong_ids_and_cwds_are_refused_before_anything_is_written(tmp_path):
+    """`create_session(5)` failed inside with "'int' object is not subscriptable"; an `id_factory`
+    giving ints was said as an entry "missing entry id"; `session_id=""` became a random id,
+    unsaid (QA)."""
+    with pytest.raises(SessionError, match="cwd is text"):
+        create_session(5, root=tmp_path)  # type: ignore[arg-type]
+    for make in (
+        lambda: JsonlStorage.create(tmp_path / "e.jsonl", cwd="/p", session_id=""),
+        lambda: SqliteStorage.create(tmp_path / "e.sqlite", cwd="/p", session_id=""),
+        lambda: MemoryStorage(cwd="/p", session_id=""),
+        lambda: create_session("/p", root=tmp_path, session_id=""),
+    ):
+        with pytest.raises(SessionError, match="a session id is non-empty text"):
+            make()
+    assert not (tmp_path / "e.jsonl").exists() and not list(tmp_path.glob("-*"))
+    s = Session(MemoryStorage(cwd="/p"), id_factory=lambda: 5)  # type: ignore[arg-type,return-value]
+    with pytest.raises(SessionError, match="the id factory gave 5: an entry id is non-empty text"):
+        s.append_message(U("hi"))
+    assert s.entry_count() == 0

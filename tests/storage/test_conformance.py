@@ -69,6 +69,28 @@ def test_branching_with_move_to(backend):
     check_both(backend, s, check)
 
 
+def test_a_reader_keeps_its_snapshot_until_it_refreshes(backend):
+    """A read-only session beside a writer answers from what it read (the leaf, the branch,
+    the context, entries by id) until `refresh`: on SQLite the branch came from the writer's
+    table, so a move made since gave the other branch's context, and an append made since a
+    false "active branch names missing entries"."""
+    if backend.reader is None:
+        pytest.skip("one in-memory storage: there is no second reader")
+    w = backend.session()
+    u1 = w.append_message(U("one"))
+    a = w.append_message(A("A"))
+    with Session(backend.reader(w.storage)) as r:
+        w.move_to(u1)
+        b = w.append_message(A("B"))
+        w.append_message(U("two"))
+        assert r.leaf_id == a and r.get_entry(b) is None
+        assert texts(r.build_context().messages) == ["one", "A"]
+        assert [e.id for e in r.get_branch()] == [u1, a]
+        assert r.refresh() > 0
+        assert texts(r.build_context().messages) == ["one", "B", "two"] and r.get_entry(b) is not None
+    w.close()
+
+
 def test_move_to_none_empties_context(backend):
     s = backend.session()
     s.append_message(U("hi"))

@@ -28,6 +28,18 @@ def new_session_id() -> str:
     return str(uuid.uuid4())
 
 
+def session_id_or_new(session_id: str | None) -> str:
+    """`session_id` as given, a new one for None. An empty or non-text id is refused: `""` was
+    replaced by a random id without a word."""
+    if session_id is None:
+        return new_session_id()
+    if not isinstance(session_id, str) or not session_id:
+        from .errors import SessionError
+
+        raise SessionError("invalid_argument", f"a session id is non-empty text, not {session_id!r}")
+    return session_id
+
+
 def iso_now() -> str:
     """ISO-8601 UTC with milliseconds, e.g. 2025-01-01T10:00:00.000Z."""
     return format_iso(datetime.now(UTC))

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from ..model.entries import Entry, entry_from_dict, validate_entry
 from ..model.errors import Diagnostic, SessionError
 from ..model.header import SessionHeader
-from ..model.ids import iso_now, new_session_id
+from ..model.ids import iso_now, session_id_or_new
 from .base import SessionStorage
 from .index import TreeIndex
 from .scan import add_dict, encode_line, full_decode
@@ -27,7 +27,7 @@ class MemoryStorage(SessionStorage):
         """Seedable with existing entries (dicts or Entry objects, in append order); seeds are
         folded exactly like a file would be, invalid seeds raise `invalid_entry`."""
         super().__init__()
-        self.header = header or SessionHeader.new(session_id or new_session_id(), iso_now(), cwd)
+        self.header = header or SessionHeader.new(session_id_or_new(session_id), iso_now(), cwd)
         self._index = TreeIndex()
         # Each entry as its line: a read decodes a copy of its own, as the other storages do, so
         # what a caller changes in what it appended or was given is not seen by the next read.

@@ -34,7 +34,7 @@ import msgspec
 from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
 from ..model.header import CURRENT_VERSION, SessionHeader
-from ..model.ids import iso_now, new_session_id
+from ..model.ids import iso_now, session_id_or_new
 from .base import SessionStorage
 from .index import (
     COMPACTION,
@@ -494,7 +494,7 @@ class SqliteStorage(SessionStorage):
         db_path = os.fspath(db_path)
         if header is None:
             header = SessionHeader.new(
-                session_id or new_session_id(),
+                session_id_or_new(session_id),
                 iso_now(),
                 cwd,
                 parent_session=parent_session,
@@ -730,10 +730,12 @@ class SqliteStorage(SessionStorage):
         return self._decode(row[0], f"entry #{i + 1}")
 
     def get_entry(self, entry_id: str) -> Entry | None:
+        # Up to the snapshot, as the index and `iter_entries`: an entry another writer added
+        # since is not one of this session's until `refresh` (its position was `not_found`).
         with self._reading() as conn:
             row = conn.execute(
-                "SELECT data FROM entries WHERE session_id = ? AND id = ?",
-                (self.session_id, entry_id),
+                "SELECT data FROM entries WHERE session_id = ? AND id = ? AND seq <= ?",
+                (self.session_id, entry_id, self._last_seq),
             ).fetchone()
         return None if row is None else self._decode(row[0], f"entry {entry_id!r}")
 
@@ -752,8 +754,8 @@ class SqliteStorage(SessionStorage):
         with self._reading() as conn:
             return (
                 conn.execute(
-                    "SELECT 1 FROM entries WHERE session_id = ? AND id = ?",
-                    (self.session_id, entry_id),
+                    "SELECT 1 FROM entries WHERE session_id = ? AND id = ? AND seq <= ?",
+                    (self.session_id, entry_id, self._last_seq),
                 ).fetchone()
                 is not None
             )
@@ -781,16 +783,36 @@ class SqliteStorage(SessionStorage):
         return tuple(None if eid is None else self.get_entry(eid) for eid in self._state.state_ids)  # type: ignore[return-value]
 
     def active_branch(self) -> list[Entry]:
+        """The branch of this storage's snapshot (the projection read at open or `refresh`).
+        The stored `active_branch` table is the writer's, which may have moved on since: it is
+        read when it still names the snapshot's ids, else the entries are read by the
+        snapshot's ids (a reader built the other branch's context, or saw missing entries, when
+        another writer moved the leaf between its refresh and this read)."""
+        want = self._state.active
         with self._reading() as conn:
             rows = conn.execute(
-                "SELECT e.data FROM active_branch a JOIN entries e"
+                "SELECT a.entry_id, e.data FROM active_branch a JOIN entries e"
                 " ON e.session_id = a.session_id AND e.id = a.entry_id"
                 " WHERE a.session_id = ? ORDER BY a.pos",
                 (self.session_id,),
             ).fetchall()
-        if len(rows) != len(self._state.active):
-            raise SessionError("invalid_session", "active branch names missing entries", path=self.location)
-        return [self._decode(r[0], "active branch entry") for r in rows]
+            if len(rows) != len(want) or any(r[0] != eid for r, eid in zip(rows, want, strict=True)):
+                found: dict[str, bytes] = {}
+                for k in range(0, len(want), IDS_PER_QUERY):
+                    chunk = want[k : k + IDS_PER_QUERY]
+                    marks = ",".join("?" * len(chunk))
+                    found.update(
+                        conn.execute(
+                            f"SELECT id, data FROM entries WHERE session_id = ? AND id IN ({marks})",
+                            (self.session_id, *chunk),
+                        ).fetchall()
+                    )
+                if any(eid not in found for eid in want):
+                    raise SessionError(
+                        "invalid_session", "active branch names missing entries", path=self.location
+                    )
+                rows = [(eid, found[eid]) for eid in want]
+        return [self._decode(r[1], "active branch entry") for r in rows]
 
     def refresh(self) -> int:
         """Pick up entries another process appended (the reader side of live follow). Raises
@@ -1027,6 +1049,7 @@ class SqliteStorage(SessionStorage):
 
 
 _MAX_COLUMN_REPORTS = 20
+IDS_PER_QUERY = 500  # ids bound in one `IN (...)`: under SQLite's oldest limit of 999 variables
 
 
 def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:

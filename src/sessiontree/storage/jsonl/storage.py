@@ -30,7 +30,7 @@ from typing import Any
 from ...model.entries import Entry, entry_from_dict
 from ...model.errors import Diagnostic, SessionError
 from ...model.header import SessionHeader
-from ...model.ids import iso_now, new_session_id
+from ...model.ids import iso_now, session_id_or_new
 from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, write_all
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
@@ -227,7 +227,7 @@ class JsonlStorage(SessionStorage):
         file is locked from its creation, so the session appears already locked by us."""
         path = os.fspath(path)
         header = SessionHeader.new(
-            session_id or new_session_id(),
+            session_id_or_new(session_id),
             timestamp or iso_now(),
             cwd,
             parent_session=parent_session,

@@ -33,7 +33,7 @@ from typing import Any
 from ...model.entries import Entry, entry_from_dict
 from ...model.errors import SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
-from ...model.ids import iso_now, new_session_id
+from ...model.ids import iso_now, session_id_or_new
 from ..base import SessionStorage
 from ..index import TreeIndex
 from ..projection import Projection, advance, differences, fold
@@ -150,7 +150,7 @@ class PostgresStorage(SessionStorage):
         keeps an existing session's header as it is (an import); otherwise one is made from
         `cwd`, `session_id`, ... like every backend's `create`."""
         if header is None:
-            sid = session_id or new_session_id()
+            sid = session_id_or_new(session_id)
             header = SessionHeader.new(sid, iso_now(), cwd, parent_session=parent_session, metadata=metadata)
         elif header.version != CURRENT_VERSION:
             raise SessionError("invalid_argument", "only version 3 headers are stored; upgrade first")
