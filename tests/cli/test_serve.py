@@ -192,6 +192,23 @@ def test_the_page_runs_the_app_in_headless_chromium(session_file, tmp_path):
     assert shot.stat().st_size > 10_000  # a drawn screen, not a blank page
 
 
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"no headless browser ({CHROMIUM}; apt-get install chromium)"
+)
+def test_the_page_browsed_by_the_other_loopback_name_runs_the_app(session_file, tmp_path):
+    """Browsed as http://localhost:PORT while the banner said 127.0.0.1, the page showed only
+    "Session ended": it links its websocket by the banner's address, and the server refused a
+    page of localhost connecting to 127.0.0.1 (QA)."""
+    with serving(str(session_file), "--read-only") as (url, proc):
+        assert url.startswith("http://127.0.0.1:")
+        other = url.replace("127.0.0.1", "localhost")
+        classes = asyncio.run(browse_headless(other, tmp_path / "profile", tmp_path / "shot.png"))
+        proc.terminate()
+        _out, err = proc.communicate(timeout=10)
+    assert "-first-byte" in classes, classes
+    assert "refused" not in err, err
+
+
 def test_a_host_other_than_loopback_is_warned_about(session_file):
     """`--host localhost` was warned about like `--host 0.0.0.0`, though it is the default's
     reach; `--host 999.1.1.1` was warned about and then refused."""
@@ -237,10 +254,13 @@ def test_a_page_of_another_site_cannot_connect(session_file):
         assert asyncio.run(handshake(url, Origin=f"http://{rebound}", Host=rebound)) == 403
         assert asyncio.run(handshake(url, Origin=here)) == 101
         assert asyncio.run(handshake(url, Origin=f"http://localhost:{port}", Host=f"localhost:{port}")) == 101
+        # the page browsed by the other loopback name links the banner's address (QA)
+        assert asyncio.run(handshake(url, Origin=f"http://localhost:{port}")) == 101
+        assert asyncio.run(handshake(url, Origin=f"http://localhost:{int(port) + 1}")) == 403
         proc.terminate()
         _out, err = proc.communicate(timeout=10)
     refused = [line for line in err.splitlines() if line.startswith("sessiontree: refused GET /ws")]
-    assert len(refused) == 4 and "'http://evil.example.com'" in refused[0], err
+    assert len(refused) == 5 and "'http://evil.example.com'" in refused[0], err
     assert "is not a name this server goes by" in refused[3]
     assert session_file.read_text().count('"type":"leaf"') == 0
 

@@ -163,7 +163,15 @@ def _refusal(origin: str | None, host: str | None, public_url: str) -> str:
     if origin is None:
         return ""
     site = urlsplit(origin)
-    if site.netloc.lower() in (host.lower(), public.netloc.lower()) and site.scheme in ("http", "https"):
+    if site.scheme not in ("http", "https"):
+        return f"a page of {origin!r} asked to connect: only this server's own page may"
+    if site.netloc.lower() in (host.lower(), public.netloc.lower()):
+        return ""
+    # The page links its websocket by the banner's address: browsed as http://localhost:PORT
+    # it connected to 127.0.0.1 from a page of localhost, and was refused (QA). Two loopback
+    # names of the same port are this machine's same server.
+    asked = urlsplit(f"//{host}")
+    if _loopback(site.hostname or "") and _loopback(name) and site.port == asked.port:
         return ""
     return f"a page of {origin!r} asked to connect: only this server's own page may"
 
