@@ -160,6 +160,13 @@ def test_a_damaged_session_and_an_empty_one(tree, tmp_path):
     banner = re.search(r'<div id="damage">(.*?)</div>', dom, re.S)
     assert banner and "is damaged" in banner.group(1) and "not valid JSON" in banner.group(1)
     assert attr(dom, "main", "data-selected") == ids["a3"]
+    # a torn last line too: said as the page has it, without the app's repair or the codes
+    with path.open("ab") as f:
+        f.write(b'{"type":"message","id":"torn"')
+    dom = dump(export(path, tmp_path / "torn.html"))
+    banner = re.search(r'<div id="damage">(.*?)</div>', dom, re.S)
+    assert banner and "is incomplete" in banner.group(1) and "It is left out of this page." in banner.group(1)
+    assert ".torn" not in banner.group(1) and "[" not in banner.group(1), banner.group(1)
 
     empty = tmp_path / "empty.jsonl"
     JsonlStorage.create(empty, cwd="/p").close()
@@ -440,6 +447,18 @@ def test_clicks_filter_search_and_fold(tree, tmp_path, browser):
     browser.wait(f"{sel} === '{ids['u1']}'")
     browser.js("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowDown', bubbles: true}))")
     browser.wait(f"{sel} === '{ids['a1']}'")
+    # Space folds an entry with something below it, and leaves one without (it drew
+    # "▸ 0 entries folded": QA)
+    space = "document.dispatchEvent(new KeyboardEvent('keydown', {key: ' ', bubbles: true}))"
+    browser.js(space)
+    assert browser.js(count) < before
+    browser.js(space)
+    assert browser.js(count) == before
+    browser.js(f"location.hash = '{ids['a3']}'")  # the leaf: nothing below it
+    browser.wait(f"{sel} === '{ids['a3']}'")
+    browser.js(space)
+    assert browser.js(count) == before
+    assert "0 entries" not in browser.js("document.getElementById('tree').innerText")
     assert browser.js("document.body.dataset.error") is None
 
 
@@ -517,7 +536,10 @@ def test_the_search_takes_the_apps_syntax(tmp_path, browser):
     assert both >= count('"tokyo pytest"') > 0 and count("pytest TOKYO") == both
     assert count("tokyo") >= both and count("tokyo pytest zzzqqq") == 0
     assert count("re:tok.o") == count("tokyo") and count('re:"asia/tokyo +pytest"') > 0
+    assert count("tokyo") > 0 and browser.js("document.querySelectorAll('.hit').length") > 0
     assert hits("re:(") == "bad regex"
+    assert browser.js("document.querySelectorAll('.hit').length") == 0  # the last query's went
+    assert hits('"') == "nothing to find" and hits("re:") == "nothing to find"  # matched every entry
     assert browser.js("document.body.dataset.error") is None
 
 
@@ -669,6 +691,14 @@ def test_a_narrow_window_stacks_the_tree_over_the_context(tree, tmp_path, browse
     side, main = json.loads(side), json.loads(main)
     assert main["width"] >= 380 and side["width"] >= 380
     assert main["top"] >= side["bottom"] - 1
+    # a damaged file's long note made the header 364 of 844 pixels on a phone (QA): a fifth at
+    # most, scrolled within
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:3] + [b"{not json\n"] * 12 + lines[3:]))
+    browser.open(export(path, tmp_path / "damaged.html").resolve().as_uri())
+    top = json.loads(browser.js("JSON.stringify(document.getElementById('top').getBoundingClientRect())"))
+    assert browser.js("document.getElementById('damage').hidden") is False
+    assert top["height"] <= 800 / 5 + 1
 
 
 def test_no_request_leaves_the_page(tmp_path, browser):
@@ -784,3 +814,26 @@ def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
     assert browser.js("document.querySelectorAll('#main .msg.user ul ul ol li').length") == 1
     width = "document.getElementById('main').clientWidth >= document.getElementById('main').scrollWidth"
     assert browser.js(width)  # the long word wraps: no sideways scrolling
+
+
+def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
+    """`**the `x` class**` showed its asterisks (emphasis was looked for between code spans
+    only), and an ordered list began at 1 whatever its text said, and again after each blank
+    line between its items (QA)."""
+    path = tmp_path / "md.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        s.append_message(U("go"))
+        last = s.append_message(
+            A(
+                "1. **Removed the `Border` class** - now shared\n2. *see `f()` here*\n\n"
+                "3. third\n\nA paragraph.\n\n5. five\n6. six\n\nand `**not bold**` in code"
+            )
+        )
+    browser.open(export(path, tmp_path / "md.html").resolve().as_uri() + "#" + last)
+    html = browser.js("document.querySelector('#main .msg.assistant .md').innerHTML")
+    assert "<strong>Removed the <code>Border</code> class</strong>" in html
+    assert "<em>see <code>f()</code> here</em>" in html
+    assert "<code>**not bold**</code>" in html and "**" not in html.replace("<code>**not bold**</code>", "")
+    lists = "[...document.querySelectorAll('#main .msg.assistant ol')]"
+    lists += ".map((o) => [o.start, o.children.length])"
+    assert browser.js(lists) == [[1, 3], [5, 2]]

@@ -32,12 +32,12 @@ import orjson
 from ..context import estimate_tokens
 from ..display import entry_preview, one_line
 from ..model.entries import CompactionEntry, CustomMessageEntry, Entry, MessageEntry
-from ..model.errors import SessionError
+from ..model.errors import Diagnostic, SessionError
 from ..model.ids import iso_now
 from ..session import Session
 from ..storage.index import ROLE_CODES, TOOL_ONLY, TYPE_CODES
 from ..storage.scan import encode_line
-from .common import resolve_target, source_name
+from .common import TORN, problem_text, resolve_target, source_name
 from .files import Chunk
 from .jsonl import inert_json
 
@@ -99,6 +99,16 @@ def page_entry(entry: Entry) -> dict[str, Any]:
     elif isinstance(entry, CompactionEntry) and entry.retained_tail:
         data["retainedTail"] = [_message_without_images(m) for m in entry.retained_tail]
     return data
+
+
+def _damage_line(d: Diagnostic) -> str:
+    """A problem as the page says it: where and what, without the code kept for scripts
+    (`[torn_tail]` read as noise) or what the app does to a torn line before its next write,
+    which made no sense on a page (QA)."""
+    text = problem_text(d)
+    if d.code == TORN:
+        text = text.split(" It is left out", 1)[0] + " It is left out of this page."
+    return text
 
 
 def _hash(script: str) -> str:
@@ -200,7 +210,7 @@ def html_chunks(session: Session, at: str | None = None) -> tuple[list[Chunk], H
         "leaf": tree.leaf,
         "selected": session.position(target) if target is not None else -1,
         "unreadable": result.unreadable,
-        "damage": [d.format() for d in session.diagnostics if d.severity != "info"][:50],
+        "damage": [_damage_line(d) for d in session.diagnostics if d.severity != "info"][:50],
         "stats": {
             "entries": n,
             "messages": sum(counts.roles.values()),

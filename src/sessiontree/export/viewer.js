@@ -119,21 +119,24 @@
   // --- Markdown, from escaped text ----------------------------------------------------------
 
   function inline(text) {
-    // code spans first: their content is shown literally
-    const out = [];
+    // Code spans first, their content shown literally; each stands in the text as a NUL-fenced
+    // number while emphasis is found (`safe` has made any NUL of the text a visible ␀), so a
+    // bold phrase holding a code span is bold: `**the `x` flag**` showed its asterisks (QA).
+    const out = [], codes = [];
     const span = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g;
     let last = 0, m;
     while ((m = span.exec(text)) !== null) {
-      out.push(emphasis(text.slice(last, m.index)));
-      out.push("<code>" + safe(m[2]) + "</code>");
+      out.push(safe(text.slice(last, m.index)));
+      out.push("\u0000" + codes.length + "\u0000");
+      codes.push("<code>" + safe(m[2]) + "</code>");
       last = span.lastIndex;
     }
-    out.push(emphasis(text.slice(last)));
-    return out.join("");
+    out.push(safe(text.slice(last)));
+    return emphasis(out.join("")).replace(/\u0000(\d+)\u0000/g, (all, k) => codes[Number(k)]);
   }
 
-  function emphasis(raw) {
-    let s = safe(raw);
+  // Links, bold and italics in text already made safe.
+  function emphasis(s) {
     s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s()]+)\)/g,
       (all, label, url) => '<a href="' + url + '" rel="noopener noreferrer nofollow" target="_blank">' + label + "</a>");
     s = s.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
@@ -196,9 +199,19 @@
         const ordered = /\d/.test(m[2]);
         const indent = m[1].length;
         const items = [];
+        const sameList = (text) => {
+          const item = LIST.exec(text);
+          return item && item[1].length <= indent + 1 && /\d/.test(item[2]) === ordered ? item : null;
+        };
         while (i < lines.length) {
-          const item = LIST.exec(lines[i]);
-          if (item && item[1].length <= indent + 1 && /\d/.test(item[2]) === ordered) { items.push([item[3]]); i++; continue; }
+          const item = sameList(lines[i]);
+          if (item) { items.push([item[3]]); i++; continue; }
+          // a blank line between two items keeps one list (numbered on, not from 1 again: QA)
+          if (items.length && !lines[i].trim()) {
+            let k = i;
+            while (k < lines.length && !lines[k].trim()) k++;
+            if (k < lines.length && sameList(lines[k])) { i = k; continue; }
+          }
           if (items.length && lines[i].trim() && lines[i].search(/\S/) > indent + 1 && !FENCE.test(lines[i])) {
             items[items.length - 1].push(lines[i].slice(Math.min(lines[i].search(/\S/), indent + 2)));
             i++;
@@ -207,8 +220,10 @@
           break;
         }
         const tag = ordered ? "ol" : "ul";
+        const first = ordered ? parseInt(m[2], 10) : 1;  // "5. five" is item 5, as the text says
+        const open = first !== 1 ? '<ol start="' + first + '">' : "<" + tag + ">";
         const body = (t) => t.length === 1 ? inline(t[0]) : markdown(t.join("\n")).replace(/^<p>([\s\S]*?)<\/p>/, "$1");
-        out.push("<" + tag + ">" + items.map((t) => "<li>" + body(t) + "</li>").join("") + "</" + tag + ">");
+        out.push(open + items.map((t) => "<li>" + body(t) + "</li>").join("") + "</" + tag + ">");
         continue;
       }
       if (line.includes("|") && i + 1 < lines.length && lines[i + 1].includes("|") && TABLE_RULE.test(lines[i + 1]) &&
@@ -873,7 +888,8 @@
       }
     } else if (typeof e.summary === "string") bits.push(e.summary);
     else if (e.content !== undefined) bits.push(contentText(e.content));
-    return bits.join("\n").normalize("NFC").toLowerCase();
+    // no empty lines: an entry without a label searched as "…\n\n…", which `re:^$` matched
+    return bits.filter((b) => b).join("\n").normalize("NFC").toLowerCase();
   }
 
   // Entries another writer may append between a tool call and its results (session.py's
@@ -919,7 +935,9 @@
         } else if (literal) tests.push((text) => text.includes(literal));
       }
     }
-    return (text) => tests.every((t) => t(text));
+    const matches = (text) => tests.every((t) => t(text));
+    matches.empty = !tests.length;  // a lone `"` or `re:`: nothing to find, not everything
+    return matches;
   }
 
   // Entries matching the last query under any filter; `matchList` those the filter shows, as
@@ -933,7 +951,9 @@
     if (query !== lastQuery) {
       stopWorker(); // a regex still running answers a query no longer asked
       let matches;
-      try { matches = matcher(query); } catch (err) { $("hits").textContent = "bad regex"; return; }
+      // the last query's highlights go with it: they stood beside "bad regex" (QA)
+      try { matches = matcher(query); } catch (err) { clearSearch(); $("hits").textContent = "bad regex"; return; }
+      if (matches.empty) { clearSearch(); $("hits").textContent = "nothing to find"; return; }
       if (haystack === null) { haystack = new Array(N); for (let i = 0; i < N; i++) haystack[i] = entryText(i); }
       // A regular expression may backtrack without end on one entry, which would hang the tab:
       // it runs in a worker that is stopped past REGEX_MOST_MS (the app gives up after 1 s).
@@ -1014,6 +1034,7 @@
     worker.postMessage({ query });
     const timer = setTimeout(() => {
       stopWorker();
+      clearSearch();  // the last query's highlights went on standing beside this (QA)
       $("hits").textContent = "re: gave up after " + REGEX_MOST_MS / 1000 + " s";
     }, REGEX_MOST_MS);
     asked = { query, step, timer };
@@ -1117,6 +1138,8 @@
       else if (ev.key === "Escape") clearSearch();
       else if (ev.key === " " && selected >= 0) {
         ev.preventDefault();
+        // an entry with nothing shown below folded into "▸ 0 entries folded" (QA)
+        if (!view.folded.has(selected) && !visibleChildren(selected).length) return;
         if (!view.folded.delete(selected)) view.folded.add(selected);
         build();
       }
