@@ -44,7 +44,8 @@ async def test_filter_narrows_to_matches_and_their_ancestors_and_esc_restores(la
         assert 0 < len(outline) < full
         session = app.session
         shown = {outline.rows_pos[r] for r in range(len(outline))}
-        matches = set(app.browser._matches)
+        # the matches the filter shows (the others are kept, for a filter that shows them)
+        matches = {i for i in app.browser._matches if tree(app).filter_shows(i)}
         assert matches and matches <= shown
         for i in shown - matches:  # everything else is there to place a match
             assert any(_is_ancestor(session.tree, i, m) for m in matches)
@@ -72,7 +73,7 @@ async def test_the_search_filter_keeps_the_cursor_on_its_match_and_esc_leaves_no
         assert status(app) == "Search filter cleared" and not app._notifications
         tree(app).set_cursor(0)
         await settle(app, pilot)
-        assert "match -/3" in app.browser.sub_title
+        assert "· 3 matches ·" in app.browser.sub_title
         await pilot.press("escape")  # then the highlights go
         await settle(app, pilot)
         assert not app.browser._matches and "match" not in app.browser.sub_title
@@ -80,7 +81,7 @@ async def test_the_search_filter_keeps_the_cursor_on_its_match_and_esc_leaves_no
         await pilot.press("3")  # user messages only: none of the three
         await settle(app, pilot)
         assert len(app.browser._matches) == 3 and not tree(app).outline.rows_of(app.browser._matches)
-        assert "matches hidden by the filter" in app.browser.sub_title
+        assert "matches hidden" in app.browser.sub_title
 
 
 async def test_the_search_filter_from_a_row_that_is_no_match_lands_on_the_nearest(demo):
@@ -192,7 +193,9 @@ async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_f
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         await search(app, pilot, "slash", "Asia/Tokyo")
-        assert len(app.browser._matches) == 2
+        # two rows, and the two calling turns the filter hides are counted, not left unsaid
+        assert len(app.browser._match_rows()) == 2 and len(app.browser._matches) == 4
+        assert status(app) == "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5)"
         row = tree(app).cursor_row
         assert "[bash: TZ=Asia/Tokyo" in rows(app)[row - int(tree(app).scroll_offset.y)]
 
@@ -448,3 +451,129 @@ async def test_the_preview_marks_the_words_found_until_esc(tmp_path):
         await pilot.press("escape")
         await settle(app, pilot)
         assert marked(app) == [] and app.browser._matches == []
+
+
+async def test_a_find_says_what_hides_its_matches_and_n_says_why_it_does_nothing(demo):
+    """A match in a folded branch or under a filter that hides it was left out unsaid: "No
+    entry matches" for text the preview showed (QA). They are counted, with the key that shows
+    them; the matches follow the filter; `n` without a search, or with every match hidden, says
+    so; words that look like a regular expression and find nothing point to `re:`."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        assert status(app) == "No search to step through: / finds"
+        await pilot.press("a", "z")  # side branches folded: "All 14 tests pass" is in one
+        await settle(app, pilot)
+        await search(app, pilot, "slash", '"All 14 tests pass"')
+        assert status(app) == "No shown entry matches '\"All 14 tests pass\"': 1 folded (z)"
+        await pilot.press("n")
+        assert status(app) == "No match is shown: 1 folded (z)"
+        await pilot.press("z")  # unfolded: the same matches, now a row
+        await settle(app, pilot)
+        assert len(app.browser._match_rows()) == 1 and "match" in app.browser.sub_title
+        await pilot.press("3")  # user messages only
+        await search(app, pilot, "slash", '"Found it"')
+        assert status(app) == "No shown entry matches '\"Found it\"': 1 filtered out (5)"
+        await pilot.press("5")  # the matches follow the filter: no search again
+        await settle(app, pilot)
+        assert len(app.browser._match_rows()) == 1
+        await pilot.press("n")
+        assert status(app) == "Match 1/1"
+        await search(app, pilot, "slash", "tok.*yo")
+        assert status(app) == "No entry matches 'tok.*yo' (as a regular expression: re:tok.*yo)"
+
+
+async def test_esc_after_a_search_filter_keeps_the_entry_the_reader_moved_to(demo):
+    """Esc put the cursor back where it was before `&` even after the reader had moved among
+    the matches, or moved the leaf to one (QA); untouched, it still goes back."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        before = cursor_id(app)
+        await search(app, pilot, "ampersand", "conftest")
+        assert status(app) == f"3 matches, {len(tree(app).outline)} rows shown · Esc restores the tree"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert cursor_id(app) == before  # untouched: back where it was
+        await search(app, pilot, "ampersand", "conftest")
+        await pilot.press("n")
+        chosen = cursor_id(app)
+        assert chosen != before
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert tree(app).restrict is None and cursor_id(app) == chosen
+
+
+async def test_a_match_past_a_cut_body_is_said_and_marked_once_expanded(demo):
+    """`/"1 failed"` landed on a tool result whose preview ended "… 4 more lines": the match
+    was out of sight in the row and the preview alike (QA). The marker says it is there; `e`
+    shows it, marked."""
+    from sessiontree.tui.preview import PreviewView
+
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, "slash", '"1 failed"')
+        await settle(app, pilot)
+        text = app.browser.query_one(PreviewView).plain_text()
+        assert "more lines, the match among them  (e: expand" in text
+        await pilot.press("e")
+        await settle(app, pilot)
+        view = app.browser.query_one(PreviewView)
+        assert "the match among them" not in view.plain_text()
+        rows_with = [k for k, row in enumerate(view.rows) if "1 failed" in "".join(t for t, _ in row[0])]
+        assert rows_with
+        view.scroll_to(0, rows_with[0], animate=False, immediate=True)
+        await settle(app, pilot)
+        assert "1 failed" in marked(app)
+        await pilot.press("escape")  # the highlights go, and the note with them
+        await pilot.press("e")
+        await settle(app, pilot)
+        assert "more lines  (e: expand" in app.browser.query_one(PreviewView).plain_text()
+
+
+async def test_after_a_search_filter_the_matches_follow_the_filter_and_the_header_follows_folds(demo):
+    """`&` kept only the matches its filter showed: after Esc, "5" left `n` stepping through 6
+    of 9 (QA). `z` unfolding the only match left the header saying "matches hidden", and `:`
+    switching to "all" left it naming the old filter (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, "slash", "pytest")
+        everywhere = len(app.browser._matches)
+        shown = len(app.browser._match_rows())
+        assert everywhere > shown
+        await search(app, pilot, "ampersand", "pytest")
+        assert status(app).endswith(f"shown · {everywhere - shown} filtered out (5) · Esc restores the tree")
+        await pilot.press("escape")
+        await pilot.press("5")
+        await settle(app, pilot)
+        assert len(app.browser._match_rows()) == everywhere
+        await pilot.press("escape", "1", "z")  # highlights gone; side branches folded
+        await settle(app, pilot)
+        await search(app, pilot, "slash", '"All 14 tests pass"')
+        assert "matches hidden" in app.browser.sub_title
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert "matches hidden" not in app.browser.sub_title and "1 match" in app.browser.sub_title
+        await pilot.press("3")
+        await settle(app, pilot)
+        assert "filter user-only" in app.browser.sub_title
+        await pilot.press("colon", *"3a7c1b4a", "enter")  # an assistant entry: to "all"
+        await settle(app, pilot)
+        assert "filter all" in app.browser.sub_title and "user-only" not in app.browser.sub_title
+
+
+async def test_a_on_a_leaf_the_filter_hides_says_where_the_cursor_is(demo):
+    """Under user-only, `a` put the cursor on the row the leaf is drawn under and said "On the
+    active leaf" (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3", "g", "a")
+        await settle(app, pilot)
+        leaf = app.session.leaf_id
+        kind = app.session.tree.type_name(app.session.tree.pos[leaf])
+        hidden = f"a {kind} entry the filter hides (5 shows it)"
+        assert status(app) == f"On the row of the active leaf {leaf}, {hidden}"

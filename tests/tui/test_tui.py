@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual import events
-from textual.widgets import Input, TextArea
+from textual.widgets import Input, Static, TextArea
 
 from harness.pilot import (
     cursor_id,
@@ -136,6 +136,35 @@ async def test_fold_and_unfold(demo):
         await pilot.press("space")
         assert len(tree.outline) == before
         assert status(app) == f"Nothing is shown below {cursor_id(app)} to fold"
+
+
+async def test_go_to_and_a_open_the_folds_over_their_entry_and_leave_the_filter(demo):
+    """`:` to an entry inside a fold landed on the fold's row, said the filter had hidden it and
+    switched to "all"; `a` with the leaf in a fold stayed on the fold, saying it was on the
+    leaf (QA). Both open the folds over their entry, and a fold elsewhere stays."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await settle(app, pilot)
+        flt = tree.filter
+        await pilot.press("a", "z")  # every side branch folded: 3a7c2123 is in one of them
+        await settle(app, pilot)
+        folds = len(tree.folded)
+        assert folds > 1 and tree.outline.row_of[app.session.tree.pos["3a7c2123"]] < 0
+        await pilot.press("colon", *"3a7c2123", "enter")
+        await settle(app, pilot)
+        assert cursor_id(app) == "3a7c2123" and tree.filter is flt
+        assert status(app) == "At 3a7c2123 (unfolded 1 fold over it)" and len(tree.folded) == folds - 1
+        # the leaf in a fold: the fork above it folded
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("space")
+        await settle(app, pilot)
+        assert tree.outline.row_of[app.session.tree.leaf] < 0
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert cursor_id(app) == app.session.leaf_id and "3a7c137e" not in tree.folded
+        assert status(app) == f"On the active leaf {app.session.leaf_id} (unfolded 1 fold over it)"
+        assert len(tree.folded) == folds - 1  # the side branches' folds stay
 
 
 async def test_fork_keys_say_when_there_is_no_fork_further(demo):
@@ -357,13 +386,13 @@ async def test_search_next_previous(demo):
         assert second != first
         await pilot.press("N")
         assert cursor_id(app) == first
-        assert "match 1/6" in app.browser.sub_title and status(app) != "Search wrapped to the last match"
+        assert "match 1/6" in app.browser.sub_title and status(app) == "Match 1/6"
         await pilot.press("N")  # past the first: to the last, and it says so
-        assert "match 6/6" in app.browser.sub_title and status(app) == "Search wrapped to the last match"
+        assert "match 6/6" in app.browser.sub_title and status(app) == "Search wrapped to the last match 6/6"
         await pilot.press("n")
-        assert "match 1/6" in app.browser.sub_title and status(app) == "Search wrapped to the first match"
-        await pilot.press("n")  # a plain step takes the wrap's message back
-        assert "match 2/6" in app.browser.sub_title and status(app) == ""
+        assert "match 1/6" in app.browser.sub_title and status(app) == "Search wrapped to the first match 1/6"
+        await pilot.press("n")  # a plain step says where it is (the header's end is cut at 80 columns)
+        assert "match 2/6" in app.browser.sub_title and status(app) == "Match 2/6"
         await pilot.press("slash", "ctrl+u", "enter")  # an empty search clears
         await settle(app, pilot)
         assert app.browser._matches == []
@@ -1346,7 +1375,9 @@ async def test_a_leaf_moved_onto_an_entry_the_filter_hides_says_so(demo):
         await settle(app, pilot)
         leaf = app.session.leaf_id
         assert app.session.tree.type_name(app.session.tree.pos[leaf]) == "label"
-        assert status(app).startswith(f"Leaf moved to {leaf}, a label entry the filter hides (5 shows it)")
+        said = status(app)
+        assert said.startswith(f"Leaf moved to {leaf} · copied the text to re-send: ")
+        assert said.endswith(", a label entry the filter hides (5 shows it)")
         await pilot.press("5")
         await settle(app, pilot)
         await pilot.press("a")
@@ -1382,7 +1413,9 @@ async def test_a_session_read_only_for_another_writer_reopens_for_writing_once_i
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         reason = app.session.read_only_reason
-        assert app.session.read_only and "opening it again (in the browser: o)" in reason
+        assert app.session.read_only and reason.endswith("opening it again opens it for writing")
+        banner = str(app.browser.query_one("#banner", Static).render())
+        assert banner.endswith("opening it again opens it for writing (o)")
 
         async def choose_it_again() -> None:
             await pilot.press("o")
@@ -1760,3 +1793,19 @@ async def test_the_summary_box_keeps_its_cursor_in_view_after_a_resize(demo, tmp
         await pilot.pause(0.2)
         assert app.screen.query_one("#summary-text", TextArea).text.endswith("four\nSIXTH")
         assert any("SIXTH" in line for line in screen_lines(app))
+
+
+async def test_the_copied_text_is_said_before_the_note_of_a_hidden_leaf(demo):
+    """Enter on a user message under the user-only filter: "Leaf moved to …, a branch_summary
+    entry the filter hides (5 shows it) · copied the text to re-send: …" was cut at 80 columns
+    before the copy, what the reader acts on next (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3")
+        await put_cursor(app, pilot, "3a7c26fc")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        said = status(app)
+        assert said.startswith("Leaf moved to 3a7c2509 · copied the text to re-send: Let's keep local time")
+        assert said.endswith(", a branch_summary entry the filter hides (5 shows it)")

@@ -80,9 +80,22 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         # Run as Textual dispatches the key, not when the tree gets to it: the keys typed right
         # after (a fast typist, a paste) then go to the search box the action focuses, not to
         # the tree as commands (`SearchMixin._open_search`).
-        Binding("slash", "search", "Find", id="search", priority=True),
         Binding(
-            "ampersand", "search_filter", "Filter by search", show=False, id="search-filter", priority=True
+            "slash",
+            "search",
+            "Find",
+            tooltip='find: words (all of them), "a phrase", re:regex; matches in folds are counted',
+            id="search",
+            priority=True,
+        ),
+        Binding(
+            "ampersand",
+            "search_filter",
+            "Filter by search",
+            show=False,
+            tooltip="show only the matching entries and those that place them (Esc restores)",
+            id="search-filter",
+            priority=True,
         ),
         Binding("n", "next_match(1)", "Next match", show=False, id="next-match"),
         Binding("N", "next_match(-1)", "Previous match", show=False, id="previous-match"),
@@ -235,6 +248,12 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
 
     # --- preview ------------------------------------------------------------------------------
 
+    @on(SessionTreeView.Relaid)
+    def _relaid(self) -> None:
+        # `z` unfolding the only match left "matches hidden"; `:` switching to "all" left
+        # "filter user-only" (QA)
+        self._update_header()
+
     @on(SessionTreeView.Highlighted)
     def _highlighted(self, event: SessionTreeView.Highlighted) -> None:
         self.query_one(PreviewPane).show(event.target)
@@ -276,8 +295,6 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return False  # hidden: the banner says why the session is read-only
         if action == "upgrade":
             return self.session.format_version < 3 and self.session.location is not None
-        if action == "next_match":
-            return bool(self._matches) or None
         # typed into the search box, keys are characters (the footer shows its keys); with
         # priority (`/`, `m`), they acted there
         return not isinstance(self.focused, SearchBox) or not self._taken_by_box(action)

@@ -54,16 +54,22 @@ class BrowserBase(Screen[None]):
 
     def reveal(self, position: int, what: str) -> None:
         """Put the cursor on entry `position` and say so (`what`: "At 3f2a…"), showing every
-        entry first when the filter hides it: the history's Enter and a label's command landed
-        on a shown ancestor without a word (QA)."""
+        entry first when the filter hides it and opening the folds over it: the history's
+        Enter and a label's command landed on a shown ancestor without a word, and `:` on the
+        stub of a fold, saying the filter had hidden it (QA)."""
         tree = self._tree()
-        hidden = tree.outline.row_of[position] < 0 and tree.filter is not Filter.ALL
-        if hidden:
+        notes = []
+        if tree.outline.row_of[position] < 0 and not tree.filter_shows(position):
             tree.filter = Filter.ALL
             tree.rebuild()
             self.refresh_bindings()
+            notes.append("the filter hid it: now all")
+        opened = tree.unfold_to(position) if tree.outline.row_of[position] < 0 else 0
+        if opened:
+            tree.rebuild(keep=position)
+            notes.append(f"unfolded {counted(opened, 'fold')} over it")
         tree.go_to_position(position)
-        confirm(self, what + (" (the filter hid it: now all)" if hidden else ""))
+        confirm(self, what + (f" ({'; '.join(notes)})" if notes else ""))
 
     def _target(self) -> RowTarget | None:
         """The cursor's entry, or None after saying on the status line why there is none (an
@@ -104,8 +110,12 @@ class BrowserBase(Screen[None]):
             rows = self._match_rows()
             cursor = tree.cursor_row
             k = bisect_left(rows, cursor)
-            here = k + 1 if k < len(rows) and rows[k] == cursor else "-"
-            parts.append(f"match {here}/{len(rows):,}" if rows else "matches hidden by the filter")
+            if not rows:
+                parts.append("matches hidden")
+            elif k < len(rows) and rows[k] == cursor:
+                parts.append(f"match {k + 1:,}/{len(rows):,}")
+            else:  # "match -/3" read as a fault (QA)
+                parts.append(counted(len(rows), "match", "matches"))
         if self._new_entries:
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:
@@ -127,6 +137,8 @@ class BrowserBase(Screen[None]):
                 if reason in (None, "opened read-only"):  # the storage's word for what was asked
                     reason = "opened with --read-only; nothing is written to the session"
                 text = f"READ-ONLY: {inert(reason)}"
+                if session.storage.locked_out:  # the library's reason names no key
+                    text += " (o)"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text
                 banner.update(Text(text))

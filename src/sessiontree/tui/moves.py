@@ -53,12 +53,14 @@ class MovesMixin(BrowserBase):
         if nav.summary_id:
             message += " with a branch summary"
         self._after_write(keep=keep)
+        # The copied text first: it is what the reader acts on next, and the note after it was
+        # cut off at 80 columns (QA).
+        if nav.editor_text is not None:
+            message += self._offer_text(nav.editor_text)
         # Pi's rule puts the leaf above a user message, on its parent, which may be an entry the
         # filter hides (a label joins the path): the id named was on no row (QA).
         if nav.new_leaf_id:
             message += self._hidden_note(keep)
-        if nav.editor_text is not None:
-            message += self._offer_text(nav.editor_text)
         confirm(self, message)
         return True
 
@@ -77,7 +79,7 @@ class MovesMixin(BrowserBase):
         if not text:
             return ""
         self.app.copy_to_clipboard(text)
-        return f" · copied the text to re-send: {one_line(text, 200)}"
+        return f" · copied the text to re-send: {one_line(text, 40)}"
 
     def action_move_with_summary(self) -> None:
         target = self._target()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from io import StringIO
 from typing import Any, ClassVar, NamedTuple
@@ -104,6 +104,8 @@ class Detail:
     rich_chars: int  # this much of a body is rendered (Markdown, code); the rest is plain text
     rest: bool  # the text past `rich_chars` is shown (else a marker says how much is left)
     entries: int = 0  # the newest context entries shown (the older ones are not decoded)
+    # the search whose words the preview marks: a marker says when they are in what it hides
+    find: Query | None = field(default=None, compare=False)
 
 
 # Expanded, a context is rendered whole entry by entry: all of a deep session's 72,726 took
@@ -666,10 +668,13 @@ def body_parts(
     the rest as plain text, or a marker when the detail leaves it out. Only what is shown is
     made inert and split here: planning runs for every message on every cursor rest."""
     marker = None
+    whole = text
     if detail.cut:
         text, marker = _cut(text, max_lines)
         if marker and kind == "markdown":
             text = _drop_open_fence(text)
+        if marker:
+            marker = _with_match_note(marker, whole[len(text) :], detail.find)
     split = _at_line_end(text, detail.rich_chars)
     head, rest = text[:split], text[split:]
     head = inert(head).expandtabs(4)
@@ -695,10 +700,22 @@ def body_parts(
         rest = inert(rest).expandtabs(4)
         plain_parts(rest.lstrip("\n") if kind != "plain" and head.endswith("\n") else rest, "rest")
     elif rest:
-        marker = f"… {len(rest):,} more characters  (e: show them as plain text)"
+        marker = _with_match_note(
+            f"… {len(rest):,} more characters  (e: show them as plain text)", rest, detail.find
+        )
     if marker:
         parts.append(_marker(marker))
     return parts
+
+
+def _with_match_note(marker: str, hidden: str, find: Query | None) -> str:
+    """`marker` ("… 4 more lines  (e: expand)") saying so when the search's words are in the
+    `hidden` text: a find landed on an entry whose match was past the cut, out of sight in the
+    row and in the preview alike (QA)."""
+    if find is None or not find.spans(hidden[: BODY_CHARS * 20], limit=1, timeout=HIGHLIGHT_SECONDS):
+        return marker
+    count, _, keys = marker.partition("  (")
+    return f"{count}, the match among them  ({keys}" if keys else f"{marker}, the match among them"
 
 
 # --- messages ---------------------------------------------------------------------------------

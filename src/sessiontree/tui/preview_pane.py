@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich.text import Text
 from textual import on, work
@@ -22,6 +22,7 @@ from textual.worker import get_current_worker
 
 from ..model.entries import MessageEntry
 from ..model.errors import SessionError
+from ..query import Query
 from ..session import Session
 from . import deliver
 from .input_gate import gated
@@ -65,6 +66,7 @@ class Request:
     dark: bool
     generation: int
     leaf: str | None = None  # the session's leaf when asked: read on the UI thread, not the worker's
+    find: Query | None = None  # the search whose words are marked (see `Detail.find`)
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -161,9 +163,18 @@ class PreviewPane(Vertical):
             self.app.current_theme.dark,
             self._generation,
             self.session.leaf_id,
+            view.highlight,
         )
         self.timings = {"start": request.started}
         self._build(request)
+
+    def mark(self, query: Query | None) -> None:
+        """Mark the words of `query` in the rows (None: none), and say in the markers of cut
+        bodies when those words are in what is cut."""
+        view = self.query_one(PreviewView)
+        if query is not view.highlight:
+            view.highlight = query
+            self.rebuild()
 
     def _title(self, target: RowTarget, width: int) -> str:
         """The mode and what is shown; then, where it fits in `width`, what `v` switches to."""
@@ -249,9 +260,9 @@ class PreviewPane(Vertical):
                 parent = session.get_entry(entry.parent_id)  # the call, to know a read's file name
                 if isinstance(parent, MessageEntry):
                     calls = tool_call_index([parent.message])
-            detail = ENTRY_ALL if request.expanded else ENTRY
+            detail = replace(ENTRY_ALL if request.expanded else ENTRY, find=request.find)
             return plan_entry(entry, session.line_number(entry.id), detail, as_sent=as_sent, calls=calls)
-        detail = EXPANDED if request.expanded else COLLAPSED
+        detail = replace(EXPANDED if request.expanded else COLLAPSED, find=request.find)
         context = session.build_context(at=target.entry_id, limit=detail.entries)
         is_leaf = target.entry_id == request.leaf
         return plan_context(context, entry, detail, as_sent=as_sent, is_leaf=is_leaf)

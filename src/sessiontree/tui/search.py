@@ -11,6 +11,7 @@ stops it."""
 
 from __future__ import annotations
 
+import re
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
 from .notices import confirm, withdraw
-from .preview import PreviewView
+from .preview_pane import PreviewPane
 from .search_box import Mode, SearchBox
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
@@ -43,6 +44,7 @@ class SearchMixin(BrowserBase):
     _remembered: Remembered | None = None  # the last query's verdicts, for `&` after `/` (made once)
     _search_row = -1  # the cursor's row when a find began, or the match it was put on since
     _query: Query | None = None  # the last find's or filter's query: its words marked in the preview
+    _filter_landed: int | None = None  # the entry a search filter put the cursor on
 
     def action_search(self) -> None:
         self._open_search("find", 'find entries: words, "a phrase", re:regex (Enter; Esc closes)')
@@ -132,11 +134,16 @@ class SearchMixin(BrowserBase):
             confirm(self, "Search highlights cleared")
 
     def _clear_filter(self) -> None:
+        """The whole tree again: the cursor back where it was before the filter, unless the
+        reader moved it among the matches (it jumped away from the entry they had chosen, or
+        had just moved the leaf to: QA)."""
         tree = self._tree()
         if tree.restrict is None:
             return
         tree.restrict = None
-        keep, self._restore_position = self._restore_position, None
+        here = tree.current_position()
+        keep = self._restore_position if here == self._filter_landed else here
+        self._restore_position = None
         tree.rebuild(keep=keep)
         self._update_header()  # the cursor is back where it was: on no match, maybe
         self.app.clear_notifications()  # "… · Esc restores the tree" is done
@@ -144,15 +151,13 @@ class SearchMixin(BrowserBase):
 
     @work(thread=True, exclusive=True, group="search")
     def _run_search(self, query: Query, outline: Outline | None, visible: bytes | None) -> None:
-        """Find: the rows of `outline` that match. Filter: every entry shown under the current
-        filter (`visible`), folded or not, whose text matches. A byte scan of the file picks
-        the entries worth decoding (`finding.find`)."""
+        """Every entry that matches, shown or not, so that the matches a fold or the filter
+        hides are counted and said, and are there when the filter changes. Find (`outline`)
+        steps through those with rows; the filter (`visible`: what the filter in use shows)
+        narrows the tree to those it shows and the entries that place them. A byte scan of the
+        file picks the entries worth decoding (`finding.find`)."""
         worker = get_current_worker()
-        positions = (
-            outline.iter_positions()
-            if outline is not None
-            else (i for i, shown in enumerate(visible or b"") if shown)
-        )
+        positions = range(len(self.session.tree))
         deliver(self.app, self._status, "searching…")
         shown = [-1]  # the percentage of the file scanned last shown
 
@@ -198,7 +203,10 @@ class SearchMixin(BrowserBase):
             return
         # The matches and the ancestors that place them, for `&`: here, not on the UI thread,
         # where the walks up a deep tree took 65 ms for 3,900 matches.
-        placed = _placing(self.session.tree.parent, found.positions) if outline is None else None
+        placed = None
+        if visible is not None:
+            shown = [i for i in found.positions if i < len(visible) and visible[i]]
+            placed = _placing(self.session.tree.parent, shown)
         if not worker.is_cancelled:
             deliver(self.app, self._search_done, query, outline, found.positions, found.skipped, placed)
 
@@ -235,29 +243,49 @@ class SearchMixin(BrowserBase):
             return
         note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
         self._status("")
-        if outline is None:  # filter mode
-            if not found:
+        if outline is None and placed is not None:  # filter mode
+            shown_found = [i for i in found if i < len(placed) and placed[i]]
+            if not shown_found:
                 self._restore_position = None
-                self.notify(f"No entry matches '{query.source}'{note}", severity="warning", markup=False)
+                self._set_matches(found)  # to be stepped through once the filter shows them
+                self.app.bell()
+                hidden = _hidden_note(found, 0, tree.outline.vis)
+                said = (
+                    f"No shown entry matches '{query.source}': {hidden}"
+                    if found
+                    else (f"No entry matches '{query.source}'{_regex_hint(query)}")
+                )
+                confirm(self, said + note)
                 return
-            mask = placed if placed is not None else _placing(self.session.tree.parent, found)
+            mask = placed
             mask.extend(bytes(max(len(self.session.tree) - len(mask), 0)))  # appended since: no match
             tree.restrict = mask
             # The cursor stays on its match, else goes to the match nearest it in the file.
-            here = self._restore_position if self._restore_position is not None else found[0]
-            k = bisect_left(found, here)
-            near = [found[j] for j in (k - 1, k) if 0 <= j < len(found)]
+            here = self._restore_position if self._restore_position is not None else shown_found[0]
+            k = bisect_left(shown_found, here)
+            near = [shown_found[j] for j in (k - 1, k) if 0 <= j < len(shown_found)]
             tree.rebuild(keep=min(near, key=lambda i: (abs(i - here), i < here)))
+            self._filter_landed = tree.current_position()
             self._set_matches(found)
-            matches = counted(len(found), "match", "matches")
-            confirm(self, f"{matches}{note} · Esc restores the tree")
+            shown = len(self._match_rows())
+            hidden = _hidden_note(found, shown, tree.outline.vis)
+            matches = counted(shown, "match", "matches")
+            rows = counted(len(tree.outline), "row")  # ancestors included: on a chain, all of them
+            more = f" · {hidden}" if hidden else ""
+            confirm(self, f"{matches}{note}, {rows} shown{more} · Esc restores the tree")
             return
         self._set_matches(found)
-        if not found:
-            self.notify(f"No entry matches '{query.source}'{note}", severity="warning", markup=False)
+        shown = len(self._match_rows())
+        hidden = _hidden_note(found, shown, tree.outline.vis)
+        if not shown:
+            self.app.bell()
+            if found:
+                confirm(self, f"No shown entry matches '{query.source}': {hidden}{note}")
+            else:
+                confirm(self, f"No entry matches '{query.source}'{note}{_regex_hint(query)}")
             return
-        matches = counted(len(found), "match", "matches")
-        confirm(self, f"{matches} for '{query.source}'{note} (n / N)")
+        matches = counted(shown, "match", "matches")
+        confirm(self, f"{matches} for '{query.source}'{note} (n / N){' · ' + hidden if hidden else ''}")
         # Onto the first match from where the search began, unless the reader has moved
         # since (a search may run for seconds; matches shown meanwhile may have placed it).
         if tree.outline is outline and tree.cursor_row == self._search_row:
@@ -269,14 +297,19 @@ class SearchMixin(BrowserBase):
         self._matches = positions
         self._tree().set_matches(set(positions))
         with suppress(NoMatches):
-            self.query_one(PreviewView).highlight = self._query if positions else None
+            self.query_one(PreviewPane).mark(self._query if positions else None)
         self.refresh_bindings()
         self._update_header()
 
     def action_next_match(self, step: int, include_current: bool = False) -> None:
         rows = self._match_rows()
         if not rows:
-            self.app.bell()
+            self.app.bell()  # and why, as less says "No previous regular expression"
+            if self._matches:
+                hidden = _hidden_note(self._matches, 0, self._tree().outline.vis)
+                confirm(self, f"No match is shown: {hidden}")
+            else:
+                confirm(self, "No search to step through: / finds")
             return
         tree = self._tree()
         here = tree.cursor_row
@@ -290,12 +323,47 @@ class SearchMixin(BrowserBase):
             row = rows[-1] if wrapped else rows[k]
         tree.set_cursor(row, center=True)
         self._update_header()
-        # As vim says it: the header's "match 1/9" alone looks like a jump. Not for a search's
-        # first landing (`include_current`), whose message says how many it found.
-        if wrapped and len(rows) > 1 and not include_current:
-            confirm(self, f"{WRAPPED} to the {'first' if step > 0 else 'last'} match")
+        if include_current:  # a search's first landing: its message says how many it found
+            return
+        # As vim says it: the header's "match 1/9" alone looks like a jump. The position is
+        # said here too, as the header's end is cut at 80 columns with a filter on (QA).
+        where = f"match {bisect_left(rows, row) + 1:,}/{len(rows):,}"
+        if wrapped and len(rows) > 1:
+            confirm(self, f"{WRAPPED} to the {'first' if step > 0 else 'last'} {where}")
         else:
-            withdraw(self, WRAPPED)
+            confirm(self, where[0].upper() + where[1:])
+
+
+def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray) -> str:
+    """What hides the matches without a row ("2 folded (z), 1 filtered out (5)": the keys
+    that show them), or "": a find said "No entry matches" where a fold or the filter hid the
+    one that did (QA). `vis`: what the filter shows, folded or not."""
+    hidden = len(found) - shown
+    if hidden <= 0:
+        return ""
+    import numpy as np
+
+    at = np.asarray(found, dtype=np.int64)
+    shows = np.frombuffer(bytes(vis), dtype=np.uint8)
+    at = at[at < len(shows)]
+    filtered = int(np.count_nonzero(shows[at] == 0)) + len(found) - len(at)
+    parts = []  # short: after "N matches for 'query' (n / N)" at 80 columns (QA)
+    if hidden - filtered > 0:
+        parts.append(f"{hidden - filtered:,} folded (z)")
+    if filtered:
+        parts.append(f"{filtered:,} filtered out (5)")
+    return ", ".join(parts)
+
+
+LOOKS_LIKE_REGEX = re.compile(r"\.\*|\.\+|\\[dswb]|\[.*\]|\|")  # `a.*b`, `\d+`, `[ab]`, `a|b`
+
+
+def _regex_hint(query: Query) -> str:
+    """A hint when words that found nothing look like a regular expression (`a.*b`)."""
+    terms = query.terms
+    if all(t.kind != "regex" for t in terms) and any(LOOKS_LIKE_REGEX.search(t.text) for t in terms):
+        return f" (as a regular expression: re:{terms[0].text})" if len(terms) == 1 else " (re: for a regex)"
+    return ""
 
 
 def _placing(parent: Sequence[int], found: list[int]) -> bytearray:

@@ -135,6 +135,10 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     class Damaged(Message):
         """A row's entry could not be decoded (the session just became read-only)."""
 
+    class Relaid(Message):
+        """The rows were laid out again (a fold, a filter, new entries): the header's counts
+        and filter may have changed where the cursor did not move."""
+
     class Highlighted(Message):
         """The cursor is on another entry (the preview follows it)."""
 
@@ -205,6 +209,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if landed is not None or keep is not None:  # an empty outline keeps what it displaced
             self._displaced = None if current is None or landed in (None, current) else (current, landed)
         self.refresh()
+        self.post_message(self.Relaid())
 
     def _lay_out(self, flt: Filter, trial: bool = False) -> Outline:
         """The outline under `flt` with everything else as it is now (folds, archived stubs,
@@ -317,6 +322,33 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         row = self.outline.row_for(i)
         if row >= 0:
             self.set_cursor(row, scroll=True, center=True)
+
+    def filter_shows(self, i: int) -> bool:
+        """Whether the filter in use shows entry `i` (folded away or not)."""
+        return bool(self._masks.mask(self.filter, self._labels)[i])
+
+    def unfold_to(self, i: int) -> int:
+        """Open the folds and archived stubs that hide entry `i` (as an editor opens the folds
+        over a line it jumps to), without laying the rows out again: the number opened. Walks
+        up from `i` to its nearest ancestor with a row, since no fold above a row hides it."""
+        tree = self.session.tree
+        parent, row_of = tree.parent, self.outline.row_of
+        stubs = self.archived - self.opened if self.filter is not Filter.ALL else set()
+        folds: set[int] = set()
+        a = parent[i]
+        while a >= 0:
+            if a in self.folded:
+                folds.add(a)
+            elif a in stubs:
+                self.opened.add(a)
+                folds.add(a)
+            if row_of[a] >= 0:
+                break
+            a = parent[a]
+        kept = [p for p in self.folded if p not in folds]
+        if len(kept) != len(self.folded):
+            self.folded = Folds.of(kept)
+        return len(folds)
 
     # --- cursor -------------------------------------------------------------------------------
 
@@ -484,8 +516,17 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if leaf < 0:
             confirm(self, "No leaf yet: the context is empty")
             return
+        opened = self.unfold_to(leaf) if self.outline.row_of[leaf] < 0 else 0
+        if opened:  # it landed on the fold's row, saying it was on the leaf (QA)
+            self.rebuild(keep=leaf)
         self.go_to_position(leaf)
-        confirm(self, f"On the active leaf {self.session.tree.ids[leaf]}")
+        tree = self.session.tree
+        if not self.filter_shows(leaf):  # on the row it is drawn under, not its own (QA)
+            hidden = f"a {tree.type_name(leaf)} entry the filter hides (5 shows it)"
+            confirm(self, f"On the row of the active leaf {tree.ids[leaf]}, {hidden}")
+            return
+        said = f" (unfolded {counted(opened, 'fold')} over it)" if opened else ""
+        confirm(self, f"On the active leaf {tree.ids[leaf]}{said}")
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.outline))
