@@ -826,7 +826,8 @@ def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
         last = s.append_message(
             A(
                 "1. **Removed the `Border` class** - now shared\n2. *see `f()` here*\n\n"
-                "3. third\n\nA paragraph.\n\n5. five\n6. six\n\nand `**not bold**` in code"
+                "3. third\n\n   its second paragraph\n\nA paragraph.\n\n5. five\n6. six\n\n"
+                "and `**not bold**` in code"
             )
         )
     browser.open(export(path, tmp_path / "md.html").resolve().as_uri() + "#" + last)
@@ -837,3 +838,5 @@ def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
     lists = "[...document.querySelectorAll('#main .msg.assistant ol')]"
     lists += ".map((o) => [o.start, o.children.length])"
     assert browser.js(lists) == [[1, 3], [5, 2]]
+    third = "document.querySelectorAll('#main .msg.assistant ol')[0].children[2].innerHTML"
+    assert re.fullmatch(r"third<p>\s*its second paragraph</p>", browser.js(third))

@@ -206,11 +206,17 @@
         while (i < lines.length) {
           const item = sameList(lines[i]);
           if (item) { items.push([item[3]]); i++; continue; }
-          // a blank line between two items keeps one list (numbered on, not from 1 again: QA)
+          // a blank line between two items keeps one list (numbered on, not from 1 again), and
+          // so does one before an indented paragraph of the item above (QA)
           if (items.length && !lines[i].trim()) {
             let k = i;
             while (k < lines.length && !lines[k].trim()) k++;
             if (k < lines.length && sameList(lines[k])) { i = k; continue; }
+            if (k < lines.length && lines[k].search(/\S/) > indent + 1 && !FENCE.test(lines[k])) {
+              items[items.length - 1].push("");
+              i = k;
+              continue;
+            }
           }
           if (items.length && lines[i].trim() && lines[i].search(/\S/) > indent + 1 && !FENCE.test(lines[i])) {
             items[items.length - 1].push(lines[i].slice(Math.min(lines[i].search(/\S/), indent + 2)));
