@@ -263,15 +263,31 @@ def open_or_read_only(
         return session
 
 
-def upgrade_session(target: str | os.PathLike[str]) -> str | None:
+def open_to_write(target: str | os.PathLike[str] | Address) -> Session:
+    """`open_session` for a command that must write. Refused because another process writes the
+    session (often the app, which holds the lock while browsing), the advice is to wait: "open
+    it read-only" is no way to write (QA)."""
+    try:
+        return open_session(target)
+    except SessionError as exc:
+        if exc.code != "locked" or not exc.detail.endswith(ADVICE):
+            raise
+        detail = exc.detail.removesuffix(ADVICE)
+        raise SessionError(
+            "locked", f"{detail}; try again once that process has closed it", path=exc.path
+        ) from None
+
+
+def upgrade_session(target: str | os.PathLike[str], notes: list[str] | None = None) -> str | None:
     """Rewrite a v1/v2 session file as v3 atomically, keeping the original as `<file>.bak`.
-    Returns the backup's path, or None when the file already is v3."""
+    Returns the backup's path, or None when the file already is v3; `notes` gets what the
+    caller should say besides (an incomplete last line left out, kept in the backup)."""
     address = parse_address(target)
     if address.kind != "jsonl":
         raise SessionError(
             "invalid_argument", "only JSONL session files have older formats", path=address.display()
         )
-    return JsonlStorage.upgrade(address.location)
+    return JsonlStorage.upgrade(address.location, notes)
 
 
 def encode_cwd(cwd: str) -> str:

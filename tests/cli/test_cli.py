@@ -65,9 +65,10 @@ def test_tree_prints_forks(tmp_path):
 def test_move_and_check(tmp_path):
     path, u1, _a1 = make(tmp_path)
     out = run("move", str(path), u1, "--summary", "left it").stdout
-    assert "leaf is now" in out
     last = json.loads(path.read_text().splitlines()[-1])
     assert last["type"] == "branch_summary" and last["parentId"] == u1 and last["summary"] == "left it"
+    # the id said is the leaf's, the summary's: said as such, beside the entry asked for (QA)
+    assert out == f"leaf is now {last['id']}, the branch summary on {u1}\n"
     assert run("check", str(path)).returncode == 0
     bad = run("move", str(path), "nope", check=False)
     assert bad.returncode == 2 and "no entry 'nope' in this session" in bad.stderr
@@ -222,7 +223,8 @@ def test_an_incomplete_last_line_is_one_verdict_in_every_command(tmp_path):
     """`check` called a file whose last line was cut off ok (status 0) while `tree`,
     `context`, `export`, `diff` and `fork` called it damaged (status 1); in a v1 file the same
     cut was an invalid line, an error. Now it is a note everywhere, status 0, and `upgrade`
-    refuses to rewrite the file without those bytes."""
+    rewrites the file without those bytes, which the backup keeps (refused, a v1 file with a
+    torn line could never be written: QA)."""
     v3, u1, a1 = make(tmp_path)
     v1 = tmp_path / "v1.jsonl"
     shutil.copy(PI_FIXTURES / "large-session.jsonl", v1)
@@ -247,8 +249,9 @@ def test_an_incomplete_last_line_is_one_verdict_in_every_command(tmp_path):
             assert done.returncode == 0, (args, done.stderr)
             assert "is incomplete" in done.stderr and "damaged" not in done.stderr, (args, done.stderr)
     before = v1.read_bytes()
-    done = run("upgrade", str(v1), check=False)
-    assert done.returncode == 2 and "is incomplete" in done.stderr and v1.read_bytes() == before
+    done = run("upgrade", str(v1))
+    assert "the incomplete last line" in done.stderr and "keeps its bytes" in done.stderr
+    assert (tmp_path / "v1.jsonl.bak").read_bytes() == before
 
 
 def test_a_session_in_a_database_is_found_by_the_start_of_its_id(tmp_path):
@@ -478,6 +481,16 @@ def test_the_browser_without_a_terminal_says_what_to_run_instead(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert "needs a terminal" in done.stderr and "sessiontree tree FILE" in done.stderr
     assert "\x1b" not in done.stderr and path.read_bytes() == before
+    # a file that is not there is said first: "needs a terminal" sent a script the wrong way (QA)
+    missing = subprocess.run(
+        [sys.executable, "-m", "sessiontree", str(tmp_path / "nosuch.jsonl")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2 and missing.stderr.endswith("no such session file [not_found]\n")
 
 
 def _long_session(tmp_path, turns: int = 400):
@@ -560,10 +573,22 @@ def test_check_advises_upgrade_only_where_upgrade_would_work(tmp_path):
     damaged.write_bytes(b"".join([*lines[:299], b"garbage\n", *lines[300:]]))
     torn.write_bytes(b"".join(lines)[:-30])
     assert f"note: run `sessiontree upgrade {clean}`" in run("check", str(clean)).stdout
-    for path in (damaged, torn):
-        said = run("check", str(path), check=False).stdout
-        assert "note: format v1; `sessiontree upgrade` converts it once the lines above are fixed" in said
-        assert run("upgrade", str(path), check=False).returncode == 2
+    said = run("check", str(damaged), check=False).stdout
+    export = f"`sessiontree export {damaged} --format jsonl -o NEW.jsonl` writes what is readable as v3"
+    assert f"note: format v1; `sessiontree upgrade` refuses the damaged lines above: {export}" in said
+    refused = run("upgrade", str(damaged), check=False)
+    assert refused.returncode == 2 and export in refused.stderr
+    # A torn last line: refused, the file could never be written again (an old format is
+    # read-only, and the line is set aside only by a write: QA). Upgraded, the backup keeps it.
+    said = run("check", str(torn), check=False).stdout
+    assert "(a backup is kept; the incomplete last line is left out, the backup keeps it)" in said
+    before = torn.read_bytes()
+    done = run("upgrade", str(torn))
+    assert "the incomplete last line (line" in done.stderr and ".bak keeps its bytes" in done.stderr
+    assert (tmp_path / "torn.jsonl.bak").read_bytes() == before
+    with open_session(torn) as session:  # writable now
+        assert session.format_version == 3 and not session.read_only
+        assert session.entry_count() == len(lines) - 2  # the header and the torn last line
 
 
 def test_move_takes_its_id_after_an_option_and_refuses_it_beside_start(tmp_path):
@@ -646,3 +671,35 @@ def test_a_password_in_a_misspelt_url_is_never_printed(address):
         assert "not a PostgreSQL URL: those start with postgresql:// or postgres://" in done.stderr
     picked = run("--pick", address.partition("#")[0], check=False)
     assert picked.returncode == 2 and "SECRET" not in picked.stdout + picked.stderr
+
+
+def test_label_sets_and_clears_a_label_from_a_script(tmp_path):
+    """Labels could be set only in the app (`m`): `sessiontree label` printed the browser's
+    help, or took "label" for a file (QA)."""
+    path, u1, _a1 = make(tmp_path)
+    done = run("label", str(path), u1[:6], "checkpoint")
+    with open_session(path, read_only=True) as session:
+        assert session.get_label(u1) == "checkpoint"
+        written = session.leaf_id
+    assert done.stdout == f"labelled {u1} 'checkpoint' (label entry {written}, now the leaf)\n"
+    before = path.read_bytes()
+    assert run("label", str(path), u1, "checkpoint").stdout.endswith("nothing written\n")
+    assert path.read_bytes() == before
+    run("label", str(path), u1)
+    with open_session(path, read_only=True) as session:
+        assert session.get_label(u1) is None
+    assert run("label", str(path), u1).stdout == f"{u1} has no label; nothing written\n"
+    bad = run("label", str(path), "nope", "x", check=False)
+    assert bad.returncode == 2 and "no entry 'nope'" in bad.stderr
+
+
+def test_a_write_refused_by_another_writer_says_to_wait_not_to_open_read_only(tmp_path):
+    """With the app open on a session, `move` said "open it read-only, or wait": a move cannot
+    be made read-only (QA)."""
+    path, u1, _a1 = make(tmp_path)
+    with open_session(path):  # another writer, as the app browsing it
+        for args in (("move", str(path), u1), ("label", str(path), u1, "x")):
+            refused = run(*args, check=False)
+            assert refused.returncode == 2 and "is open for writing in another process" in refused.stderr
+            assert "read-only" not in refused.stderr
+            assert "try again once that process has closed it" in refused.stderr

@@ -466,3 +466,20 @@ def test_a_line_cut_off_by_a_truncation_after_the_open_says_so(tmp_path, refresh
         assert "JSON" not in said
         assert s.read_only
         assert sum(d.code == "truncated" for d in s.diagnostics) == 1
+
+
+def test_the_read_only_reason_names_the_line_once_and_no_code(tmp_path):
+    """The banner read "the session has damage (line 48: error: line 48 is not valid JSON (…)
+    [invalid_line])": the line twice, the severity and a code meant for scripts (QA)."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("one"))
+        s.append_message(U("two"))
+    with path.open("ab") as f:
+        f.write(b"garbage\n")
+    with Session(JsonlStorage.open(path)) as s:
+        reason = s.read_only_reason or ""
+    assert (
+        reason.startswith("the session has damage (line 4 is not valid JSON") and reason.count("line 4") == 1
+    )
+    assert "[" not in reason and "error:" not in reason

@@ -354,6 +354,25 @@ async def test_an_old_format_file_upgrades_from_the_app(tmp_path):
         assert again.format_version == 3 and again.leaf_id == leaf
 
 
+async def test_an_old_format_file_with_a_torn_last_line_upgrades_too(tmp_path):
+    """`U` then `y` said "Not upgraded … cannot upgrade a damaged file": an old format is
+    read-only, and the torn line is set aside only by a write, so the file could never be
+    written (QA). It upgrades without that line; the backup keeps it, and the toast says so."""
+    path = tmp_path / "old.jsonl"
+    path.write_bytes((PI_FIXTURES / "large-session.jsonl").read_bytes()[:-40])
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("U")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert not app.session.read_only and app.session.format_version == 3
+        said = [str(n.message) for n in app._notifications]
+        kept = "Upgraded; the original is kept next to it as old.jsonl.bak"
+        assert f"{kept} (with its incomplete last line, left out of the upgraded file)" in said, said
+
+
 async def test_an_old_format_file_the_user_cannot_write_is_not_offered_an_upgrade(tmp_path, monkeypatch):
     """The banner offered U for a file of another user's, and U said no only after its dialog
     (QA, as an unprivileged user: these tests run as root, whom the permissions do not stop,

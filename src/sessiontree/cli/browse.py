@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     # a terminal on either, the app started all the same, wrote escape codes into a file or a
     # pipe and waited for keys that could never come, until it was killed (QA).
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        address = parse_address(args.path) if args.path is not None else None
+        if address is not None and address.kind == "jsonl" and not os.path.lexists(address.location):
+            # the missing file first: "needs a terminal" sent a script's author the wrong way (QA)
+            raise SessionError("not_found", "no such session file", path=address.location)
         which = "input" if not sys.stdin.isatty() else "screen (stderr)"
         err(
             f"sessiontree: the browser needs a terminal, and its {which} is not one; to print"

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         "--format",
         choices=("md", "html", "jsonl"),
         help="md: readable Markdown; jsonl: a session file Pi opens at ID; html: the whole tree as"
-        " one self-contained page (default: from the -o suffix, else md)",
+        " one self-contained page (default: from -o's suffix .md, .html or .jsonl; md without -o)",
     )
     p.add_argument("-o", "--output", metavar="OUT", type=_output, help="write here instead of stdout")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists")

@@ -155,12 +155,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             f" {counted(stats.message_count, 'message')}, {counted(stats.fork_count, 'fork')},"
             f" leaf {session.leaf_id or '(none)'}"
         )
-        if version < 3 and (errors or any(d.code == "torn_tail" for d in problems)):
-            # `upgrade` refuses these: rewriting would drop the lines it cannot read
-            out(f"note: format v{version}; `sessiontree upgrade` converts it once the lines above are fixed")
+        name = inert_name(args.file)
+        if version < 3 and errors:
+            # `upgrade` refuses these (rewriting would drop the lines it cannot read); what
+            # export writes is the readable part, as a new v3 file
+            out(
+                f"note: format v{version}; `sessiontree upgrade` refuses the damaged lines above:"
+                f" `sessiontree export {name} --format jsonl -o NEW.jsonl` writes what is readable as v3"
+            )
         elif version < 3:
-            name = inert_name(args.file)
-            out(f"note: run `sessiontree upgrade {name}` to convert it to v3 (a backup is kept)")
+            torn = any(d.code == "torn_tail" for d in problems)
+            left = "; the incomplete last line is left out, the backup keeps it" if torn else ""
+            out(f"note: run `sessiontree upgrade {name}` to convert it to v3 (a backup is kept{left})")
         out("damaged" if errors else "ok")
         return 1 if errors else 0
 

@@ -1,4 +1,5 @@
-"""Writing commands: `move` (append a leaf entry) and `upgrade` (v1/v2 → v3)."""
+"""Writing commands: `move` (append a leaf entry), `label` (set or clear an entry's label) and
+`upgrade` (v1/v2 → v3)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 
 from ..export.common import resolve_target
 from ..model.errors import SessionError
-from ..opening import open_session, upgrade_session
+from ..opening import open_to_write, upgrade_session
+from ..session import Session
 from .output import err, out, working
 
-COMMANDS = ("move", "upgrade")
+COMMANDS = ("move", "label", "upgrade")
 
 
 def register(sub: Any) -> None:
@@ -28,6 +30,18 @@ def register(sub: Any) -> None:
     p.add_argument("--summary", help="branch summary of the branch being left")
     p.set_defaults(func=cmd_move)
 
+    p = sub.add_parser(
+        "label",
+        help="set or clear an entry's label (writes a label entry)",
+        description="Set the label of an entry, as `m` does in the app; without TEXT (or with an"
+        " empty one) clear it. The label entry joins the current branch and becomes the leaf, as"
+        " in Pi.",
+    )
+    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
+    p.add_argument("id", help="the entry to label (its id or a unique start of it)")
+    p.add_argument("text", nargs="?", default=None, help="the label (leave out to clear it)")
+    p.set_defaults(func=cmd_label)
+
     p = sub.add_parser("upgrade", help="rewrite a v1/v2 file as v3 (atomic, keeps a .bak)")
     p.add_argument("file", help="a session file (.jsonl) in Pi's v1 or v2 format")
     p.set_defaults(func=cmd_upgrade)
@@ -44,7 +58,7 @@ def cmd_move(args: argparse.Namespace) -> int:
     if args.summary is not None and not args.summary.strip():
         # an empty summary is written by Pi's rules but never shown to the model: a mistake
         raise SessionError("invalid_argument", "--summary is empty; leave it out to move without a summary")
-    with open_session(args.file) as session:
+    with open_to_write(args.file) as session:
         target = None if args.start else args.id
         if target in ("root", "none") and session.get_entry(target) is None:
             target = None  # the old spelling of --start, kept where no entry has that id
@@ -63,18 +77,52 @@ def cmd_move(args: argparse.Namespace) -> int:
             out(f"leaf is already {where}; nothing written")
             return 0
         new_leaf = session.move_to(target, args.summary)
-        out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
-        for d in session.diagnostics:  # what the write did first: say where those bytes went
-            if d.code == "tail_set_aside":
-                err(f"sessiontree: note: {d.message}")
+        if args.summary is not None:  # the summary is the leaf, on the entry asked for (QA)
+            out(f"leaf is now {new_leaf}, the branch summary on {target or '(the start)'}")
+        else:
+            out(f"leaf is now {new_leaf or '(none: before the first entry)'}")
+        _set_aside(session)
         return 0
 
 
+def cmd_label(args: argparse.Namespace) -> int:
+    with open_to_write(args.file) as session:
+        target = session.resolve_id(args.id)
+        text = args.text if args.text is not None and args.text.strip() else None
+        if text is None and session.get_label(target) is None:
+            out(f"{target} has no label; nothing written")
+            return 0
+        if text is not None and session.get_label(target) == text:
+            out(f"{target} is already labelled {text!r}; nothing written")
+            return 0
+        written = session.append_label(target, text)
+        said = f"labelled {target} {text!r}" if text is not None else f"cleared the label of {target}"
+        out(f"{said} (label entry {written}, now the leaf)")
+        _set_aside(session)
+        return 0
+
+
+def _set_aside(session: Session) -> None:
+    for d in session.diagnostics:  # what the write did first: say where those bytes went
+        if d.code == "tail_set_aside":
+            err(f"sessiontree: note: {d.message}")
+
+
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    with working(f"upgrading {args.file}"):
-        backup = upgrade_session(args.file)
+    notes: list[str] = []
+    try:
+        with working(f"upgrading {args.file}"):
+            backup = upgrade_session(args.file, notes)
+    except SessionError as exc:
+        if exc.code != "invalid_session" or "damaged" not in exc.detail:
+            raise
+        # what to do instead: the readable entries as a new v3 file (QA: nothing said how)
+        hint = f"`sessiontree export {args.file} --format jsonl -o NEW.jsonl` writes what is readable as v3"
+        raise SessionError(exc.code, f"{exc.detail}; {hint}", path=exc.path) from None
     if backup is None:
         out(f"{args.file} is already version 3; nothing to do")
     else:
         out(f"upgraded {args.file} to version 3; the original is kept as {backup}")
+    for note in notes:
+        err(f"sessiontree: note: {note}")
     return 0

@@ -226,13 +226,6 @@ def incomplete_line(session: Session) -> str | None:
     return None if torn is None else f"{session.location}: {torn.message}"
 
 
-def problem_text(d: Diagnostic) -> str:
-    """A problem as an export says it: where (its line) and what, without its code."""
-    if d.line is not None and f"line {d.line}" not in d.message:
-        return f"line {d.line}: {d.message}"
-    return d.message
-
-
 def damage_line(
     session: Session, path: PathExport | None = None, *, done: str = "exported", limit: int = 3
 ) -> str | None:
@@ -248,7 +241,7 @@ def damage_line(
             counted(len(path.unreadable), "unreadable entry", "unreadable entries")
             + f" on the path left out ({', '.join(path.unreadable[:limit])})"
         )
-    shown = [problem_text(d) for d in problems[:limit]]
+    shown = [d.said() for d in problems[:limit]]
     if len(problems) > limit:
         shown.append(f"and {len(problems) - limit} more")
     if shown:

@@ -37,7 +37,7 @@ from ..model.ids import iso_now
 from ..session import Session
 from ..storage.index import ROLE_CODES, TOOL_ONLY, TYPE_CODES
 from ..storage.scan import encode_line
-from .common import TORN, problem_text, resolve_target, source_name
+from .common import TORN, resolve_target, source_name
 from .files import Chunk
 from .jsonl import inert_json
 
@@ -105,7 +105,7 @@ def _damage_line(d: Diagnostic) -> str:
     """A problem as the page says it: where and what, without the code kept for scripts
     (`[torn_tail]` read as noise) or what the app does to a torn line before its next write,
     which made no sense on a page (QA)."""
-    text = problem_text(d)
+    text = d.said()
     if d.code == TORN:
         text = text.split(" It is left out", 1)[0] + " It is left out of this page."
     return text

@@ -63,6 +63,13 @@ class Diagnostic:
     line: int | None = None
     entry_id: str | None = None
 
+    def said(self) -> str:
+        """The problem for a sentence: where and what ("line 48: not valid JSON"), the line
+        said once and without the severity or the code, which `format` gives for `check`."""
+        if self.line is not None and f"line {self.line}" not in self.message:
+            return f"line {self.line}: {self.message}"
+        return self.message
+
     def format(self, path: str | None = None) -> str:
         where = path or ""
         if self.line is not None:

@@ -234,7 +234,7 @@ class SessionStorage(ABC):
         if errors and self.read_only_reason is None:
             more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
             self.read_only_reason = (
-                f"the session has damage ({errors[0].format()}{more}), so it is open read-only"
+                f"the session has damage ({errors[0].said()}{more}), so it is open read-only"
                 " and nothing will be written; `sessiontree check` lists every problem"
             )
 

@@ -350,8 +350,9 @@ class SessionTreeApp(App[None]):
         if browser is None:
             return
         browser.session.close()  # the upgrade takes the file's lock
+        notes: list[str] = []
         try:
-            backup = upgrade_session(location)
+            backup = upgrade_session(location, notes)
         except SessionError as exc:
             self.notify(f"{exc}", title="Not upgraded", severity="error", markup=False)
             backup = None
@@ -365,7 +366,10 @@ class SessionTreeApp(App[None]):
             if backup:
                 # named, not its whole path: the path wrapped mid-word in the toast at 80x24 (QA)
                 kept = Path(backup).name
-                self.notify(f"Upgraded; the original is kept next to it as {kept}", markup=False, timeout=8)
+                said = f"Upgraded; the original is kept next to it as {kept}"
+                if notes:  # the incomplete last line left out: the backup keeps it
+                    said += " (with its incomplete last line, left out of the upgraded file)"
+                self.notify(said, markup=False, timeout=8)
 
     def action_command_palette(self) -> None:
         """The palette lists the browser's commands: over a dialog it offered Textual's own

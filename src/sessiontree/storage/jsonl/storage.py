@@ -857,12 +857,15 @@ class JsonlStorage(SessionStorage):
     # --- upgrade ------------------------------------------------------------------------------
 
     @classmethod
-    def upgrade(cls, path: str | os.PathLike[str]) -> str | None:
+    def upgrade(cls, path: str | os.PathLike[str], notes: list[str] | None = None) -> str | None:
         """Rewrite a v1/v2 file as v3, atomically, keeping the original as `<file>.bak`; through
         a symlink, the file it points to is upgraded and the link kept.
 
         Returns the backup path, or None when the file already is v3. Refuses damaged files
-        (nothing may be lost) and files another writer holds.
+        (nothing may be lost) and files another writer holds. An incomplete last line (a write
+        cut short) is left out of the new file, its bytes kept in the backup, and `notes` gets a
+        line saying so: refused, such a file could never be written again, as an old format is
+        read-only and the line is set aside only by a write (QA).
         """
         storage = cls.open(path, read_only=False)
         try:
@@ -870,12 +873,11 @@ class JsonlStorage(SessionStorage):
                 raise SessionError("read_only", storage.read_only_reason or "read-only", path=storage.path)
             if storage.header.version >= 3:
                 return None
-            # An incomplete last line too: the rewrite would leave its bytes out.
-            problems = [d for d in storage.diagnostics if d.severity == "error" or d.code == "torn_tail"]
+            problems = [d for d in storage.diagnostics if d.severity == "error"]
             if problems:
                 raise SessionError(
                     "invalid_session",
-                    f"cannot upgrade a damaged file ({problems[0].format()}); nothing was changed",
+                    f"cannot upgrade a damaged file ({problems[0].said()}); nothing was changed",
                     path=storage.path,
                 )
             try:
@@ -888,7 +890,13 @@ class JsonlStorage(SessionStorage):
             try:
                 # the bytes read (a line appended before the probe was taken is past them)
                 read = (storage._tail.end, storage._probe[1])
-                return atomic_rewrite(storage.path, chunks, unchanged_since=read)
+                backup = atomic_rewrite(storage.path, chunks, unchanged_since=read)
+                torn = next((d for d in storage.diagnostics if d.code == "torn_tail"), None)
+                if torn is not None and notes is not None:
+                    notes.append(
+                        f"the incomplete last line (line {torn.line}) was left out; {backup} keeps its bytes"
+                    )
+                return backup
             except ChangedMeanwhile:
                 raise SessionError(
                     "storage",
