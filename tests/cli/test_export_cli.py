@@ -250,16 +250,16 @@ def test_sqlite_address(tmp_path):
 def test_fork(tmp_path):
     path, ids = make(tmp_path)
     done = run("fork", str(path), ids["u2"])
-    lines = done.stdout.splitlines()
-    new = Path(lines[0])
+    new = Path(done.stdout.removesuffix("\n"))  # the path alone, for NEW=$(sessiontree fork …) (QA)
     assert new.parent == tmp_path and new.exists()
-    assert "send again" in lines[2] and lines[3] == "second"
+    lines = done.stderr.splitlines()  # what to know about it
+    assert "send again" in lines[1] and lines[2] == "second"
     with open_session(new, read_only=True) as fork:
         # Up to the parent of the user message: the label entry, left out, and written again
         # after the path, as Pi's own fork writes labels (which makes it the leaf)
         assert fork.labels() == {ids["a1"]: "kept"}
         # what it says it wrote, labels included (it counted the path alone: QA)
-        assert f"({fork.entry_count()} entries)" in lines[1] and fork.entry_count() == 3
+        assert f"({fork.entry_count()} entries)" in lines[0] and fork.entry_count() == 3
         leaf = fork.require_entry(fork.leaf_id)
         assert leaf.type == "label" and leaf.parent_id == ids["a1"]
         assert fork.build_context().messages[-1]["role"] == "assistant"  # a1

@@ -178,14 +178,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
                 }
             )
         else:
+            # The new file's path alone on stdout, for `NEW=$(sessiontree fork …)`; what to
+            # know about it on stderr (the four lines were all captured: QA). --json has all.
             out(result.path)
             ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
             size = counted(result.entries, "entry", "entries")  # labels written after it included
-            out(f"the fork {ends} ({size}); session {result.session_id}")
+            err(f"the fork {ends} ({size}); session {result.session_id}")
             if result.resend_text is not None:
-                out(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")
+                err(f"{entry_id} is a message the user sent, so the fork ends before it; send again:")
                 for line in result.resend_text.split("\n"):
-                    out(line)
+                    err(line)
         return warn_damage(session, damage_line(session, result.source))
 
 
