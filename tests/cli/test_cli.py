@@ -703,3 +703,25 @@ def test_a_write_refused_by_another_writer_says_to_wait_not_to_open_read_only(tm
             assert refused.returncode == 2 and "is open for writing in another process" in refused.stderr
             assert "read-only" not in refused.stderr
             assert "try again once that process has closed it" in refused.stderr
+
+
+def test_check_takes_several_files_and_directories(tmp_path):
+    """`check ~/.pi/agent/sessions` said "is a directory", and `check */*.jsonl` "unrecognized
+    arguments" (QA). A directory stands for its *.jsonl files; each is reported, then a count,
+    and the status is the worst of them."""
+    sessions = tmp_path / "sessions"
+    (sessions / "--p--").mkdir(parents=True)
+    good, _u1, _a1 = make(sessions / "--p--")
+    bad = sessions / "--p--" / "bad.jsonl"
+    bad.write_bytes(good.read_bytes() + b"garbage\n")
+    done = run("check", str(sessions), check=False)
+    assert done.returncode == 1
+    assert f"{bad}:" in done.stdout and f"{good}: format v3" in done.stdout
+    assert done.stdout.endswith("2 files: 1 ok, 1 damaged\n")
+    both = run("check", str(good), str(tmp_path / "nosuch.jsonl"), check=False)
+    assert both.returncode == 2 and both.stdout.endswith("2 files: 1 ok, 0 damaged, 1 not read\n")
+    assert "nosuch.jsonl: cannot be checked: no such session file" in both.stdout
+    assert run("check", str(good)).stdout.endswith("ok\n")  # one file: as it was
+    (tmp_path / "none").mkdir()
+    none = run("check", str(tmp_path / "none"), check=False)
+    assert none.returncode == 2 and "no session files (*.jsonl) under this directory" in none.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from ..context import iter_llm
@@ -40,8 +42,16 @@ def register(sub: Any) -> None:
     p.add_argument("--width", type=at_least(40), default=100, help="preview width (40 or more)")
     p.set_defaults(func=cmd_tree)
 
-    p = sub.add_parser("check", help="report damage; exit status 1 if any")
-    p.add_argument("file", help="session address: file.jsonl or db.sqlite#id")
+    p = sub.add_parser(
+        "check",
+        help="report damage; exit status 1 if any",
+        description="Report the damage of each session; a directory stands for every *.jsonl under"
+        " it (as Pi keeps them: ~/.pi/agent/sessions). Exit status: 1 if any is damaged, 2 if any"
+        " could not be read.",
+    )
+    p.add_argument(
+        "file", nargs="+", metavar="FILE", help="session address: file.jsonl, db.sqlite#id or a directory"
+    )
     p.set_defaults(func=cmd_check)
 
 
@@ -129,20 +139,48 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Diagnostics; exit 1 on damage (errors), 0 otherwise."""
+    """Diagnostics of each file; exit 1 on damage (errors), 2 if one could not be read, else
+    0. One file not found is an error of the command (exit 2), as before several were taken."""
+    files: list[str] = []
+    for given in args.file:
+        if os.path.isdir(given):  # `check ~/.pi/agent/sessions` said "is a directory" (QA)
+            found = sorted(str(f) for f in Path(given).rglob("*.jsonl") if f.is_file())
+            if not found:
+                raise SessionError("not_found", "no session files (*.jsonl) under this directory", path=given)
+            files += found
+        else:
+            files.append(given)
+    if len(files) == 1 and len(args.file) == 1 and files[0] == args.file[0]:
+        return _check_one(files[0])
+    counts = {0: 0, 1: 0, 2: 0}
+    for file in files:
+        try:
+            status = _check_one(file)
+        except SessionError as exc:
+            out(f"{inert_name(exc.path or file)}: cannot be checked: {exc.detail}")
+            status = 2
+        counts[status] += 1
+    out(
+        f"{counted(len(files), 'file')}: {counts[0]:,} ok, {counts[1]:,} damaged"
+        + (f", {counts[2]:,} not read" if counts[2] else "")
+    )
+    return 2 if counts[2] else 1 if counts[1] else 0
+
+
+def _check_one(file: str) -> int:
     try:
-        with working(f"checking {args.file}"):
-            session = open_session(args.file, read_only=True)
+        with working(f"checking {file}"):
+            session = open_session(file, read_only=True)
     except SessionError as exc:
         if exc.code != "invalid_session":
             raise  # not found, unreadable: the check could not run (exit 2)
         # In the shape of every other problem `check` lists (FILE:LINE: error: ...).
-        out(Diagnostic("error", exc.code, exc.detail, exc.line).format(inert_name(exc.path or args.file)))
+        out(Diagnostic("error", exc.code, exc.detail, exc.line).format(inert_name(exc.path or file)))
         out("damaged")
         return 1
     with session:
         location = inert_name(session.location)  # the start of every line below
-        with working(f"checking {args.file}: decoding every entry"):
+        with working(f"checking {file}: decoding every entry"):
             problems = session.check(decode=True)
         errors = 0
         for d in problems:
@@ -155,7 +193,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             f" {counted(stats.message_count, 'message')}, {counted(stats.fork_count, 'fork')},"
             f" leaf {session.leaf_id or '(none)'}"
         )
-        name = inert_name(args.file)
+        name = inert_name(file)
         if version < 3 and errors:
             # `upgrade` refuses these (rewriting would drop the lines it cannot read); what
             # export writes is the readable part, as a new v3 file
