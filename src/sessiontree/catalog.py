@@ -172,11 +172,8 @@ def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageT
             problems = [d for d in session.diagnostics if d.severity == "error"]
             if problems:
                 listing.error = counted(len(problems), "problem")
-                first = problems[0]
-                numbered = first.line is None or first.message.startswith("line ")
-                where = "" if numbered else f"line {first.line}: "
                 more = f" (and {len(problems) - 1:,} more)" if len(problems) > 1 else ""
-                listing.problem = f"{where}{first.message}{more}"
+                listing.problem = f"{problems[0].said()}{more}"
     except SessionError as exc:
         listing.error = exc.detail
         if exc.code == "storage":
