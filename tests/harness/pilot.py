@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from rich.console import Console
+from textual.worker import WorkerCancelled
 
 from sessiontree.outline import Filter
 from sessiontree.tui.app import SessionTreeApp
@@ -53,7 +54,12 @@ async def settle(app, pilot) -> None:
             break
         await pilot.pause(0.01)
     await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
-    await app.workers.wait_for_complete()
+    for _ in range(100):
+        try:
+            await app.workers.wait_for_complete()
+            break
+        except WorkerCancelled:  # a newer request replaced it (an exclusive group): wait for that
+            await pilot.pause(0.01)
     await pilot.pause()
 
 

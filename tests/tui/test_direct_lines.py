@@ -57,6 +57,10 @@ async def test_the_lines_are_those_textual_would_draw(demo, monkeypatch, theme):
             ["pagedown"],  # the tree scrolls
             ["5"],  # every row again
             ["up", "space"],  # a fold
+            ["space", "z"],  # folds elsewhere: only some lines change
+            ["z", "1", "5"],
+            ["home", "down", "down", "enter"],  # a leaf move: the path marks change
+            ["b"],  # and back
             ["tab", "pagedown", "pagedown"],  # the preview, focused, scrolls
             ["shift+tab", "home"],
         ):
@@ -107,3 +111,36 @@ async def test_a_page_of_rows_skips_the_styles_cache(demo, monkeypatch):
         await settle(app, pilot)
         assert issubclass(SessionTreeView, DirectLines) and issubclass(PreviewView, DirectLines)
         assert not {"SessionTreeView", "PreviewView"} & set(styled)
+
+
+async def test_a_fold_repaints_the_lines_from_its_row_down(demo):
+    """A rebuild repaints the lines whose look changed, not the pane: Textual then composes and
+    sends the terminal only those. The lines kept are checked against Textual's by the test above."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("home")
+        foldable = [
+            row
+            for row in range(4, min(len(tree.outline), tree.size.height) - 2)
+            if tree.outline.is_foldable(tree.outline.rows_pos[row])
+        ]
+        assert foldable, "the demo has a branch to fold below its first rows"
+        row = foldable[0]
+        tree.set_cursor(row, scroll=False)
+        await settle(app, pilot)
+        assert int(tree.scroll_offset.y) == 0
+        drawn: list[int] = []
+        real = tree.render_line
+
+        def spy(y: int):
+            drawn.append(y)
+            return real(y)
+
+        tree.render_line = spy  # type: ignore[method-assign]
+        await pilot.press("space")
+        await settle(app, pilot)
+        assert int(tree.scroll_offset.y) == 0
+        assert drawn and min(drawn) == row, (row, sorted(set(drawn)))
+        check(app)

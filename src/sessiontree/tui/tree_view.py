@@ -178,6 +178,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self.previous_leaf: int | None = None  # marked after a move, until the next one
         self._stubs: LRUCache[int, tuple[int, str]] = LRUCache(1024)
         self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
+        # y -> how the line at y was last drawn (None: no row there), so a rebuild repaints only
+        # the lines whose look changed (see `_refresh_changed`)
+        self._drawn: dict[int, RowLook | None] = {}
         self.sizes = ContextSizes(session)
         self._sizes_missing = False  # a drawn row lacked its size: compute the screen's in a worker
 
@@ -199,17 +202,43 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self._runs = tree.runs()
         self._labels = self.session.labels()
         self.archived = archived(self.session)
+        was_empty, top = not len(self.outline), int(self.scroll_offset.y)
         self.outline = self._lay_out(self.filter)
         self._version += 1  # rows keep their strips (cached by how they look), not their stubs
         self._stubs.clear()
-        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)))
+        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)), redraw=False)
         row = self.outline.row_for(current) if current is not None else -1
         self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
         landed = self.current_position()
         if landed is not None or keep is not None:  # an empty outline keeps what it displaced
             self._displaced = None if current is None or landed in (None, current) else (current, landed)
-        self.refresh()
+        self._refresh_changed(top, was_empty)
         self.post_message(self.Relaid())
+
+    def _refresh_changed(self, top: int, was_empty: bool) -> None:
+        """Repaint the lines on screen whose look changed since they were drawn, given the
+        scroll offset and whether there were rows before the change. A fold below the middle of
+        the screen, a label, a move whose path marks change on a few rows, entries appended
+        below leave the other lines as they are: Textual then composes and sends the terminal
+        only those, where a whole refresh redrew the pane."""
+        outline, drawn = self.outline, self._drawn
+        n = len(outline)
+        width = self.scrollable_content_region.width
+        if was_empty or not n or width <= 0 or int(self.scroll_offset.y) != top:
+            self.refresh()  # every line changed (and a scroll repaints them all anyway)
+            return
+        start = -1  # first line of a run of changed lines
+        height = self.size.height
+        for y in range(height + 1):
+            row = y + top
+            changed = y < height and (
+                y not in drawn or drawn[y] != (self._look(row, width) if row < n else None)
+            )
+            if changed and start < 0:
+                start = y
+            elif not changed and start >= 0:
+                self.refresh(Region(0, start, self.size.width, y - start))
+                start = -1
 
     def _lay_out(self, flt: Filter, trial: bool = False) -> Outline:
         """The outline under `flt` with everything else as it is now (folds, archived stubs,
@@ -273,20 +302,21 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             return
         self._runs = tree.runs()
         vis = self._masks.mask(self.filter, self._labels)
+        was_empty, top = not len(self.outline), int(self.scroll_offset.y)
         if not self.outline.grow(vis, self.restrict):
             self.rebuild(keep)
             return
         self._version += 1
-        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)))
+        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)), redraw=False)
         if keep is not None:
             row = self.outline.row_for(keep)
             self.set_cursor(max(row, 0), scroll=True)
-        self.refresh()
+        self._refresh_changed(top, was_empty)
 
     def set_matches(self, positions: set[int]) -> None:
         self.matches = positions
         self._version += 1
-        self.refresh()
+        self._refresh_changed(int(self.scroll_offset.y), False)
 
     @property
     def version(self) -> int:
@@ -562,12 +592,14 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         row = y + int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
         if not len(self.outline) and width > 2:  # what the empty pane means, wrapped
+            self._drawn.pop(y, None)  # no look says what is written there
             said = textwrap.wrap(self.empty_text(), width - 2)
             text, _ = fit(" " + said[row] if row < len(said) else "", width)
             return Strip([Segment(text, self._style("") + self._style("tree--off-path"))], width)
         if row >= len(self.outline) or width <= 0:
+            self._drawn[y] = None
             return Strip.blank(width, self._style(""))
-        look = self._look(row, width)
+        look = self._drawn[y] = self._look(row, width)
         strip = self._cache.get(look)
         if strip is None:
             strip = self._draw(look)
