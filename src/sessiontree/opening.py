@@ -55,6 +55,9 @@ class Address:
         """The address for messages: a URL's password is never shown."""
         return redact(str(self))
 
+    def __repr__(self) -> str:  # what a log or a traceback shows: without the password
+        return f"Address({self.kind!r}, {redact(self.location)!r}, {self.session_id!r})"
+
 
 def parse_address(target: str | os.PathLike[str]) -> Address:
     """Read an address (see the module docstring). A path that exists as written wins over any
@@ -68,6 +71,12 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
         raise SessionError("invalid_argument", "a session address is a path or text, not bytes")
     if is_postgres_url(text):
         location, _, session_id = text.partition("#")
+        if "@" in session_id and "@" not in location.partition("://")[2]:  # a `#` in the password
+            raise SessionError(
+                "invalid_argument",
+                "the URL's password holds a '#', which starts the session id: write it as %23",
+                path=text,
+            )
         scheme, colon, rest = location.partition(":")  # libpq knows `postgresql:` in lower case only
         return Address("postgres", scheme.lower() + colon + rest, session_id or None)
     if os.path.lexists(text):  # a database by its suffix, or else by its first bytes
@@ -182,13 +191,15 @@ def _check_no_hash_on_a_file(path: str) -> None:
 _URL_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
-def _check_not_a_url(path: str) -> None:
+def _check_not_a_url(path: str, *, creating: bool = False) -> None:
     """`postgresq://…`, `pgsql://…` or `postgresql+psycopg://…` read as file names: say what
-    the database URLs look like, rather than "no such session file"."""
+    the database URLs look like, rather than "no such session file" (or, for a new session,
+    rather than making folders named after the URL)."""
     if _URL_LIKE.match(path) and not os.path.lexists(path):
         raise SessionError(
-            "not_found",
-            "no such session file, and not a PostgreSQL URL: those start with postgresql:// or postgres://",
+            "invalid_argument" if creating else "not_found",
+            f"{'' if creating else 'no such session file, and '}not a PostgreSQL URL: those start with"
+            " postgresql:// or postgres://",
             path=path,
         )
 
@@ -312,13 +323,53 @@ def create_session(
     metadata: dict[str, Any] | None = None,
     parent_session: str | None = None,
 ) -> Session:
-    """A new JSONL session, by default where Pi would put it (`<root>/--cwd--/<ts>_<id>.jsonl`,
-    the timestamp the header's). A `session_id` that would not stay one file name there (a
-    `/`, `..`, a control character) is refused."""
+    """A new session. By default a JSONL file where Pi would put it
+    (`<root>/--cwd--/<ts>_<id>.jsonl`, the timestamp the header's); a `session_id` that would not
+    stay one file name there (a `/`, `..`, a control character) is refused. `path` is an address
+    as `open_session` reads them: a file (any name ending in `.jsonl` is one), or a new session
+    in a SQLite or PostgreSQL database (`team.sqlite#ID`, `postgresql://…#ID`; the id from the
+    address or `session_id`, else a new one). A database address made a JSONL file of that
+    name (with a URL's password in the names of its folders)."""
     if not isinstance(cwd, str):
         raise SessionError("invalid_argument", f"cwd is text (a directory), not {type(cwd).__name__}")
     now = iso_now()
-    if path is None:
+    if path is not None:
+        # a name ending in .jsonl is a session file, whatever `#` it holds (`a.db#b.jsonl`)
+        address = Address("jsonl", os.fspath(path)) if str(path).endswith(".jsonl") else parse_address(path)
+        if address.kind != "jsonl":
+            if session_id is not None and address.session_id not in (None, session_id):
+                raise SessionError(
+                    "invalid_argument",
+                    f"two session ids: {address.session_id!r} in the address and {session_id!r}",
+                    path=address.display(),
+                )
+            sid = session_id if session_id is not None else address.session_id
+            if address.kind == "postgres":
+                from .storage.postgres import PostgresStorage  # loaded only for that kind of address
+
+                return Session(
+                    PostgresStorage.create(
+                        address.location,
+                        cwd=cwd,
+                        session_id=sid,
+                        metadata=metadata,
+                        parent_session=parent_session,
+                    )
+                )
+            from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
+
+            return Session(
+                SqliteStorage.create(
+                    address.location,
+                    cwd=cwd,
+                    session_id=sid,
+                    metadata=metadata,
+                    parent_session=parent_session,
+                )
+            )
+        _check_no_hash_on_a_file(address.location)
+        _check_not_a_url(address.location, creating=True)
+    else:
         session_id = session_id_or_new(session_id)
         if session_id in (".", "..") or not _FILE_NAME_PART.fullmatch(session_id):
             raise SessionError(

@@ -227,3 +227,30 @@ def test_wrong_ids_and_cwds_are_refused_before_anything_is_written(tmp_path):
     with pytest.raises(SessionError, match="the id factory gave 5: an entry id is non-empty text"):
         s.append_message(U("hi"))
     assert s.entry_count() == 0
+
+
+def test_create_session_at_a_database_address_makes_it_in_the_database(tmp_path, monkeypatch, pg_url):
+    """A database address made a JSONL file of that name (`x.sqlite#new`, then opened as an
+    empty session) and, for a URL, folders named after it with its password in them."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "team.sqlite"
+    with create_session("/p", path=f"{db}#new") as s:
+        s.append_message(U("hi"))
+    assert sorted(tmp_path.iterdir()) == [db]  # no JSONL file named after the address
+    with open_session(f"{db}#new") as again:
+        assert again.session_id == "new" and len(again.tree) == 1
+    with create_session("/q", path=db, session_id="second") as s:  # the id given apart
+        assert s.session_id == "second"
+    with pytest.raises(SessionError, match="two session ids") as raised:
+        create_session("/p", path=f"{db}#a", session_id="b")
+    assert raised.value.code == "invalid_argument"
+
+    with create_session("/p", path=f"{pg_url}#made-by-address") as s:
+        s.append_message(U("in postgres"))
+    with open_session(f"{pg_url}#made-by-address") as again:
+        assert len(again.tree) == 1 and again.header.cwd == "/p"
+    assert sorted(tmp_path.iterdir()) == [db]
+    with pytest.raises(SessionError, match="not a PostgreSQL URL") as raised:
+        create_session("/p", path="postgresq://me:secret@db/x#s")  # misspelt
+    assert raised.value.code == "invalid_argument" and "secret" not in str(raised.value)
+    assert sorted(tmp_path.iterdir()) == [db]

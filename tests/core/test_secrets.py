@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sessiontree import SessionError
+from sessiontree import SessionError, open_session
 from sessiontree.model.secrets import redact
-from sessiontree.storage.postgres.connection import CONNECT_TIMEOUT, connect_error
+from sessiontree.opening import parse_address
+from sessiontree.storage.postgres.connection import CONNECT_TIMEOUT, check_password_spelling, connect_error
 
 
 @pytest.mark.parametrize(
@@ -40,3 +41,32 @@ def test_a_connection_timeout_says_how_long_it_waited():
     )
     said = str(connect_error(exc, "postgresql://me:pw@10.0.0.9/db"))
     assert f"no answer in {CONNECT_TIMEOUT} s" in said and "pw" not in said
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("postgresql://me:Sek/rIT@127.0.0.1:1/db#s", "%2F"),  # a generated password's `/`
+        ("postgresql://me:Sek?rIT@127.0.0.1:1/db#s", "%2F"),
+        ("postgresql://me:Sek#rIT@127.0.0.1:1/db", "%23"),  # `#` starts the session id
+        ("postgresql://me:Sekr%zzIT@127.0.0.1:1/db#s", "%25"),  # the driver quoted the token
+    ],
+)
+def test_a_password_with_characters_a_url_reserves_is_refused_unsaid(url, said):
+    """Such a password was printed back: the masking stopped at the `/`, `?` or `#`, and the
+    driver quoted a piece of it ("failed to resolve host 'me'" with the URL whole)."""
+    with pytest.raises(SessionError) as raised:
+        open_session(url)
+    assert raised.value.code == "invalid_argument"
+    assert said in str(raised.value)
+    assert "Sek" not in str(raised.value) and "rIT" not in str(raised.value)
+    assert "Sek" not in redact(f"sessiontree: {url}: failed")
+
+
+def test_a_port_after_the_host_is_not_taken_for_a_password():
+    check_password_spelling("postgresql://host:5432/db?user=a@b")
+    check_password_spelling("postgresql://me:pw@host:5432/db?sslmode=require")
+
+
+def test_an_address_repr_hides_the_password():
+    assert "pw" not in repr(parse_address("postgresql://me:pw@db/x#s1"))

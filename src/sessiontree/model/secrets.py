@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 
-# `scheme:/` or `scheme://`, the user, then the password up to the last `@` before the host's
-# path: a password with a raw `@` (which should be `%40`) is hidden whole, not cut at its `@`.
-_USERINFO_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*:/{1,2}[^:/@?#\[\]\s]*):[^/?#\s]*@")
+# `scheme:/` or `scheme://`, the user, then the password up to the last `@` of the URL: a
+# password with a raw `@`, `/`, `?` or `#` (which should be `%40`, `%2F`, `%3F`, `%23`) is
+# hidden whole, not cut there. An `@` later in the URL hides more than the password, never less.
+_USERINFO_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*:/{1,2}[^:/@?#\[\]\s]*):\S*@")
 _PARAM_PASSWORD = re.compile(r"(password=)[^&#\s]*", re.IGNORECASE)
 
 

@@ -41,17 +41,15 @@ def connect(url: str, *, read_only: bool, durable: bool) -> psycopg.Connection[A
     process holds the session. Without `durable`, commits do not wait for the WAL flush — the
     same trade as JSONL files without fsync: a server crash may lose the last moments, a client
     crash loses nothing."""
-    authority = url.split("://", 1)[-1].split("/", 1)[0]
-    if authority.count("@") > 1:  # the driver would take a piece of the password for the host
-        raise SessionError(
-            "invalid_argument",
-            "the URL has more than one '@' before its host: write an '@' in the password as %40",
-        )
+    check_password_spelling(url)
     psycopg = _psycopg()
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error as exc:
-        raise SessionError("invalid_argument", f"not a usable PostgreSQL URL: {_first_line(exc)}") from None
+        reason = _first_line(exc)
+        if "percent-encoded" in reason:  # libpq quotes the token: a piece of the password
+            reason = "a '%' that does not start an escape such as %40 (write a '%' in the password as %25)"
+        raise SessionError("invalid_argument", f"not a usable PostgreSQL URL: {reason}") from None
     extra: dict[str, Any] = {}
     if "application_name" not in params:
         extra["application_name"] = f"sessiontree[{os.getpid()}]"
@@ -69,6 +67,26 @@ def connect(url: str, *, read_only: bool, durable: bool) -> psycopg.Connection[A
         conn.close()
         raise SessionError("storage", _first_line(exc), path=redact(url)) from None
     return conn
+
+
+def check_password_spelling(url: str) -> None:
+    """Refuse a URL whose password has a raw `@`, `/`, `?` or `#`: the driver would read the
+    password's end as the host, the database or the options, and its messages would quote the
+    pieces (generated passwords often hold a `/`). A run of digits after the `:` is a port."""
+    rest = url.split("://", 1)[-1]
+    authority = rest.split("/", 1)[0]
+    if authority.count("@") > 1:
+        raise SessionError(
+            "invalid_argument",
+            "the URL has more than one '@' before its host: write an '@' in the password as %40",
+        )
+    user, colon, password = rest[: rest.rfind("@")].partition(":") if "@" in rest else ("", "", "")
+    reserved = colon and not any(c in user for c in "/?#") and any(c in password for c in "/?#")
+    if reserved and not re.split(r"[/?#]", password, maxsplit=1)[0].isdigit():
+        raise SessionError(
+            "invalid_argument",
+            "the URL's password holds a '/', '?' or '#': write them as %2F, %3F and %23",
+        )
 
 
 def connect_error(exc: Exception, url: str) -> SessionError:
@@ -92,6 +110,11 @@ def connect_error(exc: Exception, url: str) -> SessionError:
             reason += " (is it running, and on that port?)"
         elif "timeout expired" in reason:  # libpq does not say how long it waited
             reason += f" (no answer in {CONNECT_TIMEOUT} s: is the host right, and the port open?)"
+        elif "no password supplied" in reason:  # the server answered: it wants a password
+            reason = (
+                "the server asks for a password and none was given: put it in the URL"
+                " (postgresql://USER:PASSWORD@HOST/DB), in PGPASSWORD or in ~/.pgpass"
+            )
     return SessionError(code, redact(reason), path=redact(url))
 
 
