@@ -11,7 +11,7 @@ import pytest
 
 from helpers import A, U, roles, texts, zero_usage
 from sessiontree import BranchSummary, JsonlStorage, Session, SessionError, SqliteStorage, open_session
-from sessiontree.model.entries import BranchSummaryEntry, LabelEntry, LeafEntry
+from sessiontree.model.entries import BranchSummaryEntry, Entry, LabelEntry, LeafEntry, entry_from_dict
 
 
 def check_both(backend, session: Session, check) -> Session:
@@ -816,3 +816,40 @@ def test_a_context_stream_is_read_once(backend):
     assert [m["role"] for m in stream] == ["user"] and stream.tokens > 0
     with pytest.raises(RuntimeError, match="read once"):
         list(stream)
+
+
+def test_entries_appended_away_from_the_leaf_move_it_as_in_pi_files(backend):
+    """Pi's own files branch without `leaf` entries: an entry whose parent is not the leaf
+    continues its parent's path (an import writes such files as they are). PostgreSQL's stored
+    active branch kept the old branch and added the entry to it, so a reopened session sent
+    the model both branches."""
+    s = backend.session()
+    u1 = s.append_message(U("one"))
+    s.append_message(A("two"))
+    s.append_message(U("three"))
+
+    def raw(eid: str, parent: str, text: str) -> Entry:
+        return entry_from_dict(
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "message": {
+                    "role": "assistant" if eid.startswith("a") else "user",
+                    "content": text,
+                    "timestamp": 1,
+                },
+            }
+        )
+
+    s.storage.append([raw("a0000001", u1, "retried")])  # one batch: the walk over the log
+    s.storage.append([raw("b0000001", "a0000001", "next"), raw("a0000002", u1, "again")])  # in it
+
+    def check(x):
+        assert texts(x.build_context().messages) == ["one", "again"]
+        assert [e.id for e in x.get_branch()] == [u1, "a0000002"]
+        if hasattr(x.storage, "verify_state"):
+            assert x.storage.verify_state() == []
+
+    check_both(backend, s, check)

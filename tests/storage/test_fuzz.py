@@ -24,7 +24,6 @@ from sessiontree import open_session
 DEMO = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
 SMALL_V1 = b"\n".join(PI_FIXTURES.joinpath("large-session.jsonl").read_bytes().split(b"\n")[:60]) + b"\n"
 SEEDS = [DEMO, SMALL_V1]
-TRIED = {"inputs": 0, "opened": 0, "refused": 0}
 
 
 def written_earlier(path: Path, data: bytes) -> None:
@@ -47,9 +46,7 @@ def test_mutated_files_never_crash(seed, salt, rounds, writable):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzz.jsonl"
         written_earlier(path, data)
-        outcome = exercise(str(path), open_session, writable=writable)
-    TRIED["inputs"] += 1
-    TRIED["opened" if outcome == "opened" else "refused"] += 1
+        exercise(str(path), open_session, writable=writable)  # any exception but SessionError fails
 
 
 @settings(max_examples=200, deadline=5000)
@@ -70,7 +67,17 @@ def test_arbitrary_lines_after_a_valid_header(data):
         assert exercise(str(path), open_session, writable=True) in ("opened", "refused-later")
 
 
-def test_fuzz_saw_both_outcomes():
-    # the mutation test above ran first (same module): make sure it exercised both paths
-    assert TRIED["inputs"] >= 100
-    assert TRIED["opened"] > 0 and TRIED["refused"] > 0
+def test_the_mutations_reach_both_outcomes():
+    """The mutations above are not all refused (nor all harmless): fixed salts, so this holds in
+    whichever process runs it (the tests run in several)."""
+    outcomes = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.jsonl"
+        for salt in range(60):
+            rng = random.Random(salt)
+            data = SEEDS[salt % 2]
+            for _ in range(1 + salt % 3):
+                data = mutate(data, rng)
+            written_earlier(path, data)
+            outcomes.add("opened" if exercise(str(path), open_session) == "opened" else "refused")
+    assert outcomes == {"opened", "refused"}

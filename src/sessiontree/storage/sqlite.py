@@ -50,6 +50,7 @@ from .index import (
     state_slot,
 )
 from .lock import RangeLock, session_slot
+from .projection import active_up_to
 from .scan import (
     LONE_SURROGATE,
     LineError,
@@ -302,11 +303,13 @@ def project(state: Projection, rows: Sequence[_Row], log: _Log) -> Projection:
         s.count += 1
         pending.rows[row.id] = row
         if code == LEAF:
-            s.active = pending.bounded_path(row.target_id, None, s.compactions)
+            kept = None if row.target_id is None else active_up_to(s.active, row.target_id, s.compactions)
+            s.active = pending.bounded_path(row.target_id, None, s.compactions) if kept is None else kept
             s.state_ids = pending.state_ids(row.target_id)
             continue
         if row.parent_id != previous_leaf:  # not appended at the leaf: continue its parent's path
-            s.active = pending.bounded_path(row.parent_id, None, s.compactions)
+            kept = None if row.parent_id is None else active_up_to(s.active, row.parent_id, s.compactions)
+            s.active = pending.bounded_path(row.parent_id, None, s.compactions) if kept is None else kept
             s.state_ids = pending.state_ids(row.parent_id)
         if code == COMPACTION:
             s.active = _active_after_compaction(s.active, row.id, s.compactions, pending)
