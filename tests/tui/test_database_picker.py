@@ -250,3 +250,38 @@ async def test_a_wide_character_project_shows_its_end(tmp_path):
         table = app.screen.query_one("#dbpick-table")
         row = next(y for y in range(table.size.height) if "s-cjk" in table.render_line(y).text)
         assert " …ディレクトリ " in table.render_line(row).text  # the end, in the cells it has
+
+
+async def test_a_session_another_writer_held_opens_for_writing_once_it_quits(tmp_path):
+    """Read-only while another process wrote to it, the session stayed so after that writer
+    quit: choosing it again in the database's list went back to the read-only view, where the
+    banner says opening it again opens it for writing (QA). As the file picker does, it is
+    opened again: still read-only while the writer is there, for writing once it is gone."""
+    db = team_db(tmp_path)
+    holder = Session(SqliteStorage.open(db, "s-beta"))  # an agent writing to it
+    app = build_app(f"{db}#s-beta")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.session.read_only and app.session.storage.locked_out
+
+        async def choose_it_again() -> None:
+            await pilot.press("o")
+            await settle(app, pilot)
+            assert isinstance(app.screen, DatabasePickerScreen)
+            table = app.screen.query_one("#dbpick-table")
+            table.move_cursor(row=rows(app).index("s-beta"))
+            await pilot.press("enter")
+            await settle(app, pilot)
+
+        await choose_it_again()
+        assert app.session.read_only
+        assert list(app._notifications)[-1].message.startswith("Still read-only")
+        holder.close()
+        await choose_it_again()
+        assert isinstance(app.screen, BrowserScreen) and app.session.session_id == "s-beta"
+        assert not app.session.read_only
+        assert "s-beta is open for writing now" in list(app._notifications)[-1].message
+        await pilot.press("home", "enter")  # a write: the leaf moved to where the cursor is
+        await settle(app, pilot)
+    with Session(SqliteStorage.open(db, "s-beta", read_only=True)) as after:
+        assert after.get_entries()[-1].type == "leaf"

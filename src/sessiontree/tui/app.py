@@ -284,7 +284,7 @@ class SessionTreeApp(App[None]):
         browser = self.browser
         if browser is not None and is_one_of(path, browser.session.files):
             if browser.session.storage.locked_out:
-                self._reopen_for_writing(path)
+                self._reopen_for_writing(lambda: self.opener(path), path.name)
                 return
             if browser.session.read_only:
                 # Read-only since it was replaced, truncated or damaged under the app: the banner
@@ -305,10 +305,10 @@ class SessionTreeApp(App[None]):
         if session is not None:
             self._show(session)
 
-    def _open_again(self, path: Path) -> Session | None:
+    def _open_again(self, open_it: Callable[[], Session | None]) -> Session | None:
         """The session open here, opened anew; None after saying why it could not be."""
         try:
-            return self.opener(path)
+            return open_it()
         except SessionError as exc:
             self.notify(str(exc), severity="error", markup=False)
             return None
@@ -316,16 +316,16 @@ class SessionTreeApp(App[None]):
     def _reopen(self, path: Path) -> None:
         """The session open here, chosen again after it turned read-only under the app: what
         the file holds now, read afresh (read-only again if it is damaged: the banner says)."""
-        session = self._open_again(path)
+        session = self._open_again(lambda: self.opener(path))
         if session is not None:
             self._show(session)
             self.notify(f"{path.name} opened again", markup=False, timeout=4)
 
-    def _reopen_for_writing(self, path: Path) -> None:
+    def _reopen_for_writing(self, open_it: Callable[[], Session | None], name: str) -> None:
         """The session open here read-only because another writer held its lock, chosen again:
         that writer may have quit since (the banner went on naming its pid, and choosing the
         session went back to the read-only one)."""
-        session = self._open_again(path)
+        session = self._open_again(open_it)
         if session is None:
             return
         if session.read_only:
@@ -334,7 +334,7 @@ class SessionTreeApp(App[None]):
             self.notify(f"Still read-only: {reason}", markup=False, timeout=6)
             return
         self._show(session)
-        self.notify(f"{path.name} is open for writing now", markup=False, timeout=4)
+        self.notify(f"{name} is open for writing now", markup=False, timeout=4)
 
     def open_path(self, path: Path) -> None:
         """Open another session in place of the current one (a fork just made, say)."""
@@ -510,15 +510,19 @@ class SessionTreeApp(App[None]):
                 if self.browser is None:
                     self.exit()
                 return
-            if self.browser is not None and session_id == self.browser.session.session_id:
-                # opened again it would be read-only, as a second writer is (the file picker
-                # goes back to it the same way)
+            address = str(Address(database.kind, database.location, session_id))
+            browser = self.browser
+            if browser is not None and session_id == browser.session.session_id:
+                if browser.session.storage.locked_out or browser.session.read_only:
+                    # as the file picker does: the writer the banner names may have quit (it
+                    # went on naming a pid that was gone, and this went back to the stale view)
+                    self._reopen_for_writing(lambda: self.address_opener(address)[0], session_id)
+                    return
+                # opened again it would be read-only, as a second writer is
                 self.notify(f"{session_id} is the session open here", markup=False, timeout=4)
                 return
             try:
-                session, note = self.address_opener(
-                    str(Address(database.kind, database.location, session_id))
-                )
+                session, note = self.address_opener(address)
             except SessionError as exc:
                 self.notify(str(exc), severity="error", markup=False)
                 self._pick_in_database()
