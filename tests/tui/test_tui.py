@@ -1809,3 +1809,30 @@ async def test_the_copied_text_is_said_before_the_note_of_a_hidden_leaf(demo):
         said = status(app)
         assert said.startswith("Leaf moved to 3a7c2509 · copied the text to re-send: Let's keep local time")
         assert said.endswith(", a branch_summary entry the filter hides (5 shows it)")
+
+
+async def test_a_move_says_when_entries_arrived_unseen(demo):
+    """With follow paused (or an append landing just before Enter), a move wrote its `leaf`
+    record after an agent's entry the screen never showed, leaving it behind unsaid (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("F")
+        await settle(app, pilot)
+        record = {
+            "type": "message",
+            "id": "feed0001",
+            "parentId": app.session.leaf_id,
+            "timestamp": "2026-03-14T10:00:00.000Z",
+            "message": {"role": "user", "content": "appended by another process", "timestamp": 1},
+        }
+        with open(demo, "ab") as f:  # Pi (no lock) appends while follow is paused
+            f.write(json.dumps(record).encode() + b"\n")
+        await pilot.pause(0.5)
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        said = status(app)
+        assert said.startswith("Leaf moved to 3a7c137e") and "1 entry had arrived unseen" in said, said
+    last = json.loads(demo.read_bytes().splitlines()[-1])
+    assert last["type"] == "leaf" and last["parentId"] == "feed0001"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from ..display import one_line
+from ..display import counted, one_line
 from ..model.errors import SessionError
 from ..session import BranchSummary, Navigation
 from ..summarize import collect_branch, summarize_branch
@@ -31,10 +31,14 @@ class MovesMixin(BrowserBase):
     def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> bool:
         """Move the leaf to `target`; False when the write was refused (the message says why)."""
         session = self.session
+        known = session.entry_count()
         result: list[Navigation] = []
         if not self._guard(lambda: result.append(session.navigate(target.entry_id, summary))):
             return False
         nav = result[0]
+        # A write reads what other processes appended first; entries the screen never showed
+        # (follow paused, or an agent's turn landing just before the key) stay behind the move.
+        unseen = session.entry_count() - known - (1 if nav.moved else 0) - (1 if nav.summary_id else 0)
         if not nav.moved:  # nothing written: `b` still goes where it would have
             if nav.editor_text is None:
                 confirm(self, "That entry already is the leaf.")
@@ -61,6 +65,8 @@ class MovesMixin(BrowserBase):
         # filter hides (a label joins the path): the id named was on no row (QA).
         if nav.new_leaf_id:
             message += self._hidden_note(keep)
+        if unseen > 0:
+            message += f" · {counted(unseen, 'entry', 'entries')} had arrived unseen (left behind)"
         confirm(self, message)
         return True
 
