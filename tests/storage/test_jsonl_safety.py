@@ -345,6 +345,23 @@ def test_a_file_the_user_cannot_write_opens_read_only_saying_why(tmp_path):
     assert answer.startswith("True|") and "not writable by you" in answer, answer
 
 
+def test_a_file_without_write_permission_opens_read_only_for_root_too(tmp_path):
+    """`chmod 444` is a wish, not only a barrier: root passed it and wrote the file without a
+    word (QA). Opened for writing, such a file opens read-only, saying how to write it."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + entry("a", None) + b"\n")
+    before = path.read_bytes()
+    path.chmod(0o444)
+    with open_session(path) as s:
+        assert s.read_only and "chmod u+w" in (s.read_only_reason or "")
+        with pytest.raises(SessionError):
+            s.append_message({"role": "user", "content": "x"})
+    assert path.read_bytes() == before
+    path.chmod(0o644)
+    with open_session(path) as s:
+        assert not s.read_only
+
+
 @pytest.fixture
 def read_only_mount(tmp_path):
     """A directory mounted read-only (a bind mount, as root), like a read-only share."""

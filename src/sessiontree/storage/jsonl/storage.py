@@ -293,6 +293,16 @@ class JsonlStorage(SessionStorage):
             else:
                 try:
                     fd = open_regular(path, os.O_RDWR | os.O_APPEND)
+                    if not os.fstat(fd).st_mode & 0o222:
+                        # No write bit for anyone, opened all the same: root's privilege, which
+                        # wrote to a file made read-only on purpose without a word (QA). As
+                        # vim does, the mode is taken as the owner's wish.
+                        os.close(fd)
+                        fd = open_regular(path, os.O_RDONLY)
+                        reason = (
+                            "the file's permissions make it read-only (chmod u+w allows writing),"
+                            " so it is open read-only"
+                        )
                 except OSError as exc:
                     if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                         raise
