@@ -968,7 +968,9 @@ async def test_a_filter_that_hides_the_cursor_s_entry_gives_it_back_to_the_next_
 
 async def test_an_incomplete_last_line_is_told_at_open_and_set_aside_by_the_first_write(demo):
     """A write cut short leaves half a line: it is left out, and the first move copies it to a
-    `.torn` file and blanks it. The user hears of it when the session opens, not afterwards."""
+    `.torn` file and blanks it. The user hears of it when the session opens, and where its
+    bytes went once a write set it aside (the warning at open, in the future tense, stayed up
+    after the write, and nothing named the copy: QA)."""
     torn = b'{"type":"message","id":"cut0ff","parentId":"3a7c137e","timest'
     demo.write_bytes(demo.read_bytes() + torn)
     app = make_app(demo)
@@ -979,6 +981,9 @@ async def test_an_incomplete_last_line_is_told_at_open_and_set_aside_by_the_firs
         await put_cursor(app, pilot, "3a7c137e")
         await pilot.press("enter")
         await settle(app, pilot)
+        [said] = list(app._notifications)
+        assert said.title == "Incomplete last line set aside"
+        assert f"copied to {demo}.torn and blanked" in str(said.message)
     assert demo.with_name(demo.name + ".torn").read_bytes() == torn
 
 

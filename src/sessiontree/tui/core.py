@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from ..catalog import first_words
 from ..display import counted, inert, one_line
-from ..model.errors import SessionError
+from ..model.errors import Diagnostic, SessionError
 from ..outline import Filter
 from ..session import Session
 from .notices import confirm
@@ -177,7 +177,10 @@ class BrowserBase(Screen[None]):
         return True
 
     def _guard(self, operation: Callable[[], object]) -> bool:
-        """Run a write; a refused write is reported, never raised into Textual."""
+        """Run a write; a refused write is reported, never raised into Textual. A torn last line
+        the write set aside first is said with where its bytes went (the toast at open said
+        only that it would be, and stayed up after)."""
+        aside = self._set_aside()
         try:
             operation()
         except SessionError as exc:
@@ -186,7 +189,18 @@ class BrowserBase(Screen[None]):
             note = "" if any(words in said for words in already) else " (nothing was written)"
             self.notify(f"{said}{note}", title="Not done", severity="error", markup=False)
             return False
+        for diagnostic in self._set_aside()[len(aside) :]:
+            self.app.clear_notifications()  # the warning that it would be is out of date
+            self.notify(
+                diagnostic.message[:1].upper() + diagnostic.message[1:],
+                title="Incomplete last line set aside",
+                markup=False,
+                timeout=15,
+            )
         return True
+
+    def _set_aside(self) -> list[Diagnostic]:
+        return [d for d in self.session.diagnostics if d.code == "tail_set_aside"]
 
     def _after_write(self, keep: int | None = None, message: str | None = None) -> None:
         self._tree().rebuild(keep=keep)
