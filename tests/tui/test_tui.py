@@ -615,6 +615,12 @@ async def test_label_set_and_clear(demo):
         await pilot.press("m", *"a\\b it's", "enter")  # said as typed, not as "a\\\\b it\\'s" (QA)
         await settle(app, pilot)
         assert status(app).startswith("Label 'a\\b it's' set on ")
+        count = len(demo.read_bytes().splitlines())
+        await pilot.press("m", "enter")  # Enter on the label as it is: a second label entry (QA)
+        await settle(app, pilot)
+        said = status(app)
+        assert said.startswith("Label unchanged on ") and said.endswith(": nothing was written")
+        assert len(demo.read_bytes().splitlines()) == count
 
 
 async def test_rename(demo):
@@ -636,6 +642,11 @@ async def test_rename(demo):
         await pilot.press("enter")
         await settle(app, pilot)
         assert lines(demo)[-1]["name"] == "first line second line"  # it kept "first line" (QA)
+        count = len(demo.read_bytes().splitlines())
+        await pilot.press("r", "enter")  # the name as it is: another entry, and a leaf move (QA)
+        await settle(app, pilot)
+        assert status(app) == "Name unchanged: nothing was written"
+        assert len(demo.read_bytes().splitlines()) == count
 
 
 async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):

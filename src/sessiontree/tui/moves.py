@@ -3,6 +3,8 @@ labels and the session name: every write the browser makes."""
 
 from __future__ import annotations
 
+import re
+
 import threading
 
 from ..display import counted, one_line
@@ -214,6 +216,9 @@ class MovesMixin(BrowserBase):
             if value is None:
                 return
             text = value.strip() or None
+            if text == session.get_label(target.entry_id):  # Enter on the text as it was
+                confirm(self, f"Label unchanged on {target.entry_id}: nothing was written")
+                return
             if self._guard(lambda: session.append_label(target.entry_id, text)):
                 # As typed, not as Python writes it: a backslash read as two (QA).
                 what = f"Label '{one_line(text, 80)}' set on" if text else "Label cleared on"
@@ -244,6 +249,9 @@ class MovesMixin(BrowserBase):
 
         def done(value: str | None) -> None:
             if value is None:
+                return
+            if re.sub(r"[\r\n]+", " ", value).strip() == (session.session_name or ""):  # as stored
+                confirm(self, "Name unchanged: nothing was written")
                 return
             if self._guard(lambda: session.append_session_name(value)):
                 self._after_write(message=f"Session renamed to {value.strip() or '(no name)'}")
