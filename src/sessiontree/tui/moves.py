@@ -4,7 +4,6 @@ labels and the session name: every write the browser makes."""
 from __future__ import annotations
 
 import re
-
 import threading
 
 from ..display import counted, one_line
