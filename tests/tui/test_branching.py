@@ -387,6 +387,16 @@ async def test_archive_a_dead_branch_to_one_stub_row_and_back(demo):
         row = tree.outline.row_of[side]
         assert "archived · ▸" in tree.render_line(row - int(tree.scroll_offset.y)).text
         await pilot.press("5")  # "all" shows it all
+        index = app.session.tree
+        inside = max(_subtree(index, side))  # its last entry, an assistant's answer
+        await put_cursor(app, pilot, index.ids[inside])
+        await pilot.press("enter")  # the leaf moves into the archived branch: said (QA)
+        await settle(app, pilot)
+        said = status(app)
+        assert said.startswith(f"Leaf moved to {index.ids[inside]}") and "in an archived branch" in said
+        await pilot.press("b")  # and back
+        await settle(app, pilot)
+        assert "archived" not in status(app)
         assert all(tree.outline.row_of[j] >= 0 for j in _subtree(app.session.tree, side))
         await pilot.press("1")
         await put_cursor(app, pilot, "3a7c1764")
