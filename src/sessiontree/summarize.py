@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -356,10 +357,23 @@ def run_command_summarizer(
         tail = (err or "").strip().splitlines()[-3:]
         said = f": {' / '.join(tail)}" if tail else " and printed nothing on stderr"
         raise SummarizerError(f"summarizer exited with code {proc.returncode}{said}")
-    out = out.strip()
+    out = terminal_codes_removed(out).strip()
     if not out:
         raise SummarizerError("summarizer printed nothing")
     return out
+
+
+# An escape sequence (CSI such as colours, OSC such as titles and links) or another control
+# character a terminal acts on; tabs and line breaks are text.
+_TERMINAL_CODES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x08\x0b-\x1f\x7f]"
+)
+
+
+def terminal_codes_removed(text: str) -> str:
+    """`text` without what a command meant for a terminal: an `llm` wrapper that colours its
+    output had `\\u001b[31m` stored in the summary, which Pi and the exports then carry (QA)."""
+    return _TERMINAL_CODES.sub("", text.replace("\r\n", "\n"))
 
 
 def _stop_group(proc: subprocess.Popen[str]) -> None:

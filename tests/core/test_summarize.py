@@ -134,6 +134,20 @@ def test_command_summarizer_gets_prompt_on_stdin(tmp_path):
     assert "SUMMARY of 1 user turns; be brief" in out.summary
 
 
+def test_a_summarizer_that_colours_its_output_leaves_no_codes_in_the_summary(tmp_path):
+    """An `llm` wrapper writing colours had `\\u001b[31m` stored in the summary, which Pi and
+    the exports then carry (QA); tabs and line breaks are kept."""
+    s, root = build()
+    script = tmp_path / "summ.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stdin.read()\n"
+        "sys.stdout.write('\\x1b[1;31mGoal\\x1b[0m:\\tfix\\r\\n\\x1b]0;title\\x07- keep UTC\\x08\\n')\n"
+    )
+    out = summarize_branch(collect_branch(s, root), command=f"{sys.executable} {script}")
+    assert "\n\nGoal:\tfix\n- keep UTC\n\n<read-files>" in out.summary
+
+
 def test_command_summarizer_failures(tmp_path):
     s, root = build()
     branch = collect_branch(s, root)
