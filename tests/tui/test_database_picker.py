@@ -285,3 +285,12 @@ async def test_a_session_another_writer_held_opens_for_writing_once_it_quits(tmp
         await settle(app, pilot)
     with Session(SqliteStorage.open(db, "s-beta", read_only=True)) as after:
         assert after.get_entries()[-1].type == "leaf"
+
+
+async def test_an_empty_database_says_how_to_fill_it(pg_database):
+    """A database without sessions showed a bare "0 sessions" list (QA)."""
+    app = build_app(pg_database)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, DatabasePickerScreen) and not app.screen.listing)
+        said = str(app.screen.query_one("#dbpick-status").render())
+        assert said.startswith("No sessions in this database yet") and "sessiontree import" in said
