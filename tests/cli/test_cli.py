@@ -725,3 +725,21 @@ def test_check_takes_several_files_and_directories(tmp_path):
     (tmp_path / "none").mkdir()
     none = run("check", str(tmp_path / "none"), check=False)
     assert none.returncode == 2 and "no session files (*.jsonl) under this directory" in none.stderr
+
+
+def test_check_of_a_database_checks_each_of_its_sessions(tmp_path):
+    """`check team.sqlite` refused ("add #SESSION_ID") where `check DIR` checks each file (QA)."""
+    db = tmp_path / "team.sqlite"
+    for sid in ("s-a", "s-b"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            s.append_message(U(f"in {sid}"))
+    done = run("check", str(db))
+    assert f"{db}#s-a: format v3, 1 entry" in done.stdout and f"{db}#s-b: format v3" in done.stdout
+    assert done.stdout.endswith("2 sessions: 2 ok, 0 damaged\n")
+    empty = tmp_path / "empty.sqlite"
+    SqliteStorage.create(empty, cwd="/p", session_id="gone").close()
+
+    with sqlite3.connect(empty) as conn:
+        conn.execute("DELETE FROM sessions")
+    none = run("check", str(empty), check=False)
+    assert none.returncode == 2 and "the database holds no sessions" in none.stderr

@@ -12,7 +12,7 @@ from ..display import counted, entry_glyph, entry_preview, inert_name, short_tim
 from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
 from ..model.messages import format_tool_call, message_text, tool_calls
-from ..opening import open_session
+from ..opening import Address, list_sessions, open_session, parse_address
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
 from .output import json_list_streamed, json_out_streamed, opened, out, warn_damage, working
@@ -142,17 +142,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Diagnostics of each file; exit 1 on damage (errors), 2 if one could not be read, else
     0. One file not found is an error of the command (exit 2), as before several were taken."""
     files: list[str] = []
+    in_databases = False
     for given in args.file:
         if os.path.isdir(given):  # `check ~/.pi/agent/sessions` said "is a directory" (QA)
             found = sorted(str(f) for f in Path(given).rglob("*.jsonl") if f.is_file())
             if not found:
                 raise SessionError("not_found", "no session files (*.jsonl) under this directory", path=given)
             files += found
-        else:
+            continue
+        address = parse_address(given)
+        if address.kind == "jsonl" or address.session_id is not None:
             files.append(given)
-    if len(files) == 1 and len(args.file) == 1 and files[0] == args.file[0]:
+            continue
+        # a database without `#ID`: each of its sessions, as a directory's files (it refused)
+        sessions = list_sessions(address)
+        if not sessions:
+            raise SessionError("not_found", "the database holds no sessions", path=address.display())
+        files += [str(Address(address.kind, address.location, str(s["id"]))) for s in sessions]
+        in_databases = True
+    if len(files) == 1 and len(args.file) == 1:  # one session: no count line
         return _check_one(files[0])
     counts = {0: 0, 1: 0, 2: 0}
+    noun = "session" if in_databases else "file"
     for file in files:
         try:
             status = _check_one(file)
@@ -161,7 +172,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             status = 2
         counts[status] += 1
     out(
-        f"{counted(len(files), 'file')}: {counts[0]:,} ok, {counts[1]:,} damaged"
+        f"{counted(len(files), noun)}: {counts[0]:,} ok, {counts[1]:,} damaged"
         + (f", {counts[2]:,} not read" if counts[2] else "")
     )
     return 2 if counts[2] else 1 if counts[1] else 0
