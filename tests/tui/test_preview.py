@@ -306,6 +306,28 @@ async def test_expanded_a_long_context_shows_its_newest_thousand_entries_whole(t
         assert "question 149" not in shown and "question 150" in shown and "line 19" in shown
 
 
+async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its_summary(tmp_path):
+    """The header said "363 messages" where the context held 914 (`sessiontree context`), and
+    the note of what was left out stood above the compaction summary, which the model gets
+    first (QA)."""
+    path = tmp_path / "compacted.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        first = s.append_message(U("question 0"))
+        s.append_message(A("answer 0"))
+        s.append_compaction("SUMMARY of what came before", first, 5000)
+        for n in range(1, 450):
+            s.append_message(U(f"question {n}"))
+            s.append_message(A(f"answer {n}"))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        lines = [line for line in plain_text(view(app).rows).splitlines() if line.strip()]
+        assert lines[0].startswith("the leaf is at ") and ": ≥400 messages · ≥" in lines[0]
+        summary = next(k for k, line in enumerate(lines) if "SUMMARY of what came before" in line)
+        note = next(k for k, line in enumerate(lines) if "older context entries not shown" in line)
+        assert summary < note < next(k for k, line in enumerate(lines) if "question" in line)
+
+
 async def test_anchored_after_search(conversation):
     path, ids = conversation
     app = make_app(path)

@@ -50,7 +50,7 @@ from textual.strip import Strip
 from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
 from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens, project
 from ..display import counted, entry_summary, inert, one_line, pretty_json
-from ..model.entries import Entry, MessageEntry
+from ..model.entries import CompactionEntry, Entry, MessageEntry
 from ..model.messages import (
     assistant_text,
     content_text,
@@ -981,27 +981,34 @@ def tool_call_index(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
 def _context_header(context: SessionContext, at: str, is_leaf: bool, detail: Detail) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
+    # With older entries left out, what is drawn is a lower bound, tokens and messages alike:
+    # "363 messages" read as the context's size where `sessiontree context` said 914 (QA).
     approx = "≥" if context.omitted else "~"
     count = len(context.messages)
+    messages = f"≥{count:,} messages" if context.omitted else counted(count, "message")
     parts = [
         _line(
             f"{'the leaf is' if is_leaf else 'if the leaf were'} at {inert(at)}:"
-            f" {counted(count, 'message')}"
-            f" · {approx}{context.tokens:,} tokens",
+            f" {messages} · {approx}{context.tokens:,} tokens",
             "preview--meta",
         ),
         _line(inert(f"model {model} · thinking {context.thinking_level} · tools {tools}"), "preview--meta"),
     ]
-    if context.omitted:
-        more = (
-            f"e shows the newest {EXPANDED.entries:,} whole"
-            if detail.cut
-            else "sessiontree context FILE or an export shows them all"
-        )
-        parts.append(_line(f"({context.omitted:,} older context entries not shown; {more})", "preview--more"))
     if not context.messages:
         parts.append(_line("(the model would see no messages)", "preview--dim"))
     return parts
+
+
+def _omitted_note(context: SessionContext, detail: Detail) -> Part:
+    """Where older context entries were left out: after the compaction summary that heads the
+    context when it is kept, before the newest entries (above the summary, it said the summary
+    was among those left out: QA)."""
+    more = (
+        f"e shows the newest {EXPANDED.entries:,} whole"
+        if detail.cut
+        else "sessiontree context FILE or an export shows them all"
+    )
+    return _line(f"({context.omitted:,} older context entries not shown; {more})", "preview--more")
 
 
 def plan_context(
@@ -1013,7 +1020,15 @@ def plan_context(
     owners = _owners(context)
     calls = tool_call_index(context.messages)
     seen: dict[str | None, int] = {}
+    # the entries left out come after a compaction that heads the context, else first
+    headed = bool(context.entries) and isinstance(context.entries[0], CompactionEntry)
+    note_after = context.entries[0].id if context.omitted and headed else None
+    if context.omitted and note_after is None:
+        parts.append(_omitted_note(context, detail))
     for msg, owner in zip(context.messages, owners, strict=True):
+        if note_after is not None and owner != note_after:
+            parts += [_blank(), _omitted_note(context, detail)]
+            note_after = None
         sub = seen[owner] = seen.get(owner, -1) + 1
         key = None if owner is None else (owner, sub)
         if as_sent:
@@ -1026,6 +1041,8 @@ def plan_context(
         for part in made:
             part.entry = owner
         parts += made
+    if note_after is not None:  # only the summary was kept
+        parts += [_blank(), _omitted_note(context, detail)]
     if at.id not in seen:
         summary = one_line(entry_summary(at), 300)
         parts.append(_blank())
