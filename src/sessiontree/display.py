@@ -150,9 +150,14 @@ def message_summary(msg: dict[str, Any]) -> str:
         name = msg.get("toolName") if isinstance(msg.get("toolName"), str) else "tool"
         flag = " ✗" if msg.get("isError") else ""
         return f"{name}{flag}: {content_text(msg.get('content'))}"
-    if role == "bashExecution":
+    if role == "bashExecution":  # as `context.bash_execution_text` words the end for the model
         code = msg.get("exitCode")
-        return f"{msg.get('command', '')}  → exit {code}"
+        if msg.get("cancelled") or code is None:
+            end = "cancelled" if msg.get("cancelled") else "no exit code"  # "exit None" (QA)
+        else:
+            end = f"exit {code}"
+        hidden = " · not sent (excludeFromContext)" if msg.get("excludeFromContext") else ""
+        return f"{msg.get('command', '')}  → {end}{hidden}"
     if role in ("branchSummary", "compactionSummary"):
         return str(msg.get("summary", ""))
     return content_text(msg.get("content"))

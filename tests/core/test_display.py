@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from sessiontree.display import call_label, counted, inert, one_line
+from sessiontree.display import call_label, counted, inert, message_summary, one_line
 from sessiontree.outline import Filter, Outline
 from sessiontree.storage.index import TreeIndex
 from sessiontree.tui.preview import wrap
@@ -113,3 +113,14 @@ def test_a_custom_entry_is_not_drawn_like_a_label():
         entry_preview(entry(type="custom", customType="ext-state", data={"n": 1}), 80) == 'ext-state: {"n":1}'
     )
     assert entry_preview(entry(type="custom", customType="marker"), 80) == "marker"
+
+
+def test_a_bash_row_says_how_the_command_ended_and_whether_it_was_sent():
+    """A cancelled command read "→ exit None"; one kept from the model looked like any other (QA)."""
+    run = {"role": "bashExecution", "command": "sleep 100", "output": ""}
+    assert message_summary({**run, "exitCode": 2}) == "sleep 100  → exit 2"
+    assert message_summary({**run, "exitCode": None, "cancelled": True}) == "sleep 100  → cancelled"
+    assert message_summary({**run, "exitCode": None}) == "sleep 100  → no exit code"
+    assert message_summary({**run, "exitCode": 0, "excludeFromContext": True}) == (
+        "sleep 100  → exit 0 · not sent (excludeFromContext)"
+    )

@@ -328,6 +328,33 @@ async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its
         assert summary < note < next(k for k, line in enumerate(lines) if "question" in line)
 
 
+async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):
+    """A `!!` command (`excludeFromContext`) is in the context Pi keeps but never sent: it
+    looked like any other command run (QA)."""
+    path = tmp_path / "bash.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("question"))
+        for command, hidden in (("ls", False), ("cat secret", True)):
+            s.append_message(
+                {
+                    "role": "bashExecution",
+                    "command": command,
+                    "output": "x",
+                    "exitCode": 0,
+                    "cancelled": False,
+                    "truncated": False,
+                    "timestamp": 1,
+                    "excludeFromContext": hidden,
+                }
+            )
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        shown = plain_text(view(app).rows)
+        assert shown.count("bashExecution · not sent to the model") == 1
+        assert "bashExecution · ~" in shown
+
+
 async def test_anchored_after_search(conversation):
     path, ids = conversation
     app = make_app(path)

@@ -905,7 +905,10 @@ def message_parts(
             parts += body_parts(sub("result"), text, detail, kind="plain", cls=cls, max_lines=RESULT_LINES)
         return parts
     if role == "bashExecution":
-        parts = [_heading(f"bashExecution · ~{tokens:,} tok", role)]
+        if msg.get("excludeFromContext"):  # in the context, but never sent (`convert_to_llm`)
+            parts = [_heading("bashExecution · not sent to the model", role)]
+        else:
+            parts = [_heading(f"bashExecution · ~{tokens:,} tok", role)]
         return parts + body_parts(sub("bash"), bash_execution_text(msg), detail, max_lines=RESULT_LINES)
     if role in ("branchSummary", "compactionSummary"):
         before = msg.get("tokensBefore")
