@@ -626,3 +626,44 @@ async def test_a_title_set_while_the_header_goes_away_is_passed_over(demo):
         app.browser.sub_title = "changed after the title line went"
         await pilot.pause(0.1)
         assert app.is_running and app.return_code is None
+
+
+def contrast(one, other) -> float:
+    """WCAG's contrast ratio of two colours (1 to 21)."""
+
+    def luminance(color) -> float:
+        r, g, b = (c / 255 for c in color.rgb)
+        r, g, b = ((c / 12.92) if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(one), luminance(other)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["textual-light", "textual-dark", "solarized-light", "nord"])
+async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
+    """In a light theme the tree's rows and the preview's meta lines were white on light grey:
+    an `auto` colour ($text) taken as white by the styles the views draw with; and muted lines
+    drew brighter than the text in a dark one (QA)."""
+    from textual.color import Color
+
+    from sessiontree.tui.preview import PreviewView
+
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        app.theme = theme
+        await settle(app, pilot)
+        for view, text, muted in (
+            (app.browser.query_one(SessionTreeView), "tree--path", None),
+            (app.browser.query_one(PreviewView), None, "preview--meta"),
+        ):
+            ground = view.background_colors[1]
+            body = Color.from_rich_color(view.rich_style.color)
+            if text is not None:
+                assert contrast(Color.from_rich_color(view._style(text).color), ground) >= 4.5
+            if muted is not None:
+                shade = Color.from_rich_color(view._style(muted).color)
+                assert contrast(shade, ground) >= 2
+                if theme.startswith("textual-"):  # muted under the text (solarized's text is grey)
+                    assert contrast(shade, ground) < contrast(body, ground)
