@@ -355,6 +355,38 @@ async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):
         assert "bashExecution · ~" in shown
 
 
+async def test_a_find_in_a_long_entry_shows_its_match(tmp_path):
+    """A find that landed on an entry with a 500-line result marked the match and said "the
+    match among them", but the preview stayed at the entry's top: expanded (`e`), the reader
+    paged 250 lines to it (QA). It opens at the first match when none is in sight."""
+    path = tmp_path / "long-result.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("run it"))
+        s.append_message(
+            {
+                "role": "toolResult",
+                "toolCallId": "c1",
+                "toolName": "bash",
+                "isError": False,
+                "content": [{"type": "text", "text": "\n".join(f"output line {k}" for k in range(500))}],
+                "timestamp": 1,
+            }
+        )
+        s.append_message(A("done"))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *'"line 250"', "enter")
+        await settle(app, pilot)
+        await pilot.press("e")
+        await settle(app, pilot)
+        v = view(app)
+        top = int(v.scroll_offset.y)
+        shown = [row_text(row) for row in v.rows[top : top + v.size.height]]
+        assert any("output line 250" in line for line in shown), shown[:3]
+        assert v.anchor_rows[0] < top  # scrolled into the entry, past its heading
+
+
 async def test_anchored_after_search(conversation):
     path, ids = conversation
     app = make_app(path)

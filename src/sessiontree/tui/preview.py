@@ -1318,7 +1318,7 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         elif self._reader_offset is not None:
             new_y = rendered.anchor[0] - self._reader_offset
         else:
-            new_y = rendered.anchor[0] - self.ABOVE
+            new_y = self._at_a_match(rendered, rendered.anchor[0] - self.ABOVE, height)
         new_y = max(0, min(new_y, total - height))
         self._placed_y, self._placed_size = new_y, self.size
         self._drawing_here = True  # which lines to draw again is decided below, not on scrolling
@@ -1334,6 +1334,28 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         changed = [k for k, look in enumerate(before) if not look.same(self._line_look(new_y + k))]
         if changed:  # (`refresh()` with no region draws it all)
             self.refresh(*(Region(0, k, width, 1) for k in changed))
+
+    def _at_a_match(self, rendered: Rendered, y: int, height: int) -> int:
+        """`y`, the top of the selected entry, or, when the entry runs past the view with none
+        of the search's words in sight from there, a little above the first row that has them:
+        a find that landed on a 500-line result left the reader paging to its match (QA)."""
+        query = self._highlight
+        if query is None or rendered.anchor is None:
+            return y
+        start, end = rendered.anchor
+        if end - start <= height - self.ABOVE:
+            return y
+        rows = rendered.rows
+
+        def marked(k: int) -> bool:
+            return bool(query.spans(row_text(rows[k]), timeout=HIGHLIGHT_SECONDS))
+
+        if any(marked(k) for k in range(max(y, start), min(y + height, end))):
+            return y
+        for k in range(start, min(end, start + MATCH_ROWS_SOUGHT)):
+            if marked(k):
+                return max(k - MATCH_ROWS_ABOVE, y)
+        return y
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         # ScrollView tells the scrollbar only while it is shown; rows that just arrived are
@@ -1399,6 +1421,8 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
 
 
 HIGHLIGHT_SECONDS = 0.005  # a regular expression's time on one row before its words go unmarked
+MATCH_ROWS_ABOVE = 3  # rows shown above a search's first match when the preview goes to it
+MATCH_ROWS_SOUGHT = 20_000  # rows of the selected entry looked through for that match
 
 
 def marked_segments(segments: list[Segment], text: str, query: Query, mark: Style) -> list[Segment]:
