@@ -344,22 +344,13 @@ def create_session(
                     path=address.display(),
                 )
             sid = session_id if session_id is not None else address.session_id
+            # each loaded only for that kind of address
             if address.kind == "postgres":
-                from .storage.postgres import PostgresStorage  # loaded only for that kind of address
-
-                return Session(
-                    PostgresStorage.create(
-                        address.location,
-                        cwd=cwd,
-                        session_id=sid,
-                        metadata=metadata,
-                        parent_session=parent_session,
-                    )
-                )
-            from .storage.sqlite import SqliteStorage  # loaded only for that kind of address
-
+                from .storage.postgres import PostgresStorage as Store
+            else:
+                from .storage.sqlite import SqliteStorage as Store  # type: ignore[assignment]
             return Session(
-                SqliteStorage.create(
+                Store.create(
                     address.location,
                     cwd=cwd,
                     session_id=sid,
