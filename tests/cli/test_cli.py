@@ -743,3 +743,6 @@ def test_check_of_a_database_checks_each_of_its_sessions(tmp_path):
         conn.execute("DELETE FROM sessions")
     none = run("check", str(empty), check=False)
     assert none.returncode == 2 and "the database holds no sessions" in none.stderr
+    both = run("check", str(empty), str(db), check=False)  # the others are still checked (QA)
+    assert both.returncode == 2 and f"{db}#s-b: format v3" in both.stdout
+    assert both.stdout.endswith("3 sessions: 2 ok, 0 damaged, 1 not read\n")

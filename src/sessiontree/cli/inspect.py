@@ -155,9 +155,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             files.append(given)
             continue
         # a database without `#ID`: each of its sessions, as a directory's files (it refused)
-        sessions = list_sessions(address)
+        try:
+            sessions = list_sessions(address)
+        except SessionError:
+            if len(args.file) == 1:
+                raise
+            files.append(given)  # said below as not read, beside the others (they went unsaid)
+            continue
         if not sessions:
-            raise SessionError("not_found", "the database holds no sessions", path=address.display())
+            if len(args.file) == 1:
+                raise SessionError("not_found", "the database holds no sessions", path=address.display())
+            files.append(given)
+            continue
         files += [str(Address(address.kind, address.location, str(s["id"]))) for s in sessions]
         in_databases = True
     if len(files) == 1 and len(args.file) == 1:  # one session: no count line
