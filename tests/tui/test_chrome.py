@@ -640,7 +640,9 @@ def contrast(one, other) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
-@pytest.mark.parametrize("theme", ["textual-light", "textual-dark", "solarized-light", "nord"])
+@pytest.mark.parametrize(
+    "theme", ["textual-light", "textual-dark", "solarized-light", "nord", "tokyo-night", "monokai"]
+)
 async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
     """In a light theme the tree's rows and the preview's meta lines were white on light grey:
     an `auto` colour ($text) taken as white by the styles the views draw with; and muted lines
@@ -667,3 +669,10 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
                 assert contrast(shade, ground) >= 2
                 if theme.startswith("textual-"):  # muted under the text (solarized's text is grey)
                     assert contrast(shade, ground) < contrast(body, ground)
+        # coloured lines and the cursor's bar, whose text was the theme's foreground on its
+        # accent (1.1:1 in solarized-light, 1.9:1 in textual-dark, QA)
+        tree, preview = app.browser.query_one(SessionTreeView), app.browser.query_one(PreviewView)
+        for view, name in ((tree, "tree--cursor"), (tree, "tree--fold"), (preview, "preview--more")):
+            style = view._style(name)
+            ground = Color.from_rich_color(style.bgcolor) if style.bgcolor else view.background_colors[1]
+            assert contrast(Color.from_rich_color(style.color), ground) >= 3, name
