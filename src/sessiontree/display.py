@@ -151,13 +151,14 @@ def message_summary(msg: dict[str, Any]) -> str:
         flag = " ✗" if msg.get("isError") else ""
         return f"{name}{flag}: {content_text(msg.get('content'))}"
     if role == "bashExecution":  # as `context.bash_execution_text` words the end for the model
+        # What is unusual first: a long command is cut from its end, and took the word with it.
+        flags = "[not sent] " if msg.get("excludeFromContext") else ""
         code = msg.get("exitCode")
-        if msg.get("cancelled") or code is None:
-            end = "cancelled" if msg.get("cancelled") else "no exit code"  # "exit None" (QA)
-        else:
-            end = f"exit {code}"
-        hidden = " · not sent (excludeFromContext)" if msg.get("excludeFromContext") else ""
-        return f"{msg.get('command', '')}  → {end}{hidden}"
+        if msg.get("cancelled"):  # it read "→ exit None" (QA)
+            return f"{flags}[cancelled] {msg.get('command', '')}"
+        if code is None:
+            return f"{flags}[no exit code] {msg.get('command', '')}"
+        return f"{flags}{msg.get('command', '')}  → exit {code}"
     if role in ("branchSummary", "compactionSummary"):
         return str(msg.get("summary", ""))
     return content_text(msg.get("content"))

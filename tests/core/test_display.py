@@ -119,8 +119,8 @@ def test_a_bash_row_says_how_the_command_ended_and_whether_it_was_sent():
     """A cancelled command read "→ exit None"; one kept from the model looked like any other (QA)."""
     run = {"role": "bashExecution", "command": "sleep 100", "output": ""}
     assert message_summary({**run, "exitCode": 2}) == "sleep 100  → exit 2"
-    assert message_summary({**run, "exitCode": None, "cancelled": True}) == "sleep 100  → cancelled"
-    assert message_summary({**run, "exitCode": None}) == "sleep 100  → no exit code"
-    assert message_summary({**run, "exitCode": 0, "excludeFromContext": True}) == (
-        "sleep 100  → exit 0 · not sent (excludeFromContext)"
-    )
+    # what is unusual first: a long command is cut from its end (it took the word with it)
+    assert message_summary({**run, "exitCode": None, "cancelled": True}) == "[cancelled] sleep 100"
+    assert message_summary({**run, "exitCode": None}) == "[no exit code] sleep 100"
+    hidden = {**run, "exitCode": 0, "excludeFromContext": True}
+    assert message_summary(hidden) == "[not sent] sleep 100  → exit 0"

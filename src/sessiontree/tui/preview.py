@@ -905,10 +905,11 @@ def message_parts(
             parts += body_parts(sub("result"), text, detail, kind="plain", cls=cls, max_lines=RESULT_LINES)
         return parts
     if role == "bashExecution":
+        said = " · cancelled" if msg.get("cancelled") else ""
         if msg.get("excludeFromContext"):  # in the context, but never sent (`convert_to_llm`)
-            parts = [_heading("bashExecution · not sent to the model", role)]
+            parts = [_heading(f"bashExecution{said} · not sent", role)]
         else:
-            parts = [_heading(f"bashExecution · ~{tokens:,} tok", role)]
+            parts = [_heading(f"bashExecution{said} · ~{tokens:,} tok", role)]
         return parts + body_parts(sub("bash"), bash_execution_text(msg), detail, max_lines=RESULT_LINES)
     if role in ("branchSummary", "compactionSummary"):
         before = msg.get("tokensBefore")
