@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from rich.style import Style
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 
-from helpers import A, U
+from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session
 from sessiontree.calls import diff_lines
 from sessiontree.tui.app import SessionTreeApp
@@ -385,6 +386,28 @@ async def test_a_find_in_a_long_entry_shows_its_match(tmp_path):
         shown = [row_text(row) for row in v.rows[top : top + v.size.height]]
         assert any("output line 250" in line for line in shown), shown[:3]
         assert v.anchor_rows[0] < top  # scrolled into the entry, past its heading
+
+
+async def test_expanding_after_a_find_keeps_to_the_match(tmp_path):
+    """`e` after a find on a real session: the expanded rows came first fewer than those shown,
+    Textual clamped the offset, and the view took that for the reader scrolling, placing the
+    entry 44 rows down and never going to the match, 1,400 rows further (QA)."""
+    path = tmp_path / "large.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    app = make_app(path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("g", "slash", *"Credentials", "enter")
+        await settle(app, pilot)
+        await pilot.press("e")
+        for _ in range(50):
+            await settle(app, pilot)
+            v = view(app)
+            if "expanded" in str(app.browser.query_one("#preview-title").render()) and len(v.rows) > 3000:
+                break
+        top = int(v.scroll_offset.y)
+        shown = [row_text(row).lower() for row in v.rows[top : top + v.size.height]]
+        assert any("credentials" in line for line in shown)
 
 
 async def test_anchored_after_search(conversation):

@@ -1312,7 +1312,10 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
             # More rows are coming: the scrollbar stays rather than go for a frame, as each time
             # it comes or goes the whole screen is laid out again.
             scrolled = max(total, height + 1)
-        # Never wider than the view; the lines that changed are drawn again below.
+        # Never wider than the view; the lines that changed are drawn again below. Fewer rows
+        # than before make Textual clamp the offset: not the reader scrolling (`watch_scroll_y`
+        # took it for one, and `e` then placed the entry 44 rows down, away from a match).
+        self._placed_y = None
         set_virtual_size(self, Size(rendered.width + GUTTER, scrolled), redraw=False)
         if rendered.anchor is None:
             new_y = 0 if fresh else y  # rows only ever arrive below
