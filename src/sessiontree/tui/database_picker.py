@@ -131,7 +131,7 @@ class DatabasePickerScreen(Screen[str | None]):
         total = counted(len(self.sessions), "session")
         said = total if not words else f"{len(self._shown):,} of {total} match"
         if not self.sessions:  # a bare "0 sessions" said nothing of how to fill it (QA)
-            said = "No sessions in this database yet: `sessiontree import FILE… --to DATABASE` adds some"
+            said = "No sessions in this database yet: sessiontree import FILE… --to DATABASE adds some"
         if self.listing:
             said = f"listing the sessions of {inert(self.label)}…"
         status = self.query_one("#dbpick-status", Static)
