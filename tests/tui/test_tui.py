@@ -920,7 +920,7 @@ async def test_the_cursor_bar_sets_one_text_colour(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         tree = app.browser.query_one(SessionTreeView)
-        bar = tree.get_component_rich_style("tree--cursor", partial=True)
+        bar = tree._style("tree--cursor")  # as drawn: its auto colour resolved against the bar
         assert bar.color is not None
         for entry_id in ("3a7c4df8", "3a7c55c4"):  # the compaction, then the leaf
             await put_cursor(app, pilot, entry_id)
