@@ -59,6 +59,8 @@ async def test_choosing_a_session_of_a_database(tmp_path):
         await pilot.press("o")  # the sessions beside it, the cursor on the one open here
         await settle(app, pilot)
         assert isinstance(app.screen, DatabasePickerScreen) and len(rows(app)) == 3
+        keys = [(b.key, b.description) for _, b, enabled, _ in app.screen.active_bindings.values() if enabled]
+        assert ("escape", "Back") in keys and ("escape", "Quit") not in keys
         table = app.screen.query_one("#dbpick-table")
         assert str(table.get_row_at(table.cursor_row)[0]).startswith("● ")
         assert rows(app)[table.cursor_row] == "s-beta"
@@ -90,6 +92,9 @@ async def test_esc_with_nothing_chosen_quits(tmp_path):
         await pilot.press("x", "escape")  # the filter cleared first
         await settle(app, pilot)
         assert isinstance(app.screen, DatabasePickerScreen) and len(rows(app)) == 3
+        footer = app.screen.query_one("Footer")  # nothing behind the list: Esc quits, so said
+        keys = [(b.key, b.description) for _, b, enabled, _ in app.screen.active_bindings.values() if enabled]
+        assert ("escape", "Quit") in keys and ("escape", "Back") not in keys, footer
         await pilot.press("escape")
         await pilot.pause()
     assert not app.is_running

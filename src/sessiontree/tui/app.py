@@ -530,7 +530,9 @@ class SessionTreeApp(App[None]):
             self._show(session, note)
 
         here = self.session.session_id if self.session is not None else None
-        screen = DatabasePickerScreen(database.display(), sessions, current=here)
+        screen = DatabasePickerScreen(
+            database.display(), sessions, current=here, can_go_back=self.browser is not None
+        )
         self.push_screen(screen, chosen)
         if sessions is None:
             self._list_in_background(database, screen)

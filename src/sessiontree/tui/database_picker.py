@@ -35,19 +35,29 @@ class DatabasePickerScreen(Screen[str | None]):
     """Dismissed with the chosen session's id, or None (Esc with nothing to clear, q)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
+        # Esc leaves the list: back to the session open behind it, or, with none, out of the app
+        # (the footer said "Back" there too, and the app quit: QA)
+        Binding("escape", "back('back')", "Back"),
+        Binding("escape", "back('quit')", "Quit"),
         Binding("slash", "search", "Find", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark", "app.help", "Help"),
     ]
 
     def __init__(
-        self, label: str, sessions: list[dict[str, Any]] | None, *, current: str | None = None
+        self,
+        label: str,
+        sessions: list[dict[str, Any]] | None,
+        *,
+        current: str | None = None,
+        can_go_back: bool = True,
     ) -> None:
         """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s,
         or None while they are being listed (`listed` or `failed` follows); `current`: the
-        session open here (`o`), marked, and where the cursor starts."""
+        session open here (`o`), marked, and where the cursor starts; `can_go_back`: a session
+        is open behind the list (else leaving it quits)."""
         super().__init__()
+        self.can_go_back = can_go_back
         self.label = label
         self.sessions = sessions or []
         self.listing = sessions is None
@@ -180,7 +190,12 @@ class DatabasePickerScreen(Screen[str | None]):
     def action_search(self) -> None:
         self.set_focus(self.query_one("#dbpick-filter", Input))
 
-    def action_back(self) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":
+            return parameters[0] == ("back" if self.can_go_back else "quit")
+        return True
+
+    def action_back(self, _where: str = "back") -> None:
         box = self.query_one("#dbpick-filter", Input)
         if box.value:
             box.value = ""  # Input.Changed shows every session again
