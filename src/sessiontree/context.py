@@ -319,6 +319,12 @@ def estimate_context_tokens(messages: Sequence[Message]) -> int:
     return sum(estimate_tokens(m) for m in messages)
 
 
+def reports_usage(messages: Sequence[Message]) -> bool:
+    """Whether an assistant among `messages` reported its usage: then the estimate of a context
+    ending with them does not depend on what came before (see `estimate_context_tokens`)."""
+    return any(_reported_usage(m) > 0 for m in reversed(messages))
+
+
 class TokenTally:
     """`estimate_context_tokens` of messages seen one at a time, holding only those after the
     last reported usage (a streamed context never holds them all)."""

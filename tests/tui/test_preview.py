@@ -15,7 +15,7 @@ from rich.style import Style
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 
-from helpers import PI_FIXTURES, A, U
+from helpers import PI_FIXTURES, A, U, zero_usage
 from sessiontree import JsonlStorage, Session
 from sessiontree.calls import diff_lines
 from sessiontree.tui.app import SessionTreeApp
@@ -327,6 +327,14 @@ async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its
         summary = next(k for k, line in enumerate(lines) if "SUMMARY of what came before" in line)
         note = next(k for k, line in enumerate(lines) if "older context entries not shown" in line)
         assert summary < note < next(k for k, line in enumerate(lines) if "question" in line)
+    with Session(JsonlStorage.open(path)) as s:  # an answer that reports its usage, at the end
+        s.append_message(A("reported", usage=zero_usage(input=90_000, totalTokens=90_000)))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        first = plain_text(view(app).rows).splitlines()[0]
+        # the estimate starts from that usage, as Pi's does: whole, not a lower bound (QA)
+        assert ": ≥400 messages · ~90,000 tokens" in first, first
 
 
 async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):

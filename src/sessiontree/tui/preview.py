@@ -48,7 +48,14 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
-from ..context import SessionContext, bash_execution_text, convert_to_llm, estimate_tokens, project
+from ..context import (
+    SessionContext,
+    bash_execution_text,
+    convert_to_llm,
+    estimate_tokens,
+    project,
+    reports_usage,
+)
 from ..display import counted, entry_summary, inert, one_line, pretty_json
 from ..model.entries import CompactionEntry, Entry, MessageEntry
 from ..model.messages import (
@@ -985,9 +992,10 @@ def tool_call_index(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
 def _context_header(context: SessionContext, at: str, is_leaf: bool, detail: Detail) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
-    # With older entries left out, what is drawn is a lower bound, tokens and messages alike:
-    # "363 messages" read as the context's size where `sessiontree context` said 914 (QA).
-    approx = "≥" if context.omitted else "~"
+    # With older entries left out, what is drawn is a lower bound: "363 messages" read as the
+    # context's size where `sessiontree context` said 914 (QA). Tokens too, unless an assistant
+    # among the newest reported its usage, which the estimate then starts from, as Pi's does.
+    approx = "≥" if context.omitted and not reports_usage(context.messages) else "~"
     count = len(context.messages)
     messages = f"≥{count:,} messages" if context.omitted else counted(count, "message")
     parts = [
