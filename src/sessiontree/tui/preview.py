@@ -1364,9 +1364,12 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
 
         if any(marked(k) for k in range(max(y, start), min(y + height, end))):
             return y
+        give_up = time.monotonic() + MATCH_SEEK_SECONDS  # this runs between two frames
         for k in range(start, min(end, start + MATCH_ROWS_SOUGHT)):
             if marked(k):
                 return max(k - MATCH_ROWS_ABOVE, y)
+            if k % 256 == 0 and time.monotonic() > give_up:
+                break
         return y
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -1434,7 +1437,8 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
 
 HIGHLIGHT_SECONDS = 0.005  # a regular expression's time on one row before its words go unmarked
 MATCH_ROWS_ABOVE = 3  # rows shown above a search's first match when the preview goes to it
-MATCH_ROWS_SOUGHT = 20_000  # rows of the selected entry looked through for that match
+MATCH_ROWS_SOUGHT = 20_000  # rows of the selected entry looked through for that match,
+MATCH_SEEK_SECONDS = 0.03  # for this long at most
 
 
 def marked_segments(segments: list[Segment], text: str, query: Query, mark: Style) -> list[Segment]:
