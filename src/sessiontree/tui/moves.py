@@ -68,21 +68,17 @@ class MovesMixin(BrowserBase):
             message += self._hidden_note(keep)
         if unseen > 0:
             message += f" · {counted(unseen, 'entry', 'entries')} had arrived unseen (left behind)"
-        if keep is not None and self._archived_above(keep):  # a stub row stands for it (QA)
+        if nav.new_leaf_id and self._leaf_archived():  # a stub row stands for it (QA)
             message += " · in an archived branch (A on its stub unarchives it)"
         confirm(self, message)
         return True
 
-    def _archived_above(self, position: int) -> bool:
-        """Whether entry `position` is in a branch archived (`A`), itself or an ancestor."""
-        archived, parent = self._tree().archived, self.session.tree.parent
-        if not archived:
-            return False
-        while position >= 0:
-            if position in archived:
-                return True
-            position = parent[position]
-        return False
+    def _leaf_archived(self) -> bool:
+        """Whether the leaf is in a branch archived (`A`): an archived branch's root on the
+        active path, whose marks the rebuild after the move keeps (walking up the parents was
+        O(depth) on every move)."""
+        tree = self._tree()
+        return any(tree.outline.on_path(root) for root in tree.archived)
 
     def _hidden_note(self, position: int | None) -> str:
         """What the status line adds when the leaf is now an entry the filter hides (its id is
