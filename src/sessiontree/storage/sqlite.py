@@ -50,7 +50,7 @@ from .index import (
     state_slot,
 )
 from .lock import RangeLock, session_slot
-from .projection import active_up_to
+from .projection import path_via_active
 from .scan import (
     LONE_SURROGATE,
     LineError,
@@ -257,6 +257,14 @@ class _Pending:
         out.reverse()
         return self.log.bounded_path(eid, marker) + out
 
+    def path_via_active(
+        self, active: list[str], start: str | None, compactions: dict[str | None, Boundary]
+    ) -> list[str]:
+        """`bounded_path(start)`, cut from `active` when `start` lies on it (`projection`)."""
+        if start is None:
+            return []
+        return path_via_active(active, start, compactions, lambda e: self.bounded_path(e, None, compactions))
+
     def state_ids(self, start: str | None) -> tuple[str | None, str | None, str | None]:
         """`TreeIndex.state_entries`, by ids."""
         found: list[str | None] = [None, None, None]
@@ -303,13 +311,11 @@ def project(state: Projection, rows: Sequence[_Row], log: _Log) -> Projection:
         s.count += 1
         pending.rows[row.id] = row
         if code == LEAF:
-            kept = None if row.target_id is None else active_up_to(s.active, row.target_id, s.compactions)
-            s.active = pending.bounded_path(row.target_id, None, s.compactions) if kept is None else kept
+            s.active = pending.path_via_active(s.active, row.target_id, s.compactions)
             s.state_ids = pending.state_ids(row.target_id)
             continue
         if row.parent_id != previous_leaf:  # not appended at the leaf: continue its parent's path
-            kept = None if row.parent_id is None else active_up_to(s.active, row.parent_id, s.compactions)
-            s.active = pending.bounded_path(row.parent_id, None, s.compactions) if kept is None else kept
+            s.active = pending.path_via_active(s.active, row.parent_id, s.compactions)
             s.state_ids = pending.state_ids(row.parent_id)
         if code == COMPACTION:
             s.active = _active_after_compaction(s.active, row.id, s.compactions, pending)
