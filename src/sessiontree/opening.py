@@ -328,8 +328,8 @@ def create_session(
     stay one file name there (a `/`, `..`, a control character) is refused. `path` is an address
     as `open_session` reads them: a file (any name ending in `.jsonl` is one), or a new session
     in a SQLite or PostgreSQL database (`team.sqlite#ID`, `postgresql://…#ID`; the id from the
-    address or `session_id`, else a new one). A database address made a JSONL file of that
-    name (with a URL's password in the names of its folders)."""
+    address or `session_id`, else a new one), never a file named after a database's address
+    (for a URL, folders with its password in their names)."""
     if not isinstance(cwd, str):
         raise SessionError("invalid_argument", f"cwd is text (a directory), not {type(cwd).__name__}")
     now = iso_now()
