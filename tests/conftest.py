@@ -146,8 +146,13 @@ def _private_umask():
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
-    """The index cache of every test goes to a directory of the test run, never the user's."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+    """The index cache of every test goes to a directory of the test run, never the user's; so
+    do the key bindings read and the settings the app remembers (a user's `keys.toml` changed
+    the keys the tests press)."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(base / "xdg-cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "xdg-config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "xdg-state"))
 
 
 @pytest.fixture

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from textual._compositor import Compositor
@@ -17,7 +19,9 @@ from harness.pilot import cursor_id, make_app, screen_lines, settle, status
 from helpers import PI_FIXTURES, A, U
 from sessiontree import create_session, open_session
 from sessiontree.outline import Filter
+from sessiontree.tui.app import SessionTreeApp
 from sessiontree.tui.help import HelpScreen
+from sessiontree.tui.launch import build_app, launch
 from sessiontree.tui.tree_view import SessionTreeView
 
 pytestmark = pytest.mark.usefixtures("utc")
@@ -676,3 +680,71 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
             style = view._style(name)
             ground = Color.from_rich_color(style.bgcolor) if style.bgcolor else view.background_colors[1]
             assert contrast(Color.from_rich_color(style.color), ground) >= 3, name
+
+
+async def test_the_theme_chosen_is_remembered_for_the_next_run(demo, tmp_path):
+    """Each run started with Textual's default theme, whatever was chosen the run before."""
+    settings = tmp_path / "state" / "sessiontree" / "settings.json"
+    app = make_app(demo)
+    app.settings_path = settings
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        assert app.theme == "textual-dark" and not settings.exists()
+        app.theme = "nord"
+        await pilot.pause()
+    assert json.loads(settings.read_text()) == {"theme": "nord"}
+    settings.write_text(json.dumps({"theme": "nord", "kept": [1, 2]}))  # other keys stay
+    again = make_app(demo)
+    again.settings_path = settings
+    async with again.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(again, pilot)
+        assert again.theme == "nord" and not again._notifications
+        again.theme = "gruvbox"
+        await pilot.pause()
+    assert json.loads(settings.read_text()) == {"theme": "gruvbox", "kept": [1, 2]}
+    assert [p.name for p in settings.parent.iterdir()] == ["settings.json"]  # no temporary left
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{not json", "using the default settings"),
+        ('["theme"]', "not a JSON object; using the default settings"),
+        ('{"theme": "no-such-theme"}', "no theme is called 'no-such-theme'; using 'textual-dark'"),
+    ],
+)
+async def test_a_broken_settings_file_is_reported_and_the_app_opens(demo, tmp_path, content, said):
+    settings = tmp_path / "settings.json"
+    settings.write_text(content)
+    app = make_app(demo)
+    app.settings_path = settings
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(app, pilot)
+        assert app.theme == "textual-dark"
+        messages = [str(n.message) for n in app._notifications]
+        assert len(messages) == 1 and str(settings) in messages[0] and said in messages[0], messages
+
+
+async def test_a_theme_that_cannot_be_remembered_still_applies_and_is_said_once(demo, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    app = make_app(demo)
+    app.settings_path = blocker / "settings.json"
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(app, pilot)
+        for theme in ("nord", "gruvbox"):
+            app.theme = theme
+            await pilot.pause()
+        assert app.current_theme.name == "gruvbox"
+        said = [str(n.message) for n in app._notifications]
+        assert len(said) == 1 and said[0].startswith("The theme will not be remembered:"), said
+
+
+def test_only_the_command_line_app_remembers_the_theme(demo, monkeypatch):
+    """`launch` (what `sessiontree` runs) gives the app the user's settings file; the apps the
+    tests and the screenshots build keep the default theme."""
+    seen = []
+    monkeypatch.setattr(SessionTreeApp, "run", lambda self: seen.append(self.settings_path))
+    assert build_app(str(demo)).settings_path is None
+    assert launch(str(demo)) == 0
+    assert seen == [Path(os.environ["XDG_STATE_HOME"]) / "sessiontree" / "settings.json"]

@@ -36,9 +36,12 @@ from .input_gate import InputGate
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
+from .settings import load_settings, save_setting
 from .tree_view import SessionTreeView
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     from .database_picker import DatabasePickerScreen
 
 # Seconds a thread holding the interpreter lock runs before one waiting for it gets it (Python's
@@ -123,6 +126,8 @@ class SessionTreeApp(App[None]):
         # Path -> Session, for a picked session and a reopened (upgraded) one.
         self.opener: Callable[[Path], Session] = opener or (lambda path: open_or_read_only(path))
         self.keymap_path = keymap_path
+        # Where the theme chosen is remembered (`tui/settings.py`); None: not remembered
+        self.settings_path: Path | None = None
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
         self.collector = IdleCollector()  # full garbage-collection passes between keys
         self.input_gate = InputGate()  # the preview's worker waits while an input is handled
@@ -171,6 +176,7 @@ class SessionTreeApp(App[None]):
             problems += clashes
         if keymap:
             self.set_keymap(keymap)
+        problems += self._remembered_theme()
         if problems:  # one toast: at 80x24 a third pushed the first out of sight
             said = "\n".join(f"• {problem}" for problem in problems) if len(problems) > 1 else problems[0]
             self.notify(
@@ -189,6 +195,37 @@ class SessionTreeApp(App[None]):
             self._pick(self.picker_dir or Path.cwd(), can_go_back=False)
             return
         self._show(session, self.note)
+
+    def _remembered_theme(self) -> list[str]:
+        """Apply the theme chosen in an earlier run, then remember each one chosen from now on;
+        the problems to report (an unreadable settings file, a theme no longer there)."""
+        path = self.settings_path
+        if path is None:
+            return []
+        settings, problem = load_settings(path)
+        problems = [problem] if problem else []
+        name = settings.get("theme")
+        if isinstance(name, str) and name in self.available_themes:
+            self.theme = name
+        elif name is not None:
+            problems.append(f"{path}: no theme is called {name!r}; using {self.theme!r}")
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        return problems
+
+    def _remember_theme(self, theme: Theme) -> None:
+        path = self.settings_path
+        if path is None:
+            return
+        try:
+            save_setting(path, "theme", theme.name)
+        except OSError as exc:  # said once: the theme still changes, only not for the next run
+            self.settings_path = None
+            self.notify(
+                f"The theme will not be remembered: {exc.filename or path}: {exc.strerror or exc}",
+                title="Settings",
+                severity="warning",
+                markup=False,
+            )
 
     def _open_in_background(self, opening: Opening) -> None:
         """Open the session off the UI thread, moving the progress bar at most 20 times a

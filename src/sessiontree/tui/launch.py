@@ -20,6 +20,7 @@ from ..opening import (
     parse_address,
 )
 from ..session import Session
+from .settings import default_settings_path
 
 # Below this size a session opens before the app starts (as fast as drawing a loading screen);
 # above it the app paints first and indexes behind a progress bar.
@@ -161,6 +162,7 @@ def _size(path: str) -> int:
 
 def launch(path: str | None, **options) -> int:
     app = build_app(path, **options)
+    app.settings_path = default_settings_path()  # the command line's app remembers the theme
 
     def close(signum: int, frame: object) -> None:
         # The terminal closed (SIGHUP) or someone asked us to stop (SIGTERM): leave the way `q`
