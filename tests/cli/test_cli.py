@@ -52,6 +52,72 @@ def test_context_text_json_llm(tmp_path):
     assert len(at) == 1 and at[0]["role"] == "user"
 
 
+def test_context_text_shows_thinking_failures_and_images_as_the_model_gets_them(tmp_path):
+    """The plain context listed an assistant's text and calls only: its thinking, the error it
+    stopped on, a failed tool result, a command's exit code and images (by type) were left out."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("look at this"))
+        turn = A("Let me run it.")
+        turn["content"] = [
+            {"type": "thinking", "thinking": "The user wants a run.\n\nFirst the tests."},
+            *turn["content"],
+            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "pytest"}},
+        ]
+        s.append_message(turn)
+        s.append_message(
+            {
+                "role": "toolResult",
+                "toolCallId": "c1",
+                "toolName": "bash",
+                "content": [
+                    {"type": "text", "text": "1 failed"},
+                    {"type": "image", "mimeType": "image/png", "data": "AA=="},
+                ],
+                "isError": True,
+                "timestamp": 3,
+            }
+        )
+        s.append_message(
+            {"role": "bashExecution", "command": "make", "output": "boom", "exitCode": 2, "timestamp": 4}
+        )
+        s.append_message({**A("", model="other-model", stop="error"), "errorMessage": "overloaded"})
+        s.append_message(A("again", model="other-model"))
+    lines = run("context", str(path)).stdout.split("\n")
+    body = "\n".join(lines[1:])
+    assert (
+        body
+        == """
+── user ────────────────────────────────────────────────────────
+look at this
+
+── assistant · anthropic/claude-test ───────────────────────────
+┆ The user wants a run.
+┆
+┆ First the tests.
+
+Let me run it.
+
+→ bash(command="pytest")
+
+── toolResult · bash · error ───────────────────────────────────
+1 failed
+[image image/png]
+
+── bashExecution ───────────────────────────────────────────────
+$ make
+boom
+[exit 2]
+
+── assistant · anthropic/other-model · error ───────────────────
+[error] overloaded
+
+── assistant ───────────────────────────────────────────────────
+again
+"""
+    )
+
+
 def test_tree_prints_forks(tmp_path):
     path, _u1, _a1 = make(tmp_path)
     out = run("tree", str(path)).stdout

@@ -11,7 +11,7 @@ from ..context import iter_llm
 from ..display import counted, entry_glyph, entry_preview, inert_name, short_time
 from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
-from ..model.messages import format_tool_call, message_text, tool_calls
+from ..model.messages import content_text, format_tool_call, message_text
 from ..opening import Address, list_sessions, open_session, parse_address
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
@@ -91,22 +91,88 @@ def cmd_context(args: argparse.Namespace) -> int:
             f" · ~{context.tokens:,} tokens"
             f" · model {context.model or '(none)'} · thinking {context.thinking_level} · tools {tools}"
         )
+        answered = None  # the model that answered last: named again only when it changes
         for msg in context.messages:
-            role = msg.get("role", "?")
-            out(f"\n── {role} " + "─" * max(0, 60 - len(str(role))))
+            heading, answered = _heading(msg, answered)
+            out(f"\n── {heading} " + "─" * max(0, 60 - len(heading)))
             out(_message_body(msg))
         return damaged
 
 
+def _heading(msg: dict[str, Any], answered: str | None) -> tuple[str, str | None]:
+    """The role, and what a reader needs before the text: the model that answers (when another
+    answered before it), which tool's result, a failure, a command the model is not sent; and
+    the model that answered last."""
+    role = str(msg.get("role", "?"))
+    notes: list[str] = []
+    if role == "assistant":
+        provider, model = msg.get("provider"), msg.get("model")
+        if isinstance(provider, str) and isinstance(model, str):
+            if f"{provider}/{model}" != answered:
+                notes.append(f"{provider}/{model}")
+            answered = f"{provider}/{model}"
+        if msg.get("stopReason") in ("error", "aborted"):
+            notes.append(str(msg["stopReason"]))
+    elif role == "toolResult":
+        if isinstance(msg.get("toolName"), str):
+            notes.append(msg["toolName"])
+        if msg.get("isError"):
+            notes.append("error")
+    elif role == "bashExecution" and msg.get("excludeFromContext"):
+        notes.append("not sent to the model")
+    return " · ".join([role, *notes]), answered
+
+
+def _images(content: Any) -> list[str]:
+    if not isinstance(content, list):
+        return []
+    return [
+        "[image" + (f" {b['mimeType']}" if isinstance(b.get("mimeType"), str) else "") + "]"
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "image"
+    ]
+
+
 def _message_body(msg: dict[str, Any]) -> str:
-    text = message_text(msg)
-    if msg.get("role") == "assistant":
-        calls = [format_tool_call(c, max_args=400) for c in tool_calls(msg)]
-        if calls:
-            text = "\n".join([text, *("→ " + c for c in calls)]).strip()
-    elif msg.get("role") == "bashExecution":
-        text = f"$ {msg.get('command', '')}\n{msg.get('output', '')}"
-    return text
+    """The message as a reader follows it: an assistant's blocks in their order (thinking marked
+    `┆`, tool calls `→`, a blank line where the kind changes), an error it stopped on, a
+    command's failure, images by type."""
+    role = msg.get("role")
+    if role == "assistant":
+        parts: list[tuple[str, str]] = []
+        content = msg.get("content")
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+                parts.append(("text", block["text"].strip("\n")))
+            elif kind == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"].strip():
+                lines = block["thinking"].strip("\n").split("\n")
+                parts.append(("thinking", "\n".join(f"┆ {line}".rstrip() for line in lines)))
+            elif kind == "toolCall":
+                parts.append(("call", "→ " + format_tool_call(block, max_args=400)))
+        if isinstance(msg.get("errorMessage"), str) and msg.get("stopReason") in ("error", "aborted"):
+            parts.append(("stop", f"[{msg['stopReason']}] {msg['errorMessage']}"))
+        return "".join(
+            ("" if k == 0 else "\n" if kind == parts[k - 1][0] else "\n\n") + text
+            for k, (kind, text) in enumerate(parts)
+        )
+    if role == "bashExecution":
+        text = f"$ {msg.get('command', '')}"
+        if msg.get("output"):
+            text += f"\n{str(msg['output']).rstrip()}"
+        if msg.get("cancelled"):
+            text += "\n[cancelled]"
+        elif msg.get("exitCode") not in (None, 0):
+            text += f"\n[exit {msg['exitCode']}]"
+        if msg.get("truncated") and msg.get("fullOutputPath"):
+            text += f"\n[output truncated; the whole of it: {msg['fullOutputPath']}]"
+        return text
+    text = message_text(msg) if role not in ("user", "toolResult", "custom") else ""
+    if not text:
+        text = content_text(msg.get("content"), image_placeholder="")
+    return "\n".join(p for p in [text, *_images(msg.get("content"))] if p)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
