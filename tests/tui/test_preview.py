@@ -364,6 +364,22 @@ async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):
         assert "bashExecution · ~" in shown
 
 
+async def test_images_in_the_context_say_their_type(tmp_path):
+    """The context showed a bare "[image]" where "as sent" gave its type and size."""
+    path = tmp_path / "image.jsonl"
+    picture = {"type": "image", "mimeType": "image/png", "data": "AAAA"}
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(
+            {"role": "user", "content": [{"type": "text", "text": "see"}, picture], "timestamp": 1}
+        )
+        s.append_message(A("a cat"))
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        shown = plain_text(view(app).rows)
+        assert "[image image/png]" in shown and "[image]" not in shown
+
+
 async def test_a_find_in_a_long_entry_shows_its_match(tmp_path):
     """A find that landed on an entry with a 500-line result marked the match and said "the
     match among them", but the preview stayed at the entry's top: expanded (`e`), the reader

@@ -123,16 +123,6 @@ def _heading(msg: dict[str, Any], answered: str | None) -> tuple[str, str | None
     return " · ".join([role, *notes]), answered
 
 
-def _images(content: Any) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [
-        "[image" + (f" {b['mimeType']}" if isinstance(b.get("mimeType"), str) else "") + "]"
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "image"
-    ]
-
-
 def _message_body(msg: dict[str, Any]) -> str:
     """The message as a reader follows it: an assistant's blocks in their order (thinking marked
     `┆`, tool calls `→`, a blank line where the kind changes), an error it stopped on, a
@@ -169,10 +159,9 @@ def _message_body(msg: dict[str, Any]) -> str:
         if msg.get("truncated") and msg.get("fullOutputPath"):
             text += f"\n[output truncated; the whole of it: {msg['fullOutputPath']}]"
         return text
-    text = message_text(msg) if role not in ("user", "toolResult", "custom") else ""
-    if not text:
-        text = content_text(msg.get("content"), image_placeholder="")
-    return "\n".join(p for p in [text, *_images(msg.get("content"))] if p)
+    if role in ("branchSummary", "compactionSummary"):
+        return message_text(msg)
+    return content_text(msg.get("content"), image_type=True)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

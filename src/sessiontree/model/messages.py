@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 
 
-def content_text(content: Any, *, image_placeholder: str = "[image]") -> str:
-    """Plain text of a `content` value: a string, or a list of text/image/... blocks."""
+def content_text(content: Any, *, image_placeholder: str = "[image]", image_type: bool = False) -> str:
+    """Plain text of a `content` value: a string, or a list of text/image/... blocks; each
+    image as `image_placeholder`, with `image_type` its media type inside ("[image image/png]")."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -26,7 +27,11 @@ def content_text(content: Any, *, image_placeholder: str = "[image]") -> str:
             if kind == "text" and isinstance(block.get("text"), str):
                 parts.append(block["text"])
             elif kind == "image" and image_placeholder:
-                parts.append(image_placeholder)
+                mime = block.get("mimeType")
+                if image_type and isinstance(mime, str) and image_placeholder.endswith("]"):
+                    parts.append(f"{image_placeholder[:-1]} {mime}]")
+                else:
+                    parts.append(image_placeholder)
     return "\n".join(parts)
 
 

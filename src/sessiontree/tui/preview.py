@@ -895,7 +895,7 @@ def message_parts(
         name = msg.get("toolName", "tool")
         error = bool(msg.get("isError"))
         parts = [_heading(f"toolResult · {name}{' · error' if error else ''} · ~{tokens:,} tok", role)]
-        text = content_text(msg.get("content"))
+        text = content_text(msg.get("content"), image_type=True)
         source = known.get(str(msg.get("toolCallId")))
         path = call_path(call_args(source)) if source and str(name).lower() == "read" else None
         if path and not error:
@@ -925,9 +925,9 @@ def message_parts(
         return parts + body_parts(sub("summary"), str(msg.get("summary", "")), detail)
     if role == "custom":
         parts = [_heading(f"custom · {msg.get('customType', '?')} · ~{tokens:,} tok", role)]
-        return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
+        return parts + body_parts(sub("content"), content_text(msg.get("content"), image_type=True), detail)
     parts = [_heading(f"{role} · ~{tokens:,} tok", role)]
-    return parts + body_parts(sub("content"), content_text(msg.get("content")), detail)
+    return parts + body_parts(sub("content"), content_text(msg.get("content"), image_type=True), detail)
 
 
 def sent_parts(msg: Any, key: tuple[Any, ...] | None, detail: Detail) -> list[Part]:
