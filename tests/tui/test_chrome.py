@@ -694,11 +694,13 @@ async def test_the_theme_chosen_is_remembered_for_the_next_run(demo, tmp_path):
         await pilot.pause()
     assert json.loads(settings.read_text()) == {"theme": "nord"}
     settings.write_text(json.dumps({"theme": "nord", "kept": [1, 2]}))  # other keys stay
+    os.utime(settings, (1, 1))
     again = make_app(demo)
     again.settings_path = settings
     async with again.run_test(size=(100, 30), notifications=True) as pilot:
         await settle(again, pilot)
         assert again.theme == "nord" and not again._notifications
+        assert settings.stat().st_mtime == 1  # applied, not written again (QA: every start wrote it)
         again.theme = "gruvbox"
         await pilot.pause()
     assert json.loads(settings.read_text()) == {"theme": "gruvbox", "kept": [1, 2]}

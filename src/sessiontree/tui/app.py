@@ -128,6 +128,7 @@ class SessionTreeApp(App[None]):
         self.keymap_path = keymap_path
         # Where the theme chosen is remembered (`tui/settings.py`); None: not remembered
         self.settings_path: Path | None = None
+        self._theme_saved: str | None = None  # the theme the settings file holds
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
         self.collector = IdleCollector()  # full garbage-collection passes between keys
         self.input_gate = InputGate()  # the preview's worker waits while an input is handled
@@ -207,6 +208,7 @@ class SessionTreeApp(App[None]):
         name = settings.get("theme")
         if isinstance(name, str) and name in self.available_themes:
             self.theme = name
+            self._theme_saved = name  # not written again when applied, only when changed
         elif name is not None:
             problems.append(f"{path}: no theme is called {name!r}; using {self.theme!r}")
         self.theme_changed_signal.subscribe(self, self._remember_theme)
@@ -214,10 +216,11 @@ class SessionTreeApp(App[None]):
 
     def _remember_theme(self, theme: Theme) -> None:
         path = self.settings_path
-        if path is None:
+        if path is None or theme.name == self._theme_saved:
             return
         try:
             save_setting(path, "theme", theme.name)
+            self._theme_saved = theme.name
         except OSError as exc:  # said once: the theme still changes, only not for the next run
             self.settings_path = None
             self.notify(
