@@ -680,6 +680,17 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
             style = view._style(name)
             ground = Color.from_rich_color(style.bgcolor) if style.bgcolor else view.background_colors[1]
             assert contrast(Color.from_rich_color(style.color), ground) >= 3, name
+        # the bar on a row off the active path, whose text is dim: it was blended into the bar
+        # (olive on orange, 2.5:1 in textual-dark, QA)
+        off = next(r for r in range(len(tree.outline)) if not tree.outline.on_path(tree.outline.rows_pos[r]))
+        tree.focus()
+        tree.set_cursor(off)
+        await settle(app, pilot)
+        strip = tree.render_line(off - int(tree.scroll_offset.y))
+        text = [s for s in strip if s.text.strip() and s.style is not None]
+        assert text and not any(s.style.dim for s in text)
+        for s in text:
+            assert contrast(Color.from_rich_color(s.style.color), Color.from_rich_color(s.style.bgcolor)) >= 3
 
 
 async def test_the_theme_chosen_is_remembered_for_the_next_run(demo, tmp_path):

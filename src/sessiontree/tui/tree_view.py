@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
+from rich.style import Style
 from textual import events, work
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -45,6 +46,7 @@ from .scroll_size import set_virtual_size
 from .styles import CachedStyles
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
+NOT_DIM = Style(dim=False)
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
@@ -732,9 +734,11 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             text_style = text_style + self._style("tree--match")
         segments = [*left, Segment(text, text_style), *right]
         if look.cursor:
-            # After the row's own styles, so the bar's background wins over theirs.
-            segments = list(Segment.apply_style(segments, post_style=self._style("tree--cursor")))
-            return Strip(segments).crop_extend(0, width, row_style + self._style("tree--cursor"))
+            # After the row's own styles, so the bar's background wins over theirs; not dim,
+            # which an off-path row is: its text blended into the bar (2.5:1, QA).
+            bar = self._style("tree--cursor") + NOT_DIM
+            segments = list(Segment.apply_style(segments, post_style=bar))
+            return Strip(segments).crop_extend(0, width, row_style + bar)
         if exact and used <= width:  # the segments fill the row exactly
             return Strip(segments, width)
         return Strip(segments).crop_extend(0, width, row_style)
