@@ -78,6 +78,12 @@ def inert_name(text: str) -> str:
     return inert(text).replace("\n", "␊").replace("\t", "␉")
 
 
+def label_text(label: str) -> str:
+    """A label as one row shows it: `inert`, its newlines and tabs as spaces (a label is any
+    text: a newline in one split the row of the tree it marks in two)."""
+    return inert(" ".join(label.split()))
+
+
 def counted(count: int, one: str, many: str | None = None) -> str:
     """`count` and its noun, singular for one: `counted(1, "entry", "entries")` is "1 entry";
     `many` defaults to `one` + "s"."""

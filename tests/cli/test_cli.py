@@ -118,6 +118,16 @@ again
     )
 
 
+def test_a_label_of_several_lines_keeps_to_its_row(tmp_path):
+    """`tree` split the labelled entry's row in two at the label's newline (QA)."""
+    path, u1, _a1 = make(tmp_path)
+    before = run("tree", str(path)).stdout.splitlines()
+    run("label", str(path), u1, "multi\nline\ttab \x1b[31mred")
+    lines = run("tree", str(path)).stdout.splitlines()
+    assert len(lines) == len(before) + 1  # the label entry's own row
+    assert "[multi line tab ␛[31mred]" in lines[0]
+
+
 def test_tree_prints_forks(tmp_path):
     path, _u1, _a1 = make(tmp_path)
     out = run("tree", str(path)).stdout

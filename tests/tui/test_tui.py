@@ -668,6 +668,19 @@ async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):
         assert re.search(r"…\] \S.*← active below +[\d.]+k +\+[\d.]+k?$", row.rstrip()), row
 
 
+async def test_a_label_of_several_lines_is_drawn_on_its_row(demo):
+    """A label written by another program with a newline and a tab drew the row's text over
+    the next cells, leaving text of the frame before beside it (QA)."""
+    with open_session(demo) as session:
+        session.append_label(session.leaf_id, "multi\nline\ttab")
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        row = next(r for r in rows(app) if "[multi" in r)
+        assert "[multi li…] Changelog" in row and "\n" not in row and "\t" not in row
+        assert len(row) == app.browser.query_one("SessionTreeView").scrollable_content_region.width
+
+
 @pytest.mark.parametrize("start", ["", "a"])  # one of the two puts the cut inside a character
 async def test_a_label_of_wide_characters_is_cut_before_its_ellipsis(demo, start):
     """A cut through a two-cell character left a gap: "[my label ✓  …]" (QA)."""

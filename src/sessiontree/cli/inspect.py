@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import iter_llm
-from ..display import counted, entry_glyph, entry_preview, inert_name, short_time
+from ..display import counted, entry_glyph, entry_preview, inert_name, label_text, short_time
 from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
 from ..model.messages import content_text, format_tool_call, message_text
@@ -180,7 +180,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
                     raise
                 return f"? {index.ids[i]} (unreadable: {exc.detail})"
             label = labels.get(entry.id)
-            tag = f" [{label}]" if label else ""
+            tag = f" [{label_text(label)}]" if label else ""
             active = "  ← active" if i == leaf else ""
             text = entry_preview(entry, width)
             return f"{entry_glyph(entry)} {entry.id} {short_time(entry.timestamp)}{tag} {text}{active}"

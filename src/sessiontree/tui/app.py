@@ -25,7 +25,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.screen import Screen
 
-from ..display import inert
+from ..display import label_text
 from ..model.errors import SessionError
 from ..opening import Address, is_one_of, list_sessions, open_or_read_only, upgrade_session
 from ..outline import Filter
@@ -488,9 +488,11 @@ class SessionTreeApp(App[None]):
         for target, label in sorted(screen.session.labels().items(), key=lambda kv: kv[1]):
             position = screen.session.tree.pos.get(target)
             if position is not None:
-                said = f"At {target}, labelled {inert(label)}"
+                said = f"At {target}, labelled {label_text(label)}"
                 yield SystemCommand(
-                    f"Go to label: {inert(label)}", f"entry {target}", partial(screen.reveal, position, said)
+                    f"Go to label: {label_text(label)}",
+                    f"entry {target}",
+                    partial(screen.reveal, position, said),
                 )
 
     @on(events.DeliveryFailed)

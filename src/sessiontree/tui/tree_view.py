@@ -28,7 +28,7 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from ..archive import archived
-from ..display import call_label, counted, entry_glyph, entry_preview, inert, one_line
+from ..display import call_label, counted, entry_glyph, entry_preview, label_text, one_line
 from ..display import entry_kind as kind_of
 from ..folds import Folds
 from ..model.entries import Entry
@@ -722,7 +722,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
         used = sum(cell_len(s.text) for s in left) + sum(cell_len(s.text) for s in right)
         if look.label:  # a quarter of the row at most, and half of what the rest leaves
-            label = inert(look.label)
+            label = label_text(look.label)
             most = max(min(width // 4, (width - used) // 2 - 3), LABEL_MIN)
             label = shortened(label, most)
             left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))
