@@ -357,6 +357,37 @@ def test_every_address_links_the_page_by_the_machines_name(session_file):
     assert "give --public-url if browsers reach it by another name" in err
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("notaurl", "is not an http:// or https:// URL with a host"),
+        ("ftp://host", "is not an http:// or https:// URL with a host"),
+        ("http://host:99999", "is not a URL (Port out of range"),
+        ("http://host/?a=1", "a public URL has no ?query or #fragment"),
+    ],
+)
+def test_a_public_url_browsers_cannot_use_is_refused(session_file, url, said):
+    """ "notaurl" was taken, then every page answered with an error 500 (textual-serve built
+    the websocket's URL from it), and "ftp://" was linked as is (QA)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "serve", str(session_file), "--public-url", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and said in done.stderr and done.stdout == ""
+
+
+def test_a_public_url_links_the_page(session_file):
+    with serving(str(session_file), "--public-url", "https://sessions.example.org/tree/") as (url, proc):
+        with urllib.request.urlopen(url, timeout=10) as page:
+            html = page.read().decode()
+        proc.terminate()
+        proc.communicate(timeout=10)
+    assert "https://sessions.example.org/tree/static/js/textual.js" in html
+    assert "wss://sessions.example.org/tree/ws" in html
+
+
 def test_the_banner_says_what_is_served_and_where(session_file):
     """textual-serve's named the command each tab runs: this interpreter's path."""
     with serving(str(session_file)) as (url, proc), urllib.request.urlopen(url, timeout=10) as page:

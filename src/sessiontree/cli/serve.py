@@ -50,11 +50,31 @@ def register(sub: Any) -> None:
         "--host",
         help=f"address to listen on (default {DEFAULT_HOST}); the page has no authentication",
     )
-    p.add_argument("--public-url", help="the URL browsers reach the server by, behind a proxy")
+    p.add_argument(
+        "--public-url",
+        type=_public_url,
+        help="the http(s):// URL browsers reach the server by, behind a proxy",
+    )
     p.add_argument("--read-only", action="store_true", help="never write to the session")
     p.add_argument("--no-follow", action="store_true", help="do not watch the session for new entries")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one browser tab's app
     p.set_defaults(func=cmd_serve)
+
+
+def _public_url(text: str) -> str:
+    """An argparse `type`: an http or https URL with a host. The page's script, styles and
+    websocket are linked from it; textual-serve answered every request with an error 500 for
+    "notaurl" and linked an "ftp://" one (QA)."""
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL with a host")
+    if parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"{text!r}: a public URL has no ?query or #fragment")
+    return text.strip().rstrip("/")
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every address of the machine: no name a browser can use
