@@ -192,6 +192,11 @@ def test_hostile_text_does_not_take_the_document_apart(tmp_path):
             s.append_message(U(text))
             s.append_message(tool_call(f"c{k}", "bash", command="echo '```'"))
             s.append_message(tool_result(f"c{k}", "bash", "```\n### not a heading\n" + text))
+            # a command the user ran: its output's ``` closed the text's fence (QA)
+            s.append_message(
+                {"role": "bashExecution", "command": "cat x", "output": "```\n### not a heading\n" + text}
+                | {"exitCode": 2, "cancelled": False, "truncated": False, "timestamp": 1}
+            )
             s.append_message(A(text))
     with open_session(path, read_only=True) as s:
         text, _ = export_markdown(s)
@@ -205,10 +210,12 @@ def test_hostile_text_does_not_take_the_document_apart(tmp_path):
             "User",
             "Assistant (anthropic/claude-test)",
             "Tool result: bash",
+            "Shell command (user)",
             "Assistant (anthropic/claude-test)",
         ]
         * 4
     )
+    assert text.count("*Command exited with code 2*") == 4
     assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
     assert tokens[-1].type == "bullet_list_close"  # the state list at the end is still a list
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
-from ..context import SessionContext, bash_execution_text
+from ..context import SessionContext
 from ..display import counted, inert, one_line
 from ..model.entries import (
     ActiveToolsChangeEntry,
@@ -244,10 +244,24 @@ def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
         if note:
             blocks.append(note)
     elif role == "bashExecution":
-        text, note = cut(bash_execution_text(message), limit)
-        blocks.append(prose(text))
+        # What the model is sent (`bash_execution_text`), with the output in a fence of its own
+        # length: in the text's three-backtick fence, output holding ``` closed it early and
+        # its lines read as the document's own Markdown (QA).
+        output = message.get("output")
+        text, note = cut(output if isinstance(output, str) else "", limit)
+        blocks.append(f"Ran {code(str(message.get('command', '')))}")
+        blocks.append(fence(text) if text else "*(no output)*")
         if note:
             blocks.append(note)
+        exit_code = message.get("exitCode")
+        if message.get("cancelled"):
+            blocks.append("*(command cancelled)*")
+        elif exit_code is not None and exit_code != 0:
+            blocks.append(f"*Command exited with code {field(str(exit_code), 20)}*")
+        if message.get("truncated") and message.get("fullOutputPath"):
+            blocks.append(f"*Output truncated; the whole of it: {code(str(message['fullOutputPath']))}*")
+        if message.get("excludeFromContext"):
+            blocks.append("*Not sent to the model (run with `!!`)*")
     else:
         text = content_text(message.get("content"), image_placeholder="")
         if text.strip():
