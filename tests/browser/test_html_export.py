@@ -816,6 +816,25 @@ def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
     assert browser.js(width)  # the long word wraps: no sideways scrolling
 
 
+def test_a_cancelled_command_says_so(tmp_path, browser):
+    """The tree's row said "[cancelled]"; the context's heading said nothing (QA)."""
+    path = tmp_path / "bash.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        s.append_message(U("go"))
+        for command, more in (("sleep 100", {"cancelled": True}), ("false", {"exitCode": 1})):
+            last = s.append_message(
+                {"role": "bashExecution", "command": command, "output": "", "timestamp": 1}
+                | {"cancelled": False, "truncated": False}
+                | more
+            )
+    page = export(path, tmp_path / "bash.html")
+    browser.open(page.resolve().as_uri() + "#" + last)
+    browser.wait("document.querySelectorAll('#main .msg').length === 3")
+    who = browser.js("[...document.querySelectorAll('#main .msg .who')].map((c) => c.innerText)")
+    shells = [re.sub(r"[0-9a-f]{8}$", "", w) for w in who if w.startswith("shell command")]  # the entry id
+    assert shells == ["shell command · cancelled", "shell command · exit 1"]
+
+
 def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
     """`**the `x` class**` showed its asterisks (emphasis was looked for between code spans
     only), and an ordered list began at 1 whatever its text said, and again after each blank

@@ -763,7 +763,8 @@
       if (m.isError) { cls += " err"; who += " · error"; }
       body = cutText(contentText(m.content), key) + imageNotes(m.content);
     } else if (r === "bashExecution") {
-      who = "shell command" + (m.exitCode !== undefined && m.exitCode !== null ? " · exit " + m.exitCode : "");
+      who = "shell command" + (m.cancelled ? " · cancelled"
+        : m.exitCode !== undefined && m.exitCode !== null ? " · exit " + m.exitCode : "");
       body = cutText("$ " + String(m.command ?? "") + "\n" + String(m.output ?? ""), key);
       if (m.excludeFromContext) body += '<p class="note">excluded from what the model receives</p>';
     } else if (r === "custom") {
