@@ -84,3 +84,27 @@ def test_a_terminal_hung_up_while_browsing_ends_the_app(tmp_path):
     finally:
         os.close(fd)
     assert exited_within(pid, 15), "the app outlived its terminal"
+
+
+def test_a_big_file_that_cannot_open_ends_as_a_small_one_does(tmp_path):
+    """A file of 4 MB or more opens behind the loading screen, which says why it cannot be
+    opened; quitting it then exited with status 0 and left nothing said, where a small file
+    that cannot open is said on stderr with status 2 (QA)."""
+    path = tmp_path / "garbage.jsonl"
+    path.write_bytes(b"not a session at all\n" * 250_000)  # 5 MB: the loading screen's
+    pid, fd = start(path)
+    try:
+        assert b"Cannot open" in read_until(fd, b"Cannot open", 30), "the loading screen said nothing"
+        time.sleep(0.3)
+        os.write(fd, b"q")
+        said = read_until(fd, b"[invalid_session]", 15)
+        deadline = time.monotonic() + 15  # the terminal stays open until it exits: no hang-up
+        while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+            read_until(fd, b"\0", 0.05)
+    finally:
+        os.close(fd)
+    if not done[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 2
+    assert b"sessiontree: " in said and b"[invalid_session]" in said

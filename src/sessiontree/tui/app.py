@@ -118,6 +118,9 @@ class SessionTreeApp(App[None]):
         # An open that cannot be stopped (connecting to a server that does not answer) is still
         # running: the process leaves without waiting for it (`launch`), nothing being open yet.
         self.still_opening = False
+        # Why the session given could not be opened (the loading screen says it): the process
+        # then ends as a command that cannot open its file does, saying it, with status 2.
+        self.open_failed: SessionError | None = None
         self._quitting = threading.Event()
         self.summarizer = summarizer
         self.follow = follow
@@ -255,6 +258,7 @@ class SessionTreeApp(App[None]):
             except _Abandoned:
                 return
             except SessionError as exc:
+                self.open_failed = exc
                 if isinstance(screen, LoadingScreen):
                     self._from_thread(screen.failed, str(exc))
                 return

@@ -195,5 +195,8 @@ def launch(path: str | None, **options) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(app.return_code or 0)
+    if app.open_failed is not None:  # said on the screen, gone with it: said again, as a command says it
+        print(f"sessiontree: {app.open_failed} [{app.open_failed.code}]", file=sys.stderr)
+        return 2
     # 1 after an error Textual printed (its traceback ended the app): a wrapper script sees it
     return app.return_code or 0
