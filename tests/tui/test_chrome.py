@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from textual._compositor import Compositor
 from textual.widgets import Footer, Input
 from textual.widgets._header import HeaderTitle
@@ -93,6 +94,24 @@ async def test_a_long_session_name_is_cut_to_leave_the_leaf_in_the_header(demo):
         await pilot.resize_terminal(200, 30)
         await settle(app, pilot)
         assert f"{name} — leaf {leaf} · 47 entries" in screen_lines(app)[0]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+async def test_a_name_in_wide_characters_is_cut_by_its_columns(demo, width):
+    """A name was cut at a count of characters: in wide characters, twice the columns, and the
+    leaf and counts went off the header; at 160 columns a long name hid the file name, which
+    fits beside the 48 columns a name keeps (QA)."""
+    name = "日本語のテキスト、全角文字でツリーの整列を確認します。絵文字も🎉とても長い名前です" * 2
+    with open_session(demo) as session:
+        session.append_session_name(name)
+    app = make_app(demo)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle(app, pilot)
+        top = screen_lines(app)[0]
+        assert cell_len(top) == width
+        assert f"… — leaf {app.session.leaf_id} · 47 entries" in top
+        if width == 160:
+            assert top.rstrip().endswith("· demo.jsonl")
 
 
 async def test_an_unnamed_session_is_named_in_the_header_as_the_picker_lists_it(tmp_path):

@@ -10,6 +10,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.css.query import NoMatches
 from textual.reactive import Reactive
@@ -21,11 +22,14 @@ from ..display import counted, inert, one_line
 from ..model.errors import Diagnostic, SessionError
 from ..outline import Filter
 from ..session import Session
+from .cells import shortened
 from .notices import confirm
 from .preview_pane import PreviewPane
 from .tree_view import RowTarget, SessionTreeView
 
-NOT_THE_NAME = 40  # header columns kept from the session's name (`_update_header`)
+NOT_THE_NAME = 40  # header columns a long session name leaves to the rest (`_update_header`)
+NAME_MOST = 48  # columns a session's name keeps whatever the rest (`_update_header`)
+HEADER_CHROME = 8  # the header's columns that are neither name nor the rest: icon, " — ", the right margin
 
 
 class BrowserBase(Screen[None]):
@@ -90,14 +94,11 @@ class BrowserBase(Screen[None]):
             return
         session = self.session
         location = Path(session.storage.location or "?").name
-        # A long name would push the leaf off a narrow header: it leaves 40 columns, for the
-        # icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries".
         name = session.session_name
         if not name:  # as the picker lists it: by its first user message
             if not self._first_words:
                 self._first_words = first_words(session)
             name = self._first_words or "(unnamed session)"
-        self.title = one_line(name, max(self.app.size.width - NOT_THE_NAME, 16))
         leaf = session.leaf_id or "(none)"
         # What changes first, what is known from the command line last: a narrow terminal cuts
         # the header's end (at 80 columns, after the title, about thirty characters are left).
@@ -121,7 +122,16 @@ class BrowserBase(Screen[None]):
         if not self.follow:
             parts.append("follow paused")
         parts += [counted(session.entry_count(), "entry", "entries"), location]
-        self.sub_title = inert(" · ".join(parts))
+        sub_title = inert(" · ".join(parts))
+        # The name takes what the rest leaves, and at least what leaves NOT_THE_NAME columns
+        # (for the icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries") up to NAME_MOST:
+        # then the end of the rest is cut, where the file name is (known from the command
+        # line). Counted in cells: a name in wide characters took twice the columns its length
+        # said, and a first message of 120 characters hid the file name at 160 columns (QA).
+        width = self.app.size.width
+        room = width - HEADER_CHROME - cell_len(sub_title)
+        self.title = shortened(one_line(name, 400), max(room, min(width - NOT_THE_NAME, NAME_MOST), 16))
+        self.sub_title = sub_title
         if session.read_only:
             if session.format_version < 3 and session.location is not None:
                 # The storage's reason names the CLI's `upgrade` with the file's path: four
