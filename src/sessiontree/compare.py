@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .context import SessionContext, estimate_tokens
+from .context import SessionContext, estimate_context_tokens
 from .display import counted, message_summary, one_line
 from .export.common import resolve_target
 from .model.messages import json_compact
@@ -72,7 +72,14 @@ class Comparison:
 
     @property
     def shared_tokens(self) -> int:
-        return sum(estimate_tokens(m) for m in self.shared_messages)
+        """The shared part's tokens counted as a context's are (`estimate_context_tokens`: the
+        last usage an assistant reported, plus estimates after it), so that the part and the
+        wholes compare: by length, the part could exceed either whole (QA)."""
+        return estimate_context_tokens(self.shared_messages)
+
+    def tail_tokens(self, side: Side) -> int:
+        """What `side`'s context adds after the shared part, in the same count."""
+        return max(side.context.tokens - self.shared_tokens, 0)
 
     def to_json(self) -> dict[str, Any]:
         """The comparison as plain data (the CLI's `--json`)."""
@@ -83,7 +90,7 @@ class Comparison:
                 "id": s.entry_id,
                 "messages": len(ctx.messages),
                 "tokens": ctx.tokens,
-                "tailTokens": sum(estimate_tokens(m) for m in tail),
+                "tailTokens": self.tail_tokens(s),
                 "model": None if ctx.model is None else str(ctx.model),
                 "thinkingLevel": ctx.thinking_level,
                 "tail": tail,
@@ -153,16 +160,13 @@ def comparison_head(c: Comparison) -> list[Row]:
     """What the comparison is of: a line per context, then what they share."""
 
     def head(sign: str, side: Side, tail: list[Message]) -> Row:
-        # Two different counts, named apart: the context's is Pi's (the last usage an assistant
-        # reported, system prompt and tools included, plus estimates after it); the others
-        # estimate the messages' text by its length. Unnamed, a context sharing nothing read
-        # "~1,498 tokens (5 after the shared part, ~266 tokens)"; beside the context's count,
-        # the shared text's can be the larger (a QA pass read that as a bug).
+        # Every count is the model's (Pi's: the last usage an assistant reported, system prompt
+        # and tools included, plus estimates after it), the shared part's too: the shared text
+        # estimated by its length read larger than either whole context (QA).
         ctx = side.context
         text = (
             f"{sign} {side.entry_id}: {counted(len(ctx.messages), 'message')}, ~{ctx.tokens:,} tokens"
-            f" (the model's count) · {len(tail):,} after the shared part,"
-            f" ~{sum(estimate_tokens(m) for m in tail):,} tokens by length"
+            f" (the model's count) · {len(tail):,} after the shared part, ~{c.tail_tokens(side):,} tokens"
             f" · {ctx.model or 'no model'}, thinking {ctx.thinking_level}"
         )
         return Row(one_line(text, 400))
@@ -171,7 +175,7 @@ def comparison_head(c: Comparison) -> list[Row]:
     if c.shared:
         shared = counted(c.shared, "shared message")
         last = c.shared_messages[-1]
-        rows.append(Row(f"= {shared}, ~{c.shared_tokens:,} tokens by length, ending with ", last))
+        rows.append(Row(f"= {shared}, ~{c.shared_tokens:,} tokens, ending with ", last))
     else:
         rows.append(Row("= nothing shared: the contexts differ from the first message"))
     return rows

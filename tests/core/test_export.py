@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PI_FIXTURES, A, U
+from helpers import PI_FIXTURES, A, U, zero_usage
 from sessiontree import JsonlStorage, Session, SessionError, create_session, open_session
 from sessiontree.compare import compare_contexts, comparison_lines
-from sessiontree.context import estimate_tokens
+from sessiontree.context import estimate_context_tokens
 from sessiontree.export import (
     collect_path,
     context_markdown,
@@ -715,6 +715,24 @@ def test_fork_of_a_sqlite_session_goes_next_to_the_database(tmp_path):
 # --- comparing contexts -------------------------------------------------------------------------
 
 
+def test_the_shared_part_of_two_contexts_is_counted_as_the_contexts_are(tmp_path):
+    """Beside two contexts of ~1,000 tokens (an assistant reported so), the shared part said
+    ~2,500 "by length": the text of a long first message the model had counted otherwise (QA)."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("long " * 2000))
+        answer = s.append_message(A("ok", usage=zero_usage(input=990, output=10, totalTokens=1000)))
+        a = s.append_message(U("one way"))
+        s.move_to(answer)
+        b = s.append_message(U("the other"))
+    with open_session(path, read_only=True) as s:
+        c = compare_contexts(s, a, b)
+        lines = comparison_lines(c)
+    assert c.shared == 2 and c.shared_tokens == 1000
+    assert c.a.context.tokens > 1000 and c.shared_tokens < min(c.a.context.tokens, c.b.context.tokens)
+    assert lines[2].startswith("= 2 shared messages, ~1,000 tokens, ending with")
+
+
 def test_compare_two_branches(tree):
     path, ids = tree
     with open_session(path, read_only=True) as s:
@@ -725,9 +743,13 @@ def test_compare_two_branches(tree):
     assert [m["role"] for m in c.tail_a] == ["user", "assistant"]
     assert [m["role"] for m in c.tail_b] == ["branchSummary", "user", "assistant", "toolResult", "assistant"]
     assert lines[0].startswith("--- " + ids["a_abandoned"]) and lines[1].startswith("+++ " + ids["a2"])
-    tail_text = sum(estimate_tokens(m) for m in c.tail_b)
-    assert f"5 after the shared part, ~{tail_text:,} tokens by length" in lines[1]
-    assert lines[2].startswith("= 2 shared messages")
+    # one count throughout, the model's: the shared part's by length was larger than either
+    # whole context (QA)
+    shared = estimate_context_tokens(c.shared_messages)
+    assert c.shared_tokens == shared and 0 < shared <= min(c.a.context.tokens, c.b.context.tokens)
+    assert f"5 after the shared part, ~{c.b.context.tokens - shared:,} tokens ·" in lines[1]
+    assert lines[2].startswith(f"= 2 shared messages, ~{shared:,} tokens, ending with")
+    assert data["b"]["tailTokens"] == c.b.context.tokens - shared
     assert sum(line.startswith("-") and not line.startswith("---") for line in lines) == 2
     assert sum(line.startswith("+") and not line.startswith("+++") for line in lines) == 5
     assert data["shared"]["messages"] == 2 and len(data["b"]["tail"]) == 5
