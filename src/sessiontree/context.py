@@ -62,6 +62,9 @@ class SessionContext:
     active_tool_names: list[str] | None = None
     entries: list[Entry] = field(default_factory=list)
     omitted: int = 0  # context entries left out by a `limit` (the oldest ones)
+    # the messages those would have added, as Pi's projection makes them (counted by entry type,
+    # without reading the entries; custom entries a projector would turn into messages are not)
+    omitted_messages: int = 0
 
     @property
     def tokens(self) -> int:

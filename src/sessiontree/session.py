@@ -523,7 +523,7 @@ class Session:
             raise SessionError("invalid_argument", f"limit cannot be negative ({limit})")
         if at is None and self.leaf_id is None:
             return SessionContext(messages=[], entries=[])
-        omitted = 0
+        omitted = omitted_messages = 0
         if root_path is not None and limit is None:
             start = self.tree.leaf if at is None else self.position(at)
             bounded = list(root_path[len(root_path) - len(self.tree.bounded_path(start)) :])
@@ -531,7 +531,7 @@ class Session:
         elif limit is None:
             entries = self.build_context_entries(transforms, at=at)
         else:
-            entries, omitted = self._limited_context_entries(at, limit)
+            entries, omitted, omitted_messages = self._limited_context_entries(at, limit)
             entries = self._transform(entries, transforms)
         merged = {**self._projectors, **(projectors or {})}
         level, model, tools = derive_state(*self.storage.state_entries(at))
@@ -542,6 +542,7 @@ class Session:
             active_tool_names=tools,
             entries=entries,
             omitted=omitted,
+            omitted_messages=omitted_messages,
         )
 
     def stream_context(self, *, at: str | None = None) -> ContextStream:
@@ -581,24 +582,29 @@ class Session:
         )
         return [path[k] for k in chosen]
 
-    def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int]:
+    def _limited_context_entries(self, at: str | None, limit: int) -> tuple[list[Entry], int, int]:
+        """(the newest `limit` context entries, how many were left out, how many messages those
+        would have added)."""
         index = self.tree
         start = index.leaf if at is None else self.position(at)
-        length, compaction, *_ = index.path_facts(start)
+        length, compaction, *_, messages = index.path_facts(start)
         if compaction < 0 and len(index.pos) == len(index.ids):
             # No compaction bounds the path: the context is the whole root path, of which only the
             # newest `limit` are read, without listing the rest (700,000 on a deep retry tree).
             newest = index.newest_on_path(start, limit)
             newest.reverse()
-            return self.storage.load_many(newest), length - len(newest)
+            omitted = length - len(newest)
+            return self.storage.load_many(newest), omitted, messages - index.message_entries(newest)
         chosen = self._context_positions(start, compaction)
         omitted = 0
+        left_out: list[int] = []
         if len(chosen) > limit:
             head = chosen[:1] if limit and index.kind[chosen[0]] == COMPACTION else []
             keep = max(limit - len(head), 0)
             omitted = len(chosen) - len(head) - keep
+            left_out = chosen[len(head) : len(chosen) - keep]
             chosen = head + chosen[len(chosen) - keep :]
-        return [self.storage.load_entry(i) for i in chosen], omitted
+        return [self.storage.load_entry(i) for i in chosen], omitted, index.message_entries(left_out)
 
     # --- appending ----------------------------------------------------------------------------
 

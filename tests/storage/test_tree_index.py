@@ -136,7 +136,17 @@ def test_adoption_work_grows_linearly():
 
 # --- path facts: kept per fork point, equal to a walk up the parents ---------------------------
 
-KINDS = ["user", "assistant", "thinking_level_change", "model_change", "active_tools_change", "compaction"]
+KINDS = [
+    "user",
+    "assistant",
+    "thinking_level_change",
+    "model_change",
+    "active_tools_change",
+    "compaction",
+    "branch_summary",
+    "custom_message",
+    "label",
+]
 
 
 def _entry(eid: str, parent: str | None, what: str) -> dict[str, Any]:
@@ -145,25 +155,34 @@ def _entry(eid: str, parent: str | None, what: str) -> dict[str, Any]:
     data: dict[str, Any] = {"type": what, "id": eid, "parentId": parent, "timestamp": "t"}
     if what == "compaction":
         data.update(summary="s", firstKeptEntryId=None, tokensBefore=1)
+    elif what == "branch_summary":
+        data.update(fromId="x", summary="s")
+    elif what == "custom_message":
+        data.update(customType="c", content="x", display=True)
+    elif what == "label":
+        data.update(targetId="x", label="l")
     return data
 
 
-def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int]:
+def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int, int]:
     """`path_facts` by looking at every entry from `i` up to its root."""
     from sessiontree.storage.index import (
         ACTIVE_TOOLS_CHANGE,
         ASSISTANT,
+        BRANCH_SUMMARY,
         COMPACTION,
+        CUSTOM_MESSAGE,
         MESSAGE,
         MODEL_CHANGE,
         NONE,
         THINKING_LEVEL_CHANGE,
     )
 
-    length, found = 0, [NONE] * 4
+    length, found, messages = 0, [NONE] * 4, 0
     while i >= 0:
         length += 1
         kind = index.kind[i]
+        messages += kind in (MESSAGE, BRANCH_SUMMARY, CUSTOM_MESSAGE)
         is_model = kind == MODEL_CHANGE or (kind == MESSAGE and index.role[i] == ASSISTANT)
         for slot, hit in enumerate(
             (kind == COMPACTION, kind == THINKING_LEVEL_CHANGE, is_model, kind == ACTIVE_TOOLS_CHANGE)
@@ -171,7 +190,7 @@ def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int]:
             if hit and found[slot] == NONE:
                 found[slot] = i
         i = index.parent[i]
-    return (length, *found)
+    return (length, *found, messages)
 
 
 @settings(max_examples=120, deadline=None)
@@ -203,4 +222,4 @@ def test_path_facts_equal_a_walk_up_the_parents_as_entries_arrive(steps, late):
     for i in range(len(index)):
         assert index.path_facts(i) == _walked(index, i)
         thinking, model, tools = index.state_entries(i)
-        assert (thinking, model, tools) == _walked(index, i)[2:]
+        assert (thinking, model, tools) == _walked(index, i)[2:5]

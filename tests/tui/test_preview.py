@@ -307,10 +307,15 @@ async def test_expanded_a_long_context_shows_its_newest_thousand_entries_whole(t
         assert "question 149" not in shown and "question 150" in shown and "line 19" in shown
 
 
-async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its_summary(tmp_path):
-    """The header said "363 messages" where the context held 914 (`sessiontree context`), and
-    the note of what was left out stood above the compaction summary, which the model gets
-    first (QA)."""
+def context_size(path: Path) -> int:
+    with Session(JsonlStorage.open(path, read_only=True)) as s:
+        return len(s.build_context().messages)
+
+
+async def test_a_cut_context_counts_every_message_and_cuts_after_its_summary(tmp_path):
+    """The header said "363 messages" where the context held 914 (`sessiontree context`), then
+    "≥400 messages", vaguer than the CLI; the note of what was left out stood above the
+    compaction summary, which the model gets first (QA). Its tokens are a lower bound."""
     path = tmp_path / "compacted.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
         first = s.append_message(U("question 0"))
@@ -323,7 +328,7 @@ async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)
         lines = [line for line in plain_text(view(app).rows).splitlines() if line.strip()]
-        assert lines[0].startswith("the leaf is at ") and ": ≥400 messages · ≥" in lines[0]
+        assert lines[0].startswith("the leaf is at ") and f": {context_size(path):,} messages · ≥" in lines[0]
         summary = next(k for k, line in enumerate(lines) if "SUMMARY of what came before" in line)
         note = next(k for k, line in enumerate(lines) if "older context entries not shown" in line)
         assert summary < note < next(k for k, line in enumerate(lines) if "question" in line)
@@ -334,7 +339,26 @@ async def test_a_cut_context_says_its_counts_are_lower_bounds_and_cuts_after_its
         await settle(app, pilot)
         first = plain_text(view(app).rows).splitlines()[0]
         # the estimate starts from that usage, as Pi's does: whole, not a lower bound (QA)
-        assert ": ≥400 messages · ~90,000 tokens" in first, first
+        assert f": {context_size(path):,} messages · ~90,000 tokens" in first, first
+
+
+async def test_a_cut_context_without_a_compaction_counts_every_message(tmp_path):
+    """The newest entries of a long path are read without listing the rest: the count of the
+    messages left out comes from the index, settings entries (no message) not counted."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(600):
+            s.append_message(U(f"question {n}"))
+            s.append_message(A(f"answer {n}"))
+            if n % 50 == 0:
+                s.append_thinking_level_change("high" if n % 100 else "low")
+                s.append_custom_message_entry("note", f"note {n}", display=True)
+    assert context_size(path) == 1212
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        first = plain_text(view(app).rows).splitlines()[0]
+        assert ": 1,212 messages · ≥" in first, first
 
 
 async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):

@@ -10,7 +10,7 @@ by the storage (`load_entry`).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from ..model.entries import normalize_label
@@ -65,9 +65,15 @@ ROLE_CODES: dict[str, int] = {
 # entry flags
 TOOL_ONLY = 1  # an assistant message with no text that is not an error: only tool calls
 
-Facts = tuple[int, int, int, int, int]
+Facts = tuple[int, int, int, int, int, int]
 """`TreeIndex.path_facts`: a root path's length, then its nearest compaction, thinking-level
-change, model source and active-tools change (positions, NONE where absent)."""
+change, model source and active-tools change (positions, NONE where absent), then how many of
+its entries add a message to a context (`MESSAGE_KINDS`)."""
+
+# The entry kinds Pi's projection makes a message of, one each: a compaction's is counted apart
+# (only the newest on a path heads a context), and a branch summary without text, which adds
+# none, is counted among them (the index does not know its text).
+MESSAGE_KINDS = (MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY)
 
 NONE = -1  # no parent / no leaf / no child
 MISSING = -2  # parent id not present in the log
@@ -428,7 +434,7 @@ class TreeIndex:
     def state_entries(self, i: int) -> tuple[int, int, int]:
         """Nearest thinking-level change, model source and active-tools change (see `state_slot`)
         on the full root path of `i`; NONE where absent."""
-        _, _, thinking, model, tools = self.path_facts(i)
+        _, _, thinking, model, tools, _ = self.path_facts(i)
         return thinking, model, tools
 
     def path_facts(self, i: int) -> Facts:
@@ -445,7 +451,7 @@ class TreeIndex:
             self._facts_relinks = self.relinks
         memo = self._facts
         seen: list[tuple[int, int]] = []
-        above: Facts = (0, NONE, NONE, NONE, NONE)
+        above: Facts = (0, NONE, NONE, NONE, NONE, 0)
         for lo, hi in self.ranges(i):
             if seen and (known := memo.get(hi)) is not None:
                 above = known
@@ -481,7 +487,13 @@ class TreeIndex:
             found[1] if found[1] >= 0 else above[2],
             found[2] if found[2] >= 0 else above[3],
             found[3] if found[3] >= 0 else above[4],
+            above[5] + sum(kind.count(k, lo, end) for k in MESSAGE_KINDS),
         )
+
+    def message_entries(self, positions: Iterable[int]) -> int:
+        """How many of `positions` hold entries of `MESSAGE_KINDS`."""
+        kind = self.kind
+        return sum(1 for i in positions if kind[i] in MESSAGE_KINDS)
 
     def newest_on_path(self, i: int, most: int) -> list[int]:
         """The `most` positions nearest to `i` on its root path (`i` first), without walking the

@@ -992,12 +992,12 @@ def tool_call_index(messages: Iterable[Any]) -> dict[str, dict[str, Any]]:
 def _context_header(context: SessionContext, at: str, is_leaf: bool, detail: Detail) -> list[Part]:
     tools = ", ".join(context.active_tool_names) if context.active_tool_names is not None else "(default)"
     model = str(context.model) if context.model else "(none)"
-    # With older entries left out, what is drawn is a lower bound: "363 messages" read as the
-    # context's size where `sessiontree context` said 914 (QA). Tokens too, unless an assistant
-    # among the newest reported its usage, which the estimate then starts from, as Pi's does.
+    # With older entries left out, the count is of every message, those not drawn included
+    # ("363 messages" read as the context's size where `sessiontree context` said 914; "≥395"
+    # was vaguer than the CLI's count, QA). The tokens of what is drawn are a lower bound, unless
+    # an assistant among the newest reported its usage, which the estimate starts from, as Pi's.
     approx = "≥" if context.omitted and not reports_usage(context.messages) else "~"
-    count = len(context.messages)
-    messages = f"≥{count:,} messages" if context.omitted else counted(count, "message")
+    messages = counted(len(context.messages) + context.omitted_messages, "message")
     parts = [
         _line(
             f"{'the leaf is' if is_leaf else 'if the leaf were'} at {inert(at)}:"
