@@ -388,6 +388,25 @@ async def test_a_command_kept_from_the_model_says_so_in_the_context(tmp_path):
         assert "bashExecution · ~" in shown
 
 
+async def test_raw_json_of_an_old_format_file_says_it_was_converted(tmp_path, demo):
+    """A version 1 file's raw JSON showed an id and a parentId its line does not hold (QA)."""
+    path = tmp_path / "v1.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    app = make_app(path, read_only=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p", "p")
+        await settle(app, pilot)
+        shown = plain_text(view(app).rows)
+        assert "(a version 1 file: the entry as converted to version 3 when read" in shown
+    app = make_app(demo, read_only=True)  # version 3
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p", "p")
+        await settle(app, pilot)
+        assert "as converted" not in plain_text(view(app).rows)
+
+
 async def test_images_in_the_context_say_their_type(tmp_path):
     """The context showed a bare "[image]" where "as sent" gave its type and size."""
     path = tmp_path / "image.jsonl"

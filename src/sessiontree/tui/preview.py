@@ -1091,11 +1091,22 @@ def plan_entry(
     return Plan(parts)
 
 
-def plan_raw(entry: Entry, line_number: int | None, expanded: bool) -> Plan:
-    """The entry's JSON, pretty-printed, cut unless expanded."""
+def plan_raw(entry: Entry, line_number: int | None, expanded: bool, version: int = 3) -> Plan:
+    """The entry's JSON, pretty-printed, cut unless expanded. `version`: the file's format; an
+    older one's entries are shown as read, converted to version 3, and said to be."""
     where = f" · line {line_number}" if line_number else ""
     header = f"{entry.type} {entry.id}{where} · parent {entry.parent_id or '(root)'}"
     lines = pretty_json(entry.to_dict()).split("\n")
+    converted = []
+    if version < 3:  # ids the file does not hold read as the line's own (QA)
+        converted = [
+            _line(
+                f"(a version {version} file: the entry as converted to version 3 when read; the line on"
+                " disk may hold no id or parentId, given the same at every read)",
+                "preview--dim",
+            ),
+            _blank(),
+        ]
     shown = lines if expanded else lines[:RAW_LINES]
     if not expanded:
         shown = [
@@ -1104,7 +1115,7 @@ def plan_raw(entry: Entry, line_number: int | None, expanded: bool) -> Plan:
             else x
             for x in shown
         ]
-    parts = [_line(inert(header), "preview--meta"), _blank()]
+    parts = [_line(inert(header), "preview--meta"), _blank(), *converted]
     for k in range(0, len(shown), 200):
         text = inert("\n".join(shown[k : k + 200]))
         parts.append(Part(_plain_maker(text, "preview--json")))

@@ -252,7 +252,7 @@ class PreviewPane(Vertical):
         target = request.target
         entry = session.entry_at(target.position)
         if request.mode is PreviewMode.RAW:
-            return plan_raw(entry, session.line_number(entry.id), request.expanded)
+            return plan_raw(entry, session.line_number(entry.id), request.expanded, session.format_version)
         as_sent = request.mode is PreviewMode.LLM
         if request.scope is Scope.ENTRY:
             calls = {}
