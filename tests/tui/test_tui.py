@@ -108,6 +108,19 @@ async def test_cursor_keys(demo):
         assert "if the leaf were at 3a7c137e: 6 messages" in preview_text(app)
 
 
+@pytest.mark.parametrize(("size", "aged"), [((80, 24), False), ((160, 50), True)])
+async def test_a_fold_says_its_age_where_the_tree_has_room(demo, size, aged):
+    """At 80 columns "▸ 23 entries · 3h ago" left the entry's own text ten columns (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("space")
+        await settle(app, pilot)
+        row = next(r for r in rows(app) if "▸" in r)
+        assert (" ago " in row) is aged, row
+        assert re.search(r"▸ 23 entries (· \S+ ago )?\[dia", row), row
+
+
 async def test_click_selects_row(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

@@ -47,6 +47,8 @@ from .styles import CachedStyles
 
 PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 NOT_DIM = Style(dim=False)
+WHEN_WIDTH = 100  # columns of the tree from which rows say when they were written
+AGE_WIDTH = 60  # columns of the tree from which a fold's stub says the age of its newest entry
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
@@ -629,9 +631,11 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._info[i] = info
         return info
 
-    def _stub(self, i: int) -> str:
-        """What a folded entry hides: `▸ 12 entries · 3h ago`."""
-        return self._folded_away(i)[1]
+    def _stub(self, i: int, width: int) -> str:
+        """What a folded entry hides: `▸ 12 entries · 3h ago`; without the age in a narrow tree,
+        where it left the entry's own text ten columns and a column of stubs looked alike (QA)."""
+        stub = self._folded_away(i)[1]
+        return stub if width >= AGE_WIDTH else stub.split(" · ", 1)[0] + " "
 
     def _folded_away(self, i: int) -> tuple[int, str]:
         """(how many entries a fold of `i` hides, its stub), kept until the next rebuild: `space`
@@ -660,7 +664,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         # A fold with nothing below it (`z` folds a side branch of one entry too) is drawn
         # as the entry: a stub would say "▸ 0 entries".
         if i in outline.folded and (self._folded_away(i)[0] or i in self.archived):
-            stub = self._stub(i)
+            stub = self._stub(i, width)
             if i in self.archived:
                 stub = "archived · " + stub
         leaf_row = self.leaf_row()
@@ -679,7 +683,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             kind,
             glyph,
             preview,
-            when if width >= 100 else None,
+            when if width >= WHEN_WIDTH else None,
             stub,
             self._labels.get(entry_id),
             marker,
