@@ -191,8 +191,12 @@ async def test_fork_keys_say_when_there_is_no_fork_further(demo):
         assert first > 0 and tree.outline.next_fork_row(first, -1) < 0
         await pilot.press("end", "right_square_bracket")
         assert status(app) == "No fork below this row under this filter"
-        await pilot.press("home", "right_square_bracket")  # a jump that finds one takes it back
+        await pilot.press("home")  # said of the row the cursor left: taken back (QA: it stayed)
+        assert tree.cursor_row == 0 and status(app) == ""
+        await pilot.press("left_square_bracket", "right_square_bracket")  # a jump that finds one
         assert tree.cursor_row == first and status(app) == ""
+        await pilot.press("end", "right_square_bracket", "k")  # any move takes it back
+        assert status(app) == ""
 
 
 async def test_z_folds_every_side_branch_and_says_so(demo):

@@ -171,6 +171,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self._warmed = -1  # the version of the rows whose outline `prepare` last warmed
         self._path = ActivePath(session.tree)
         self._labels: dict[str, str] = {}
+        self._no_fork_said = False  # the status line says "No fork" of the cursor's row
         self._version = 0
         self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
@@ -394,6 +395,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if old != row:
             self._refresh_row(old)
             self._refresh_row(row)
+            if self._no_fork_said:  # it was said of the row the cursor left: stale now (QA)
+                self._no_fork_said = False
+                withdraw(self, NO_FORK)
         if scroll and n:
             self.scroll_to_region(
                 Region(0, row, max(self.size.width, 1), 1),
@@ -442,11 +446,11 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     def action_fork(self, step: int) -> None:
         row = self.outline.next_fork_row(self.cursor_row, step)
         if row >= 0:
-            self.set_cursor(row, center=True)
-            withdraw(self, NO_FORK)  # said at the other end; this jump found one
+            self.set_cursor(row, center=True)  # takes back a "No fork" said at the other end
         else:
             self.app.bell()
             confirm(self, f"{NO_FORK} {'above' if step < 0 else 'below'} this row under this filter")
+            self._no_fork_said = True
 
     def action_fold(self) -> None:
         i = self.current_position()
