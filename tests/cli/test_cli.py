@@ -128,6 +128,17 @@ def test_a_label_of_several_lines_keeps_to_its_row(tmp_path):
     assert "[multi line tab ␛[31mred]" in lines[0]
 
 
+def test_tree_says_on_stderr_when_it_draws_nothing(tmp_path):
+    """A session of its header only, or a filter nothing passes, printed nothing at all (QA)."""
+    empty = tmp_path / "empty.jsonl"
+    JsonlStorage.create(empty, cwd="/p").close()
+    done = run("tree", str(empty))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "sessiontree: no entries yet\n")
+    path, _u1, _a1 = make(tmp_path)
+    done = run("tree", str(path), "--filter", "labeled-only")
+    assert done.stdout == "" and done.stderr == "sessiontree: no entry passes the filter labeled-only\n"
+
+
 def test_tree_prints_forks(tmp_path):
     path, _u1, _a1 = make(tmp_path)
     out = run("tree", str(path)).stdout

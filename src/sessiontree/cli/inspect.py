@@ -15,7 +15,7 @@ from ..model.messages import content_text, format_tool_call, message_text
 from ..opening import Address, list_sessions, open_session, parse_address
 from ..outline import Filter, Outline, render_plain
 from .numbers import at_least
-from .output import json_list_streamed, json_out_streamed, opened, out, warn_damage, working
+from .output import err, json_list_streamed, json_out_streamed, opened, out, warn_damage, working
 
 COMMANDS = ("context", "tree", "check")
 
@@ -190,6 +190,9 @@ def cmd_tree(args: argparse.Namespace) -> int:
         damaged = warn_damage(session, damage_line(session, done="drew"))
         for line in lines:
             out(line)
+        if not lines:  # on stderr: the output stays empty for a script (QA: nothing said at all)
+            said = "no entry passes the filter " + args.filter_value.value if len(index) else "no entries yet"
+            err(f"sessiontree: {said}")
         return damaged
 
 
