@@ -110,7 +110,8 @@ def generate(path: Path, n: int, seed: int = 1, shape: str = "realistic") -> Pat
             {
                 "type": "session",
                 "version": 3,
-                "id": f"bench-{n}-{seed}",
+                # the shape in the id: two shapes of one size are two sessions to `import` (QA)
+                "id": f"bench-{n}-{seed}" if shape == "realistic" else f"bench-{shape}-{n}-{seed}",
                 "timestamp": "2026-01-05T09:00:00.000Z",
                 "cwd": "/home/dev/project",
             }
