@@ -569,14 +569,14 @@ async def test_a_confirmation_dims_when_its_time_is_up(demo):
 
 
 async def test_on_a_narrow_terminal_the_preview_goes_below_the_tree(demo):
-    """Beside the tree at 60x18 the preview had 16 columns and at 50x15 five, a word or two a
-    row (QA): under 64 columns it takes the whole width, below the tree."""
+    """Beside the tree at 60x18 the preview had 16 columns, at 64x20 twenty and at 50x15 five, a
+    word or two a row (QA): under 72 columns it takes the whole width, below the tree."""
     app = make_app(demo)
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)
         tree, side = app.browser.query_one(SessionTreeView), app.browser.query_one("#side")
         assert side.region.x > tree.region.x and side.region.y == tree.region.y  # side by side
-        for width, height in ((60, 18), (50, 15)):
+        for width, height in ((71, 20), (64, 20), (60, 18), (50, 15)):
             await pilot.resize_terminal(width, height)
             await settle(app, pilot)
             assert side.region.width == width and side.region.y >= tree.region.bottom

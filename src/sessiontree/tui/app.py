@@ -79,7 +79,7 @@ class SessionTreeApp(App[None]):
     TITLE = "sessiontree"
     # Classes every screen gets by its size (`app.tcss`): under 64 columns a dialog's minimum
     # width ran past the terminal's right edge, and under 20 rows its padding hid its keys line.
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (64, "-roomy")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (72, "-roomy")]
     VERTICAL_BREAKPOINTS = [(0, "-low"), (20, "-tall")]
 
     # Bindings of the app come first in the footer: help and quit stay visible at any width.
