@@ -200,6 +200,17 @@ class Session:
         return self.storage.read_only_reason
 
     @property
+    def locked_out(self) -> bool:
+        """Opened read-only because another process was writing the session
+        (`open_or_read_only`)."""
+        return self.storage.locked_out
+
+    def writer_elsewhere(self) -> bool:
+        """Whether another process holds the session's writer lock now (True when it cannot be
+        told): once False, a session `locked_out` opens for writing."""
+        return self.storage.writer_elsewhere()
+
+    @property
     def diagnostics(self) -> list[Diagnostic]:
         return self.storage.diagnostics
 

@@ -91,6 +91,21 @@ def test_a_reader_keeps_its_snapshot_until_it_refreshes(backend):
     w.close()
 
 
+def test_a_reader_learns_when_the_writer_has_quit(backend):
+    """What the app asks of a session opened read-only because another process wrote it, to
+    say when that writer has gone (its banner went on naming the writer's pid)."""
+    if backend.reader is None:
+        pytest.skip("one in-memory storage: there is no second reader")
+    w = backend.session()
+    w.append_message(U("one"))
+    with Session(backend.reader(w.storage)) as r:
+        assert r.writer_elsewhere() and not w.writer_elsewhere()
+        assert r.writer_elsewhere()  # asking takes nothing: still the writer's
+        w.append_message(A("two"))
+        w.close()
+        assert not r.writer_elsewhere()
+
+
 def test_move_to_none_empties_context(backend):
     s = backend.session()
     s.append_message(U("hi"))

@@ -1450,6 +1450,31 @@ async def test_open_another_session_and_quit(tmp_path, demo):
     assert not app.is_running
 
 
+async def test_the_banner_says_when_the_other_writer_has_quit(demo, monkeypatch):
+    """The banner went on naming the writer's pid after it quit; nothing said the session
+    could be written now. Asked every few seconds, it says so, and what to press."""
+    from sessiontree.tui import follow
+
+    monkeypatch.setattr(follow, "WRITER_LOOK_SECONDS", 0.1)
+    holder = open_session(demo)  # another writer
+    app = build_app(str(demo))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.session.locked_out
+        await pilot.pause(0.4)
+        assert "(o)" in str(app.browser.query_one("#banner", Static).render())  # still there
+        holder.close()
+        await pilot.pause(0.4)
+        banner = str(app.browser.query_one("#banner", Static).render())
+        assert banner.startswith("READ-ONLY, though the process that was writing this session has quit")
+        assert status(app) == follow.WRITER_GONE
+        await pilot.press("o")
+        await settle(app, pilot)
+        await pilot.press("enter")  # the session open here is the one the picker's cursor is on
+        await settle(app, pilot)
+        assert not app.session.read_only and not app.session.locked_out
+
+
 async def test_a_session_read_only_for_another_writer_reopens_for_writing_once_it_quits(demo):
     """Opened while another writer held the lock, the session stayed read-only after that
     writer quit, its banner naming a pid long gone; choosing it again in the picker went back

@@ -105,6 +105,13 @@ class SessionStorage(ABC):
         """The session format version as stored (JSONL files may be Pi's older v1/v2)."""
         return self.header.version
 
+    def writer_elsewhere(self) -> bool:
+        """Whether another process holds this session's writer lock now: what kept a session
+        opened by `open_or_read_only` read-only (`locked_out`), asked again to learn that the
+        writer has quit. A storage without locks has no writer elsewhere. Implementations must
+        not take the lock for longer than the question, and answer True when they cannot tell."""
+        return False
+
     def mark_read_only(self, reason: str) -> None:
         """Refuse every write from now on, saying `reason` (e.g. another writer holds the lock)."""
         self.read_only_reason = reason

@@ -57,6 +57,35 @@ HOLDER_COMMAND_MOST = 48  # characters of the holder's command line a refusal qu
 ADVICE = "; open it read-only, or wait until that writer closes it"  # for a command refused
 
 
+def flock_held_elsewhere(fd: int) -> bool:
+    """Whether another open file description holds a flock on the file behind `fd`, by taking
+    the lock for an instant (flock has no query); True when it cannot tell."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: held; anything else: it cannot tell
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def range_held_elsewhere(path: str, offset: int) -> bool:
+    """Whether a `RangeLock` on byte `offset` of the file at `path` is held (by any open file
+    description but a new one of ours): asked with F_OFD_GETLK, which takes nothing. True when
+    it cannot tell."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return True
+    try:
+        record = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
+        kind = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_OFD_GETLK, record))[0]
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return kind != fcntl.F_UNLCK
+
+
 def process_command(pid: int) -> str | None:
     """What process `pid` runs, from `/proc/PID/cmdline` (Linux): its program's name and its
     arguments, cut to `HOLDER_COMMAND_MOST` characters; None when it cannot be read. A pid

@@ -49,7 +49,7 @@ from .index import (
     fold_entry,
     state_slot,
 )
-from .lock import RangeLock, session_slot
+from .lock import RangeLock, range_held_elsewhere, session_slot
 from .projection import path_via_active
 from .scan import (
     LONE_SURROGATE,
@@ -1045,6 +1045,11 @@ class SqliteStorage(SessionStorage):
         if expected_state != (thinking, model, tools):
             problems.append(f"state entries: stored {(thinking, model, tools)}, log says {expected_state}")
         return problems
+
+    def writer_elsewhere(self) -> bool:
+        if self._lock is not None and self._lock.held:
+            return False  # the writer is this storage
+        return range_held_elsewhere(self.db_path, session_slot(self.session_id))
 
     def close(self) -> None:
         super().close()

@@ -327,7 +327,7 @@ class SessionTreeApp(App[None]):
             return
         browser = self.browser
         if browser is not None and is_one_of(path, browser.session.files):
-            if browser.session.storage.locked_out:
+            if browser.session.locked_out:
                 self._reopen_for_writing(lambda: self.opener(path), path.name)
                 return
             if browser.session.read_only:
@@ -559,7 +559,7 @@ class SessionTreeApp(App[None]):
             address = str(Address(database.kind, database.location, session_id))
             browser = self.browser
             if browser is not None and session_id == browser.session.session_id:
-                if browser.session.storage.locked_out or browser.session.read_only:
+                if browser.session.locked_out or browser.session.read_only:
                     # as the file picker does: the writer the banner names may have quit (it
                     # went on naming a pid that was gone, and this went back to the stale view)
                     self._reopen_for_writing(lambda: self.address_opener(address)[0], session_id)

@@ -51,6 +51,7 @@ class BrowserBase(Screen[None]):
         self._new_entries = 0  # appended by another process since the cursor was at the leaf
         self._banner_text = ""  # what the read-only banner says
         self._first_words = ""  # an unnamed session's first user message, once read
+        self.writer_gone = False  # the writer that kept this session read-only has quit
         self.follow = True
 
     def _tree(self) -> SessionTreeView:
@@ -147,7 +148,12 @@ class BrowserBase(Screen[None]):
                 if reason in (None, "opened read-only"):  # the storage's word for what was asked
                     reason = "opened with --read-only; nothing is written to the session"
                 text = f"READ-ONLY: {inert(reason)}"
-                if session.storage.locked_out:  # the library's reason names no key
+                if session.locked_out and self.writer_gone:
+                    text = (
+                        "READ-ONLY, though the process that was writing this session has quit: o, then"
+                        " Enter on it, opens it for writing"
+                    )
+                elif session.locked_out:  # the library's reason names no key
                     text += " (o)"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from textual.css.query import NoMatches
+from textual.timer import Timer
 
 from ..model.errors import SessionError
 from .core import BrowserBase
@@ -13,6 +14,10 @@ from .notices import confirm
 # A poll is one stat() of the file when nothing changed, so a short interval costs nothing and
 # keeps an appended entry's way to the screen well under a quarter of a second.
 POLL_SECONDS = 0.1
+# How often a session read-only because another process writes it asks whether that writer has
+# quit (a lock probe: an instant's flock, a lock query, or a look at `pg_locks`).
+WRITER_LOOK_SECONDS = 2.0
+WRITER_GONE = "The process that was writing this session has quit: o, then Enter on it, opens it for writing"
 
 
 class FollowMixin(BrowserBase):
@@ -22,9 +27,23 @@ class FollowMixin(BrowserBase):
     follow: bool = True
     _follow_wait = 0.0
     _follow_stopped: str | None = None  # why following stopped for good (the file replaced, ...)
+    _writer_watch: Timer | None = None  # asks whether the writer keeping this read-only has quit
 
     def _start_following(self) -> None:
         self.set_interval(POLL_SECONDS, self._poll)
+        if self.session.locked_out:
+            self._writer_watch = self.set_interval(WRITER_LOOK_SECONDS, self._look_for_writer)
+
+    def _look_for_writer(self) -> None:
+        """Say when the writer that made this session read-only has quit: the banner went on
+        naming its pid, and only choosing the session again told."""
+        if self.writer_gone or self.session.writer_elsewhere():
+            return
+        self.writer_gone = True
+        if self._writer_watch is not None:
+            self._writer_watch.stop()
+        self._update_header()
+        confirm(self, WRITER_GONE, timeout=10)
 
     def action_toggle_follow(self) -> None:
         if self._follow_stopped is not None:  # it said "Live follow on" and stopped again (QA)

@@ -35,7 +35,7 @@ from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, 
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
-from ..lock import FileLock
+from ..lock import FileLock, flock_held_elsewhere
 from ..scan import LineError, copied, decode_entry_dict, encode_line, index_line
 from . import cache, legacy, repair
 from .files import open_regular, read_header
@@ -922,6 +922,12 @@ class JsonlStorage(SessionStorage):
                 ) from None
         finally:
             storage.close()
+
+    def writer_elsewhere(self) -> bool:
+        if self._lock is not None and self._lock.held:
+            return False  # the writer is this storage
+        fd = self._fd
+        return True if fd is None else flock_held_elsewhere(fd)
 
     def close(self) -> None:
         super().close()

@@ -39,6 +39,18 @@ def try_lock(conn: Any, session_id: str, what: str) -> None:
     )
 
 
+def held(conn: Any, session_id: str) -> bool:
+    """Whether some connection holds the session's writer lock (asked of `pg_locks`, which
+    takes nothing)."""
+    unsigned = lock_key(session_id) & 0xFFFF_FFFF_FFFF_FFFF
+    row = conn.execute(
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+        (unsigned >> 32, unsigned & 0xFFFF_FFFF),
+    ).fetchone()
+    return row is not None
+
+
 def unlock(conn: Any, session_id: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(session_id),))
 

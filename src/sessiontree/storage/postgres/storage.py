@@ -40,7 +40,7 @@ from ..projection import Projection, advance, differences, fold
 from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode, message_words
 from . import schema
 from .connection import connect, database_error, redact
-from .lock import try_lock
+from .lock import held, try_lock
 
 S = schema.SCHEMA
 CACHE_ENTRIES = 2048  # decoded on demand; a few MB of wire JSON at typical entry sizes
@@ -753,6 +753,15 @@ class PostgresStorage(SessionStorage):
         if last_seq != stored.count:
             problems.append(f"sequence: last_seq {last_seq}, entry count {stored.count}")
         return problems
+
+    def writer_elsewhere(self) -> bool:
+        if self._writer:
+            return False  # the writer is this storage
+        try:
+            with self._mutex, _errors("could not ask for the session's writer", self.location):
+                return held(self._db(), self.session_id)
+        except SessionError:  # the server is away: it cannot tell
+            return True
 
     def close(self) -> None:
         """Close the connection, which also releases the writer lock."""
