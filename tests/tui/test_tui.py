@@ -738,6 +738,28 @@ async def test_keys_typed_right_after_r_or_m_go_to_the_prompt(demo, opener):
             assert app.session.get_label(here) == "Tz n"
 
 
+@pytest.mark.parametrize("opener", ["r", "m"])
+async def test_editing_keys_typed_right_after_r_or_m_act_in_turn(demo, opener):
+    """A burst of `m`, End, space, a word and Enter cleared the label: Textual runs End (a
+    binding) once the key has bubbled up to the app, after the space had replaced the selected
+    text (QA). Backspace and Home too."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        here = "3a7c137e"
+        await put_cursor(app, pilot, here)
+        old = app.session.session_name if opener == "r" else app.session.get_label(here)
+        assert old
+        keys = [(opener, opener), ("end", None), ("space", " "), ("x", "x"), ("backspace", None)]
+        keys += [("y", "y"), ("home", None), ("z", "z"), ("enter", "\r"), ("w", "w")]
+        for key, character in keys:
+            app.post_message(events.Key(key, character))
+        await settle(app, pilot)
+        assert app.screen is app.browser
+        written = app.session.session_name if opener == "r" else app.session.get_label(here)
+        assert written == f"z{old} y"
+
+
 async def move_leaf(app, pilot, *entry_ids: str) -> None:
     """Enter on each entry in turn (assistant replies: the leaf lands on each)."""
     for entry_id in entry_ids:
