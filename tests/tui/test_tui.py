@@ -664,6 +664,11 @@ async def test_rename(demo):
         await settle(app, pilot)
         assert status(app) == "Name unchanged: nothing was written"
         assert len(demo.read_bytes().splitlines()) == count
+        # cleared: Pi's coding agent passes over an empty name and shows the last one (QA)
+        await pilot.press("r", "ctrl+u", "enter")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["name"] == "" and app.session.session_name is None
+        assert status(app) == "Name cleared here (Pi's coding agent keeps showing the last name given)"
 
 
 async def test_a_long_label_leaves_its_row_the_text_and_the_marker(demo):

@@ -262,14 +262,26 @@ class MovesMixin(BrowserBase):
                 confirm(self, "Name unchanged: nothing was written")
                 return
             if self._guard(lambda: session.append_session_name(value)):
-                self._after_write(message=f"Session renamed to {value.strip() or '(no name)'}")
+                # Pi's coding agent passes over an empty name and shows the last one given:
+                # said, as the two then name the session apart (QA)
+                cleared = "Name cleared here (Pi's coding agent keeps showing the last name given)"
+                self._after_write(message=f"Session renamed to {value.strip()}" if value.strip() else cleared)
             elif session.read_only:
                 self._keep_typed(value, "name")
             else:  # as a label's: kept to retry
                 ask(value, retry=True)
 
         def ask(value: str, *, retry: bool = False) -> None:
-            self.app.push_screen(TextPrompt("Session name", value, retry=retry), done)
+            self.app.push_screen(
+                TextPrompt(
+                    "Session name",
+                    value,
+                    "Enter saves; an empty name clears it here, though Pi's coding agent then keeps"
+                    " showing the last name given.",
+                    retry=retry,
+                ),
+                done,
+            )
 
         ask(session.session_name or "")
 
