@@ -36,6 +36,7 @@ from .model.entries import Entry, entry_from_dict
 from .model.errors import SessionError
 from .model.header import CURRENT_VERSION, SessionHeader
 from .storage.base import SessionStorage
+from .storage.dbfiles import is_sqlite
 from .storage.jsonl import JsonlStorage
 from .storage.jsonl.files import open_regular, read_header
 from .storage.jsonl.legacy import read_legacy
@@ -202,7 +203,7 @@ class Target:
                 )
             self.kind = "postgres"
             self.location = url
-        elif text.endswith(SQLITE_SUFFIXES) or _is_sqlite_file(text):
+        elif text.endswith(SQLITE_SUFFIXES) or is_sqlite(text):
             self.kind = "sqlite"
             self.location = text
         else:
@@ -259,14 +260,6 @@ class Target:
         if self.kind == "postgres":
             return PostgresStorage.create(self.location, header=header), True
         return SqliteStorage.create(self.location, header=header), True
-
-
-def _is_sqlite_file(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 # --- importing ----------------------------------------------------------------------------------

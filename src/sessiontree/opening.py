@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 from .model.errors import SessionError
 from .model.ids import iso_now, session_id_or_new
 from .session import Session
+from .storage.dbfiles import is_sqlite
 from .storage.jsonl import JsonlStorage, Progress
 from .storage.lock import ADVICE
 from .storage.postgres.connection import is_postgres_url, redact
@@ -80,7 +81,7 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
         scheme, colon, rest = location.partition(":")  # libpq knows `postgresql:` in lower case only
         return Address("postgres", scheme.lower() + colon + rest, session_id or None)
     if os.path.lexists(text):  # a database by its suffix, or else by its first bytes
-        return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) or _is_sqlite(text) else "jsonl", text)
+        return Address("sqlite" if text.endswith(SQLITE_SUFFIXES) or is_sqlite(text) else "jsonl", text)
     for suffix in SQLITE_SUFFIXES:
         cut = text.find(suffix + "#")
         if cut >= 0:
@@ -89,22 +90,9 @@ def parse_address(target: str | os.PathLike[str]) -> Address:
     if text.endswith(SQLITE_SUFFIXES):
         return Address("sqlite", text)
     location, hashed, session_id = text.partition("#")
-    if hashed and _is_sqlite(location):  # a database under another name: `team.data#ID`
+    if hashed and is_sqlite(location):  # a database under another name: `team.data#ID`
         return Address("sqlite", location, session_id or None)
     return Address("jsonl", text)
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-
-
-def _is_sqlite(path: str) -> bool:
-    if not os.path.isfile(path):  # nor open a pipe, which would wait for a writer
-        return False
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:  # missing, a directory, unreadable: not a database we can open
-        return False
 
 
 def open_session(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -245,9 +246,10 @@ def test_create_session_at_a_database_address_makes_it_in_the_database(tmp_path,
         create_session("/p", path=f"{db}#a", session_id="b")
     assert raised.value.code == "invalid_argument"
 
-    with create_session("/p", path=f"{pg_url}#made-by-address") as s:
+    made = f"made-by-address-{uuid.uuid4().hex[:8]}"  # the server outlives one test run
+    with create_session("/p", path=f"{pg_url}#{made}") as s:
         s.append_message(U("in postgres"))
-    with open_session(f"{pg_url}#made-by-address") as again:
+    with open_session(f"{pg_url}#{made}") as again:
         assert len(again.tree) == 1 and again.header.cwd == "/p"
     assert sorted(tmp_path.iterdir()) == [db]
     with pytest.raises(SessionError, match="not a PostgreSQL URL") as raised:

@@ -501,3 +501,46 @@ def test_a_foreign_sqlite_database_is_named_so(tmp_path):
         conn.execute("CREATE TABLE notes (x)")
     with pytest.raises(SessionError, match="a SQLite database, but not one of sessiontree's"):
         open_session(f"{db}#s1")
+
+
+OTHER_WRITER = """
+import sys
+from sessiontree import Session, SqliteStorage
+storage = SqliteStorage.create(sys.argv[1], cwd="/other")
+Session(storage).append_message({"role": "user", "content": "other", "timestamp": 1})
+storage.close()
+"""
+
+
+@pytest.mark.parametrize("probe", ["refused writer", "writer watch", "another writer closed"])
+def test_nothing_in_this_process_drops_sqlites_locks_on_the_database(tmp_path, probe):
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's
+    own among them: a second writer refused in the same process (its lock's descriptor closed),
+    a look at whether the writer had quit, another session's writer closed, and another process
+    took itself for the database's last user, checkpointed and removed the write-ahead log;
+    the writer's next appends were acknowledged and lost (QA)."""
+    from sessiontree import open_or_read_only
+
+    db = tmp_path / "team.sqlite"
+    writer = Session(SqliteStorage.create(db, cwd="/p"))
+    written = [writer.append_message(U("a"))]
+    if probe == "refused writer":
+        viewer = open_or_read_only(f"{db}#{writer.session_id}")
+        assert viewer.locked_out
+    elif probe == "another writer closed":  # of another session: its lock's descriptor went
+        other = Session(SqliteStorage.create(db, cwd="/q"))
+        other.append_message(U("b"))
+        viewer = Session(SqliteStorage.open(db, writer.session_id, read_only=True))
+        other.close()
+    else:
+        viewer = Session(SqliteStorage.open(db, writer.session_id, read_only=True))
+        assert viewer.writer_elsewhere()
+    subprocess.run([sys.executable, "-c", OTHER_WRITER, str(db)], check=True, timeout=60)
+    written += [writer.append_message(U(f"w{k}")) for k in range(3)]
+    writer.close()
+    viewer.close()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT COUNT(*) FROM entries WHERE session_id = ?", (writer.session_id,))
+        assert rows.fetchone()[0] == len(written)
+    with open_session(f"{db}#{writer.session_id}", read_only=True) as again:
+        assert [e.id for e in again.get_entries()] == written

@@ -32,6 +32,7 @@ import struct
 from collections.abc import Callable
 
 from ..model.errors import SessionError
+from . import dbfiles
 
 RANGE_BASE = 1 << 40  # past any offset SQLite locks in its database file
 RANGE_SLOTS = 1 << 40
@@ -69,11 +70,11 @@ def flock_held_elsewhere(fd: int) -> bool:
 
 
 def range_held_elsewhere(path: str, offset: int) -> bool:
-    """Whether a `RangeLock` on byte `offset` of the file at `path` is held (by any open file
-    description but a new one of ours): asked with F_OFD_GETLK, which takes nothing. True when
-    it cannot tell."""
+    """Whether a `RangeLock` on byte `offset` of the file at `path` is held: asked with
+    F_OFD_GETLK, which takes nothing, through a descriptor holding no lock (`dbfiles`). True
+    when it cannot tell."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        key, fd = dbfiles.borrow(path, os.O_RDONLY)
     except OSError:
         return True
     try:
@@ -82,7 +83,7 @@ def range_held_elsewhere(path: str, offset: int) -> bool:
     except OSError:
         return True
     finally:
-        os.close(fd)
+        dbfiles.give_back(key, os.O_RDONLY, fd)
     return kind != fcntl.F_UNLCK
 
 
@@ -167,16 +168,18 @@ def session_slot(session_id: str) -> int:
 class RangeLock:
     """An exclusive OFD lock on one byte of a file, held through a descriptor of our own."""
 
-    __slots__ = ("_fd", "offset")
+    __slots__ = ("_fd", "_key", "offset")
 
     def __init__(self, offset: int) -> None:
         self.offset = offset
         self._fd: int | None = None
+        self._key: dbfiles.Key = (0, 0)
 
     def acquire(self, path: str, what: str, holder: Callable[[], int | None] = lambda: None) -> None:
-        """Lock byte `offset` of the file at `path` (opened here, kept open while held)."""
+        """Lock byte `offset` of the file at `path`, through a descriptor of `dbfiles` (a
+        database's: closing one would drop SQLite's own locks), kept while held."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            key, fd = dbfiles.borrow(path, os.O_RDWR)
         except OSError as exc:  # a file one may only read (it ended `move` in a traceback)
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
@@ -184,20 +187,31 @@ class RangeLock:
                 "read_only", f"{what} cannot be written ({exc.strerror}); open it read-only"
             ) from None
         try:
-            record = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, self.offset, 1, 0)
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, record)
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._record(fcntl.F_WRLCK))
         except OSError as exc:
-            os.close(fd)
+            dbfiles.give_back(key, os.O_RDWR, fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
                 raise _refusal(what, holder()) from None
             raise
-        self._fd = fd
+        self._fd, self._key = fd, key
+
+    def _record(self, kind: int) -> bytes:
+        return struct.pack("hhqqi", kind, os.SEEK_SET, self.offset, 1, 0)
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # the OFD lock belongs to this descriptor alone and goes with it
-            self._fd = None
+        """Unlock, then give the descriptor back (parked, not closed, while SQLite has the file
+        open in this process); a descriptor that cannot be unlocked is closed, which unlocks."""
+        fd = self._fd
+        if fd is None:
+            return
+        self._fd = None
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._record(fcntl.F_UNLCK))
+        except OSError:
+            os.close(fd)
+            return
+        dbfiles.give_back(self._key, os.O_RDWR, fd)

@@ -35,6 +35,7 @@ from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
 from ..model.header import CURRENT_VERSION, SessionHeader
 from ..model.ids import iso_now, session_id_or_new
+from . import dbfiles
 from .base import SessionStorage
 from .index import (
     COMPACTION,
@@ -410,6 +411,7 @@ class SqliteStorage(SessionStorage):
         self._last_seq = 0  # the newest row this object has folded
         st = os.stat(db_path)
         self._file = (st.st_dev, st.st_ino)  # the database this connection has open (`_same_file`)
+        dbfiles.using(self._file)  # no descriptor of ours on it is closed while it is open
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -1054,12 +1056,15 @@ class SqliteStorage(SessionStorage):
     def close(self) -> None:
         super().close()
         with self._mutex:
+            opened = self._conn is not None
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
+            if opened:
+                dbfiles.done_using(self._file)
 
 
 _MAX_COLUMN_REPORTS = 20
