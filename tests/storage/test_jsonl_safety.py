@@ -439,3 +439,19 @@ def test_a_same_size_rewrite_is_noticed_while_following(tmp_path):
             reader.refresh()
         assert "rewritten" in str(err.value)
         assert any(d.code == "rewritten" for d in reader.diagnostics)
+
+
+def test_an_entry_appended_after_a_header_without_its_line_break_starts_a_line(tmp_path):
+    """A file of its header alone, without the header's line break (cut by an editor, written
+    by another tool): the first entry went on the header's line, which no longer read as
+    JSON, and the file never opened again (QA)."""
+    path = tmp_path / "s.jsonl"
+    JsonlStorage.create(path, cwd="/p").close()
+    header = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(header)
+    with Session(JsonlStorage.open(path)) as s:
+        first = s.append_message(U("hi"))
+    lines = path.read_bytes().split(b"\n")
+    assert lines[0] == header and json.loads(lines[1])["id"] == first and lines[2:] == [b""]
+    with Session(JsonlStorage.open(path)) as s:
+        assert [e.id for e in s.get_entries()] == [first] and not s.diagnostics

@@ -762,7 +762,12 @@ class JsonlStorage(SessionStorage):
                 path=self.path,
             )
         payload = b"\n".join(encoded) + b"\n"
-        if self._tail.kind in (TailKind.ENTRY, TailKind.BLANK):
+        # After a last line without its line break (an entry, blanks, the header itself), ours
+        # starts with one: written straight after an unterminated header, the first entry made
+        # the header line unreadable, and the file no longer opened (QA).
+        size = os.fstat(fd).st_size
+        unterminated = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        if self._tail.kind in (TailKind.ENTRY, TailKind.BLANK) or unterminated:
             payload = b"\n" + payload
         regions: list[tuple[int, int]] = []  # where our bytes landed: (offset, length)
         try:
