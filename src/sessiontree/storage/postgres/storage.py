@@ -22,6 +22,7 @@ What differs is the server:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -40,7 +41,7 @@ from ..projection import Projection, advance, differences, fold
 from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode, message_words
 from . import schema
 from .connection import connect, database_error, redact
-from .lock import held, try_lock
+from .lock import held, try_lock, unlock
 
 S = schema.SCHEMA
 CACHE_ENTRIES = 2048  # decoded on demand; a few MB of wire JSON at typical entry sizes
@@ -764,10 +765,15 @@ class PostgresStorage(SessionStorage):
             return True
 
     def close(self) -> None:
-        """Close the connection, which also releases the writer lock."""
+        """Release the writer lock, then close the connection (which releases it too, but only
+        once the server has ended the connection's backend: a reader asking right after the
+        close still found the lock held)."""
         super().close()
         with self._mutex:
             if self._conn is not None:
+                if self._writer and not (self._conn.closed or self._conn.broken):
+                    with contextlib.suppress(Exception):  # a lost connection released it already
+                        unlock(self._conn, self.session_id)
                 self._conn.close()
                 self._conn = None
 
