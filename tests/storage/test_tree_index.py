@@ -223,3 +223,15 @@ def test_path_facts_equal_a_walk_up_the_parents_as_entries_arrive(steps, late):
         assert index.path_facts(i) == _walked(index, i)
         thinking, model, tools = index.state_entries(i)
         assert (thinking, model, tools) == _walked(index, i)[2:5]
+
+
+def test_branch_counts_read_the_entries_whole_while_one_is_being_added():
+    """Another thread appending to a session grows the index's arrays one after the other:
+    `stats()` read a parent without its kind and raised IndexError (QA, threads sharing a
+    memory session). The counts are of the entries indexed whole."""
+    index = TreeIndex()
+    for k, parent in enumerate([None, "n0", "n0", "n1"]):
+        add_dict(index, _entry(f"n{k}", parent, "user"), None)
+    assert index.branch_counts() == (2, 1)
+    index.parent.append(3)  # the next entry's parent, its kind not yet there
+    assert index.branch_counts() == (2, 1)

@@ -328,8 +328,12 @@ class TreeIndex:
         `leaf` entries, which record a move of the leaf rather than say anything, are left out:
         browsing back and forth added a tip and a fork per move (QA)."""
         kind, parent = self.kind, self.parent
-        kids = bytearray(len(parent))  # children counted up to 2: enough to tell
-        for i, p in enumerate(parent):
+        # The entries indexed when asked: another thread may be appending (a session shared by
+        # threads), and an entry's arrays grow one after the other (IndexError, QA).
+        n = min(len(parent), len(kind))
+        kids = bytearray(n)  # children counted up to 2: enough to tell
+        for i in range(n):
+            p = parent[i]
             if p >= 0 and kind[i] != LEAF and kids[p] < 2:
                 kids[p] += 1
         tips = sum(1 for i, k in enumerate(kids) if not k and kind[i] != LEAF)
