@@ -45,7 +45,7 @@ def write_file(
             "invalid_argument", "holds the session being read; name another file to write", path=path
         )
     if not force and os.path.lexists(path):
-        raise SessionError("invalid_argument", "already exists; use --force to replace it", path=path)
+        raise SessionError("invalid_argument", "already exists; --force (force=True) replaces it", path=path)
     if force:
         _replaceable(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -77,7 +77,7 @@ def write_file(
             os.unlink(tmp)
         if isinstance(exc, FileExistsError):
             raise SessionError(
-                "invalid_argument", "already exists; use --force to replace it", path=path
+                "invalid_argument", "already exists; --force (force=True) replaces it", path=path
             ) from None
         if isinstance(exc, OSError):
             raise SessionError("storage", f"cannot write: {exc.strerror or exc}", path=path) from None
