@@ -20,6 +20,19 @@ def test_every_public_name_loads_and_is_listed():
     )
 
 
+def test_an_entry_is_narrowed_by_the_types_the_package_exports():
+    """`get_entries()` gives `Entry`s; the subclasses to narrow one by were in
+    `sessiontree.model.entries` alone, and `e.type == "message"` does not narrow (QA)."""
+    from sessiontree import Entry, LabelEntry, MemoryStorage, MessageEntry, Session
+
+    with Session(MemoryStorage(cwd="/p")) as s:
+        first = s.append_message({"role": "user", "content": "hi"})
+        s.append_label(first, "start")
+        entries: list[Entry] = s.get_entries()
+    assert [type(e) for e in entries] == [MessageEntry, LabelEntry]
+    assert isinstance(entries[0], MessageEntry) and entries[0].message["content"] == "hi"
+
+
 def test_help_shows_the_api_without_loading_the_app():
     code = (
         "import pydoc, sys, sessiontree; text = pydoc.render_doc(sessiontree);"
