@@ -382,10 +382,16 @@ async def test_a_running_find_shows_its_matches_so_far(slow_search):
         assert 0 < len(so_far) < 20
         assert tree(app).current_position() == min(so_far)  # the first match from the top
         assert any(w.group == "search" and not w.is_finished for w in app.workers)  # still running
+        # counts that will grow, and a place among them that may: said as such (QA: "match
+        # 1/1,534" was the 311th of 356,369)
+        assert f"match 1/{len(so_far)} so far" in app.browser.sub_title
+        await pilot.press("n")
+        assert status(app) == f"Match 2/{len(so_far)} so far"
         go.set()
         await settle(app, pilot)
-        assert len(app.browser._matches) == 20 and tree(app).current_position() == min(so_far)
-        assert "20 matches for 'flaky'" in status(app)
+        assert len(app.browser._matches) == 20
+        assert "20 matches for 'flaky'" in status(app) and "so far" not in app.browser.sub_title
+        assert "match 2/20 ·" in app.browser.sub_title
 
 
 async def test_a_find_leaves_a_cursor_moved_while_it_ran_where_it_is(slow_search):
@@ -413,6 +419,7 @@ async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
         assert status(app) == f"Search stopped: {len(so_far)} matches so far (n / N)"
         await pilot.press("n")
         assert tree(app).current_position() == sorted(so_far)[1]
+        assert status(app) == f"Match 2/{len(so_far)} so far"  # stopped: all it will count
 
 
 def marked(app) -> list[str]:

@@ -46,6 +46,7 @@ class BrowserBase(Screen[None]):
         super().__init__()
         self.session = session
         self._matches: list[int] = []  # entry positions of the last search's hits
+        self._matches_partial = False  # those of a search still running or stopped: "so far"
         self._match_rows_key: tuple[int, int] | None = None
         self._match_rows_cache: list[int] = []
         self._new_entries = 0  # appended by another process since the cursor was at the leaf
@@ -112,12 +113,15 @@ class BrowserBase(Screen[None]):
             rows = self._match_rows()
             cursor = tree.cursor_row
             k = bisect_left(rows, cursor)
+            # While a search runs, its matches come in file order, not the tree's: both the
+            # count and the place among them grow ("match 1/1,534" was #311 of 356,369, QA)
+            so_far = " so far" if self._matches_partial else ""
             if not rows:
                 parts.append("matches hidden")
             elif k < len(rows) and rows[k] == cursor:
-                parts.append(f"match {k + 1:,}/{len(rows):,}")
+                parts.append(f"match {k + 1:,}/{len(rows):,}{so_far}")
             else:  # "match -/3" read as a fault (QA)
-                parts.append(counted(len(rows), "match", "matches"))
+                parts.append(counted(len(rows), "match", "matches") + so_far)
         if self._new_entries:
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:

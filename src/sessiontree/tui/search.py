@@ -220,7 +220,7 @@ class SearchMixin(BrowserBase):
         except NoMatches:
             return
         first = not self._matches
-        self._set_matches(found)
+        self._set_matches(found, partial=True)
         if first and tree.outline is outline and tree.cursor_row == self._search_row:
             self.action_next_match(1, include_current=True)
             self._search_row = tree.cursor_row
@@ -291,10 +291,12 @@ class SearchMixin(BrowserBase):
         if tree.outline is outline and tree.cursor_row == self._search_row:
             self.action_next_match(1, include_current=True)
 
-    def _set_matches(self, positions: list[int]) -> None:
+    def _set_matches(self, positions: list[int], *, partial: bool = False) -> None:
         """Matches are kept as entry positions, so they survive rebuilds of the rows. The
-        preview marks the query's words while there are matches (and not after Esc)."""
+        preview marks the query's words while there are matches (and not after Esc).
+        `partial`: those of a search still running."""
         self._matches = positions
+        self._matches_partial = partial and bool(positions)
         self._tree().set_matches(set(positions))
         with suppress(NoMatches):
             self.query_one(PreviewPane).mark(self._query if positions else None)
@@ -327,7 +329,8 @@ class SearchMixin(BrowserBase):
             return
         # As vim says it: the header's "match 1/9" alone looks like a jump. The position is
         # said here too, as the header's end is cut at 80 columns with a filter on (QA).
-        where = f"match {bisect_left(rows, row) + 1:,}/{len(rows):,}"
+        so_far = " so far" if self._matches_partial else ""  # a search still running, or stopped
+        where = f"match {bisect_left(rows, row) + 1:,}/{len(rows):,}{so_far}"
         if wrapped and len(rows) > 1:
             confirm(self, f"{WRAPPED} to the {'first' if step > 0 else 'last'} {where}")
         else:
