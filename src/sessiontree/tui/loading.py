@@ -43,6 +43,10 @@ class LoadingScreen(Screen[None]):
             yield Static("q or Esc quits; other keys act once it is open", id="loading-keys")
 
     def on_key(self, event: events.Key) -> None:
+        if event.key in ("ctrl+c", "ctrl+q"):  # Textual's Ctrl+C only says "press q" (unseen here)
+            event.stop()
+            self.app.exit()
+            return
         if event.key in LEAVING:
             return  # on to the bindings
         event.stop()  # not to the app's bindings now (help would open over this screen)
@@ -57,7 +61,8 @@ class LoadingScreen(Screen[None]):
         text = f"{done / 1e6:,.0f} of {total / 1e6:,.0f} MB indexed"
         if done and elapsed > 0.5 and done < total:
             left = elapsed * (total - done) / done
-            text += f" · about {left:.0f} s left"
+            if left >= 1:  # "about 0 s left" stood for seconds while the last bytes were indexed
+                text += f" · about {left:.0f} s left"
         self.query_one("#loading-status", Static).update(Text(text))
 
     def failed(self, message: str) -> None:
