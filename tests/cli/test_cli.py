@@ -778,6 +778,12 @@ def test_label_sets_and_clears_a_label_from_a_script(tmp_path):
     assert run("label", str(path), u1).stdout == f"{u1} has no label; nothing written\n"
     bad = run("label", str(path), "nope", "x", check=False)
     assert bad.returncode == 2 and "no entry 'nope'" in bad.stderr
+    # a `leaf` record (the one `make`'s move wrote) is refused, as `move` refuses it (QA)
+    with open_session(path, read_only=True) as session:
+        record = next(e.id for e in session.get_entries() if e.type == "leaf")
+    before = path.read_bytes()
+    refused = run("label", str(path), record, "x", check=False)
+    assert refused.returncode == 2 and "use its target" in refused.stderr and path.read_bytes() == before
 
 
 def test_a_write_refused_by_another_writer_says_to_wait_not_to_open_read_only(tmp_path):

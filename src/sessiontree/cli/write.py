@@ -87,7 +87,10 @@ def cmd_move(args: argparse.Namespace) -> int:
 
 def cmd_label(args: argparse.Namespace) -> int:
     with open_to_write(args.file) as session:
-        target = session.resolve_id(args.id)
+        # a `leaf` record refused, as `move`, `fork` and `context --at` refuse it: it records a
+        # move, no point of the conversation to mark (QA)
+        target = resolve_target(session, session.resolve_id(args.id))[0]
+        assert target is not None
         text = args.text if args.text is not None and args.text.strip() else None
         if text is None and session.get_label(target) is None:
             out(f"{target} has no label; nothing written")
