@@ -77,8 +77,9 @@ class SessionTreeApp(App[None]):
 
     CSS_PATH = "app.tcss"  # next to this module; Textual resolves it relative to the class
     TITLE = "sessiontree"
-    # Classes every screen gets by its size (`app.tcss`): under 64 columns a dialog's minimum
-    # width ran past the terminal's right edge, and under 20 rows its padding hid its keys line.
+    # Classes every screen gets by its size (`app.tcss`): narrow, a dialog's minimum width ran
+    # past the terminal's right edge and the preview beside the tree had 20 columns (it goes
+    # below under 72), and under 20 rows a dialog's padding hid its keys line.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (72, "-roomy")]
     VERTICAL_BREAKPOINTS = [(0, "-low"), (20, "-tall")]
 
