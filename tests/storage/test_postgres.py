@@ -383,3 +383,21 @@ def test_a_lost_connection_is_made_again(pg_database, other_writer_stays):
     finally:
         s.close()
         other.close()
+
+
+def test_a_schema_of_that_name_another_program_made_is_refused_untouched(pg_database):
+    """A database whose `sessiontree` schema was another program's: `import` created our
+    tables beside its own and ended in PostgreSQL's words ("column created_at does not exist")."""
+    import psycopg
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA sessiontree")
+        conn.execute("CREATE TABLE sessiontree.sessions (name text)")
+    with pytest.raises(SessionError) as refused:
+        PostgresStorage.create(pg_database, cwd="/p")
+    said = str(refused.value)
+    assert "a schema named sessiontree that sessiontree did not make (its tables: sessions)" in said
+    assert refused.value.code == "storage"
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'sessiontree'").fetchall()
+    assert tables == [("sessions",)]  # nothing of ours made beside it

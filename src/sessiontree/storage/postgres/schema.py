@@ -89,9 +89,31 @@ def ensure(conn: Any, where: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK_KEY,))
         exists = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.schema_version",)).fetchone()[0]
         if exists is None:
+            _refuse_a_foreign_schema(conn, where)
             conn.execute(DDL)
             conn.execute(f"INSERT INTO {SCHEMA}.schema_version VALUES (%s)", (SCHEMA_VERSION,))
     check(conn, where)
+
+
+def _refuse_a_foreign_schema(conn: Any, where: str) -> None:
+    """A `sessiontree` schema holding tables but not ours (another program's of that name): our
+    tables were created beside its own where their names differed, and the first that met one
+    of its tables of the same name ended in PostgreSQL's own words ("column created_at does not
+    exist")."""
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (SCHEMA,)
+        ).fetchall()
+    ]
+    if tables:
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise SessionError(
+            "storage",
+            f"the database has a schema named {SCHEMA} that sessiontree did not make (its tables: {shown});"
+            " nothing was changed: use another database",
+            path=where,
+        )
 
 
 def check(conn: Any, where: str) -> None:
