@@ -44,6 +44,7 @@ class SearchMixin(BrowserBase):
     _remembered: Remembered | None = None  # the last query's verdicts, for `&` after `/` (made once)
     _search_row = -1  # the cursor's row when a find began, or the match it was put on since
     _query: Query | None = None  # the last find's or filter's query: its words marked in the preview
+    _filter_after = False  # `&` came for the words of a find still running: narrow when it ends
     _filter_landed: int | None = None  # the entry a search filter put the cursor on
 
     def action_search(self) -> None:
@@ -94,6 +95,13 @@ class SearchMixin(BrowserBase):
             self._set_matches([])
             self._clear_filter()
             return
+        if search.mode == "filter" and self._finding(query):
+            # The find of these words still running narrows the tree when it ends (from what it
+            # found, at once): starting over scanned the file again, and a common word on a
+            # 1M-entry file left the tree unfiltered for 25 s more (QA).
+            self._filter_after = True
+            confirm(self, f"The tree narrows to the matches of '{query.source}' once the search ends")
+            return
         tree = self._tree()
         # The last search's matches and its line go now: they stood through the whole of the
         # next search, and after it when it found nothing, where `n` then did nothing (QA).
@@ -109,6 +117,11 @@ class SearchMixin(BrowserBase):
             self._search_row = tree.cursor_row
             self._run_search(query, tree.outline, None)
 
+    def _finding(self, query: Query) -> bool:
+        """Whether a find of `query`'s words is running."""
+        running = any(w.group == "search" and not w.is_finished for w in self.workers)
+        return running and self._query is not None and self._query.source == query.source
+
     @on(SearchBox.Closed)
     def _search_closed(self) -> None:
         self.key_escape()
@@ -119,6 +132,7 @@ class SearchMixin(BrowserBase):
         if was_open:
             search.display = False
             self._tree().focus()
+        self._filter_after = False
         if self.workers.cancel_group(self, "search"):
             self._status("")
             if self._matches:  # a find stopped after showing some
@@ -243,6 +257,12 @@ class SearchMixin(BrowserBase):
             return
         note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
         self._status("")
+        if self._filter_after and outline is not None:  # `&` came while it ran: now the filter,
+            self._filter_after = False  # from the verdicts just made (`Remembered`), not a rescan
+            if self._restore_position is None:
+                self._restore_position = tree.current_position()
+            self._run_search(query, None, bytes(tree.outline.vis))
+            return
         if outline is None and placed is not None:  # filter mode
             shown_found = [i for i in found if i < len(placed) and placed[i]]
             if not shown_found:
