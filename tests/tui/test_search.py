@@ -115,6 +115,21 @@ async def test_keys_typed_right_after_slash_go_to_the_search_box_not_the_tree(de
         assert demo.read_bytes() == before
 
 
+async def test_enter_in_a_burst_searches_the_words_typed_before_it(demo):
+    """`/`, a word, Enter, `n` in one read (a busy app queues a typist's keys): Enter ran when
+    it reached the app, after the `n` had been typed into the box, and the search was for
+    "flakyn" (QA's burst in the label prompt; the find bar's Enter is an Input binding too)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        burst = [("slash", "/"), *((c, c) for c in "flaky"), ("enter", "\r"), ("n", "n")]
+        for key, character in burst:
+            app.post_message(events.Key(key, character))
+        await settle(app, pilot)
+        assert app.browser._query is not None and app.browser._query.source == "flaky"
+        assert app.browser._matches and app.focused is tree(app)
+
+
 def _is_ancestor(index, i: int, j: int) -> bool:
     while j >= 0:
         if j == i:

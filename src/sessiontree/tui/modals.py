@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 from ..compare import Row
 from ..display import counted, inert, one_line
 from . import deliver
+from .inputs import InTurnInput
 from .lines_view import LinesView
 from .memory import give_back_in_background
 
@@ -312,23 +313,9 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self.action_draft()
 
 
-class OneLineInput(Input):
+class OneLineInput(InTurnInput):
     """An input that keeps every line of a paste, joined by spaces: Textual's kept the first
     line alone, and a pasted two-line name was written as its first line, unsaid (QA)."""
-
-    async def _on_key(self, event: events.Key) -> None:
-        """The input's own keys (End, Home, arrows, Backspace, Enter) act in turn with the
-        characters typed around them. Textual runs a binding once its key has bubbled up to
-        the app, after the keys typed next have been handled here: in a burst (`m`, End, space,
-        `x`, Enter) the space replaced the selected label before End moved the cursor, and the
-        label was cleared (QA). Input's own handler runs after this one for the rest."""
-        if event.is_printable:
-            return
-        for binding in self._bindings.key_to_bindings.get(event.key, ()):
-            event.prevent_default()
-            event.stop()  # not run again when it reaches the app
-            await self.run_action(binding.action)
-            return
 
     def _on_paste(self, event: events.Paste) -> None:
         event.prevent_default()  # Input's own handler, run after this one, keeps one line

@@ -8,12 +8,13 @@ from typing import ClassVar, Literal
 
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import Input
+
+from .inputs import InTurnInput
 
 Mode = Literal["find", "filter"]
 
 
-class SearchBox(Input):
+class SearchBox(InTurnInput):
     """Enter runs the search as the box's `mode` says; Esc posts `Closed` (the screen decides
     what else Esc undoes: a running search, a filter, the highlights)."""
 
