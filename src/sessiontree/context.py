@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .model.entries import (
     ActiveToolsChangeEntry,
@@ -190,19 +190,33 @@ def _text_message(text: str, timestamp: Any) -> Message:
     return msg
 
 
+class BashOutcome(NamedTuple):
+    """How a user's command (`bashExecution`) ended, as its text for the model says it."""
+
+    cancelled: bool
+    failed_with: Any  # its exit code when not 0 (None: it succeeded, was cancelled or gave none)
+    full_output: str | None  # where its whole output is, when the message's was cut
+
+
+def bash_outcome(msg: Message) -> BashOutcome:
+    code = msg.get("exitCode")
+    cancelled = bool(msg.get("cancelled"))
+    path = msg.get("fullOutputPath") if msg.get("truncated") else None
+    return BashOutcome(cancelled, None if cancelled or code in (None, 0) else code, path or None)
+
+
 def bash_execution_text(msg: Message) -> str:
     command = msg.get("command", "")
     output = msg.get("output")
     text = f"Ran `{command}`\n"
     text += f"```\n{output}\n```" if output else "(no output)"
-    if msg.get("cancelled"):
+    outcome = bash_outcome(msg)
+    if outcome.cancelled:
         text += "\n\n(command cancelled)"
-    else:
-        code = msg.get("exitCode")
-        if code is not None and code != 0:
-            text += f"\n\nCommand exited with code {code}"
-    if msg.get("truncated") and msg.get("fullOutputPath"):
-        text += f"\n\n[Output truncated. Full output: {msg['fullOutputPath']}]"
+    elif outcome.failed_with is not None:
+        text += f"\n\nCommand exited with code {outcome.failed_with}"
+    if outcome.full_output:
+        text += f"\n\n[Output truncated. Full output: {outcome.full_output}]"
     return text
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..context import iter_llm
+from ..context import bash_outcome, iter_llm
 from ..display import counted, entry_glyph, entry_preview, inert_name, label_text, short_time
 from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
@@ -152,12 +152,13 @@ def _message_body(msg: dict[str, Any]) -> str:
         text = f"$ {msg.get('command', '')}"
         if msg.get("output"):
             text += f"\n{str(msg['output']).rstrip()}"
-        if msg.get("cancelled"):
+        outcome = bash_outcome(msg)
+        if outcome.cancelled:
             text += "\n[cancelled]"
-        elif msg.get("exitCode") not in (None, 0):
-            text += f"\n[exit {msg['exitCode']}]"
-        if msg.get("truncated") and msg.get("fullOutputPath"):
-            text += f"\n[output truncated; the whole of it: {msg['fullOutputPath']}]"
+        elif outcome.failed_with is not None:
+            text += f"\n[exit {outcome.failed_with}]"
+        if outcome.full_output:
+            text += f"\n[output truncated; the whole of it: {outcome.full_output}]"
         return text
     if role in ("branchSummary", "compactionSummary"):
         return message_text(msg)

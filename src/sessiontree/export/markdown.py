@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
-from ..context import SessionContext
+from ..context import SessionContext, bash_outcome
 from ..display import counted, inert, one_line
 from ..model.entries import (
     ActiveToolsChangeEntry,
@@ -253,13 +253,13 @@ def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
         blocks.append(fence(text) if text else "*(no output)*")
         if note:
             blocks.append(note)
-        exit_code = message.get("exitCode")
-        if message.get("cancelled"):
+        outcome = bash_outcome(message)
+        if outcome.cancelled:
             blocks.append("*(command cancelled)*")
-        elif exit_code is not None and exit_code != 0:
-            blocks.append(f"*Command exited with code {field(str(exit_code), 20)}*")
-        if message.get("truncated") and message.get("fullOutputPath"):
-            blocks.append(f"*Output truncated; the whole of it: {code(str(message['fullOutputPath']))}*")
+        elif outcome.failed_with is not None:
+            blocks.append(f"*Command exited with code {field(str(outcome.failed_with), 20)}*")
+        if outcome.full_output:
+            blocks.append(f"*Output truncated; the whole of it: {code(str(outcome.full_output))}*")
         if message.get("excludeFromContext"):
             blocks.append("*Not sent to the model (run with `!!`)*")
     else:

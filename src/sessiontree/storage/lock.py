@@ -58,6 +58,14 @@ HOLDER_COMMAND_MOST = 48  # characters of the holder's command line a refusal qu
 ADVICE = "; open it read-only, or wait until that writer closes it"  # for a command refused
 
 
+LOCK_RECORD = "hhqqi"  # struct flock: l_type, l_whence, l_start, l_len, l_pid
+
+
+def byte_lock(kind: int, offset: int) -> bytes:
+    """The `struct flock` of one byte at `offset` (F_WRLCK, F_UNLCK) for fcntl's OFD locks."""
+    return struct.pack(LOCK_RECORD, kind, os.SEEK_SET, offset, 1, 0)
+
+
 def flock_held_elsewhere(fd: int) -> bool:
     """Whether another open file description holds a flock on the file behind `fd`, by taking
     the lock for an instant (flock has no query); True when it cannot tell."""
@@ -78,8 +86,8 @@ def range_held_elsewhere(path: str, offset: int) -> bool:
     except OSError:
         return True
     try:
-        record = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
-        kind = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_OFD_GETLK, record))[0]
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, byte_lock(fcntl.F_WRLCK, offset))
+        kind = struct.unpack(LOCK_RECORD, answer)[0]
     except OSError:
         return True
     finally:
@@ -187,16 +195,13 @@ class RangeLock:
                 "read_only", f"{what} cannot be written ({exc.strerror}); open it read-only"
             ) from None
         try:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._record(fcntl.F_WRLCK))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, byte_lock(fcntl.F_WRLCK, self.offset))
         except OSError as exc:
             dbfiles.give_back(key, os.O_RDWR, fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
                 raise _refusal(what, holder()) from None
             raise
         self._fd, self._key = fd, key
-
-    def _record(self, kind: int) -> bytes:
-        return struct.pack("hhqqi", kind, os.SEEK_SET, self.offset, 1, 0)
 
     @property
     def held(self) -> bool:
@@ -210,7 +215,7 @@ class RangeLock:
             return
         self._fd = None
         try:
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, self._record(fcntl.F_UNLCK))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, byte_lock(fcntl.F_UNLCK, self.offset))
         except OSError:
             os.close(fd)
             return

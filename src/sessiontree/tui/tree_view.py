@@ -638,22 +638,22 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     def _stub(self, i: int, width: int) -> str:
         """What a folded entry hides: `▸ 12 entries · 3h ago`; without the age in a narrow tree,
         where it left the entry's own text ten columns and a column of stubs looked alike (QA)."""
-        stub = self._folded_away(i)[1]
-        return stub if width >= AGE_WIDTH else stub.split(" · ", 1)[0] + " "
+        hidden, age = self._folded_away(i)
+        when = f" · {age}" if age and width >= AGE_WIDTH else ""
+        return f"▸ {counted(hidden, 'entry', 'entries')}{when} "
 
     def _folded_away(self, i: int) -> tuple[int, str]:
-        """(how many entries a fold of `i` hides, its stub), kept until the next rebuild: `space`
-        says the count as the stub row is drawn, and counting a subtree near the root of a
-        long session walks its runs."""
+        """(how many entries a fold of `i` hides, the age of the newest of them or ""), kept
+        until the next rebuild: `space` says the count as the stub row is drawn, and counting a
+        subtree near the root of a long session walks its runs."""
         kept = self._stubs.get(i)
         if kept is None:
             count, latest = subtree_size(self.session.tree, i, self._runs, self.outline.vis)
-            hidden = count - 1
-            when = ""
+            age = ""
             if latest != i:
                 with contextlib.suppress(SessionError):
-                    when = " · " + _age(self.session.entry_at(latest).timestamp)
-            kept = self._stubs[i] = (hidden, f"▸ {counted(hidden, 'entry', 'entries')}{when} ")
+                    age = _age(self.session.entry_at(latest).timestamp)
+            kept = self._stubs[i] = (count - 1, age)
         return kept
 
     def _look(self, row: int, width: int) -> RowLook:
