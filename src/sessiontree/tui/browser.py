@@ -93,7 +93,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "search_filter",
             "Filter by search",
             show=False,
-            tooltip="show only the matching entries and those that place them (Esc restores)",
+            tooltip="show only the matching entries (Esc restores)",
             id="search-filter",
             priority=True,
         ),
