@@ -142,6 +142,47 @@ def test_forced_output_replaces_only_a_regular_file(tmp_path):
     assert (tmp_path / "pipe.jsonl").is_fifo()
 
 
+def test_forced_output_never_replaces_a_session_another_process_writes(tmp_path):
+    """`fork … -o live.jsonl --force` replaced a session another process had open for writing:
+    that writer's next append failed and everything it had written was gone (QA)."""
+    path, _ = make(tmp_path)
+    live = tmp_path / "live.jsonl"
+    with Session(JsonlStorage.create(live, cwd="/p")) as s:
+        s.append_message(U("kept"))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(live)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "open\n"
+        before = live.read_bytes()
+        for args in (
+            ("export", str(path), "-o", str(live), "--force", "--format", "jsonl"),
+            ("fork", str(path), "-o", str(live), "--force", leaf_of(path)),
+        ):
+            done = run(*args, check=False)
+            assert done.returncode == 2 and done.stdout == "", args
+            assert "is a session open for writing (pid " in done.stderr, done.stderr
+            assert f"pid {writer.pid}" in done.stderr and done.stderr.count("\n") == 1
+        assert live.read_bytes() == before
+    finally:
+        writer.communicate("")  # it appends once more, then closes
+    assert writer.returncode == 0
+    said = run("context", str(live)).stdout
+    assert "kept" in said and "after" in said
+    run("export", str(path), "-o", str(live), "--force", "--format", "jsonl")  # no writer now
+
+
+WRITER = """
+import sys
+from sessiontree import open_session
+s = open_session(sys.argv[1])
+print("open", flush=True)
+sys.stdin.read()
+s.append_message({"role": "user", "content": "after"})
+s.close()
+"""
+
+
 def test_a_session_file_exported_is_private_like_a_fork(tmp_path):
     """`fork` wrote mode 0600 and `export --format jsonl`, the same kind of file, 0644."""
     path, _ = make(tmp_path)

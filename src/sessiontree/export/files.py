@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable
 from ..model.errors import SessionError
 from ..opening import is_one_of
 from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
+from ..storage.lock import flock_writer
 
 PURPOSE = "export"
 # A piece of a file to write: the HTML page hands over its growing buffers and views of them
@@ -88,14 +89,23 @@ def write_file(
 
 
 def _replaceable(path: str) -> None:
-    """Refuse to replace anything but a regular file. The rename puts a new file in the place
-    of whatever held the name: a symlink would stop pointing at its file, and `-o /dev/null`
-    run as root replaced the system's null device with a file of the export."""
+    """Refuse to replace anything but a regular file, and a session file a sessiontree writer
+    holds (`lock.flock_writer`: its next appends would go to the file replaced). The rename
+    puts a new file in the place of whatever held the name: a symlink would stop pointing at
+    its file, and `-o /dev/null` run as root replaced the system's null device with a file of
+    the export."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:
         return  # not there (or not readable): the write says what is wrong, if anything
     if stat.S_ISREG(mode):
+        writer = flock_writer(path)
+        if writer is not None:
+            raise SessionError(
+                "locked",
+                f"is a session open for writing ({writer}); it is not replaced while written",
+                path=path,
+            )
         return
     if stat.S_ISLNK(mode):
         what = f"a symbolic link (to {os.path.realpath(path)}); name the file itself to replace it"

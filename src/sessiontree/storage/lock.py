@@ -28,6 +28,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 import struct
 from collections.abc import Callable
 
@@ -117,17 +118,42 @@ def process_command(pid: int) -> str | None:
     return text if len(text) <= HOLDER_COMMAND_MOST else text[: HOLDER_COMMAND_MOST - 1] + "…"
 
 
+def _holder(pid: int | None) -> str:
+    """How a refusal names a lock's holder: "pid 123: sessiontree label …", or "pid unknown"."""
+    holder = f"pid {pid}" if pid is not None else "pid unknown"
+    command = process_command(pid) if pid is not None else None
+    return holder if command is None else f"{holder}: {command}"
+
+
 def _refusal(what: str, pid: int | None) -> SessionError:
     if pid == os.getpid():
         return SessionError("locked", f"{what} is already open for writing in this process (pid {pid})")
-    holder = f"pid {pid}" if pid is not None else "pid unknown"
-    command = process_command(pid) if pid is not None else None
-    if command is not None:
-        holder += f": {command}"
-    return SessionError(
-        "locked",
-        f"{what} is open for writing in another process ({holder}){ADVICE}",
-    )
+    return SessionError("locked", f"{what} is open for writing in another process ({_holder(pid)}){ADVICE}")
+
+
+def flock_writer(path: str) -> str | None:
+    """Who holds a writer's flock on the file at `path` (a JSONL session open for writing, in
+    this process or another), named as a refusal names it; None when nobody does, or when the
+    file cannot be opened to ask. Asked before a file is replaced: a writer keeps appending to
+    its descriptor of the old file, and what it appends after is lost with it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # a pipe put there would wait for a writer
+    try:
+        key, fd = dbfiles.borrow(path, flags)  # a database of ours keeps SQLite's locks (`dbfiles`)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:  # taken for an instant: flock has no query
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(flock_holder(fd))
+        except OSError:  # no flock on this file system: no sessiontree writer either
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        dbfiles.give_back(key, flags, fd)
 
 
 class FileLock:
