@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from .model.entries import (
     ActiveToolsChangeEntry,
@@ -308,14 +308,20 @@ def estimate_tokens(msg: Message) -> int:
     return math.ceil(chars / 4)
 
 
+def usage_number(value: Any) -> TypeGuard[int | float]:
+    """Whether a usage figure is a number to count: a JSON number past a double's range (1e400)
+    reads as infinity, which no count of tokens is (and `int` of it raised)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def usage_total(usage: Any) -> int:
     if not isinstance(usage, dict):
         return 0
     total = usage.get("totalTokens")
-    if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+    if usage_number(total) and total > 0:
         return int(total)
     parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
-    return int(sum(p for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool)))
+    return int(sum(p for p in parts if usage_number(p)))
 
 
 def _reported_usage(msg: Any) -> int:

@@ -41,7 +41,7 @@ from .storage.jsonl import JsonlStorage
 from .storage.jsonl.files import open_regular, read_header
 from .storage.jsonl.legacy import read_legacy
 from .storage.postgres import PostgresStorage, is_postgres_url, redact
-from .storage.scan import LONE_SURROGATE, encode_line
+from .storage.scan import LONE_SURROGATE, encode_line, non_finite, nulled_non_finite
 from .storage.sqlite import SqliteStorage
 
 # What a reader of the imported copy writes to it (the app's moves, summaries, labels, names and
@@ -71,7 +71,7 @@ class Problem:
     line: int | None
     message: str
     # skipped: not imported; rooted: imported as a root (its parent was not); mended: imported
-    # with a broken character replaced; pending: an incomplete last line, left for a later import
+    # with a broken character replaced or a number out of range as null; pending: an incomplete last line, left for a later import
     kind: ProblemKind = "skipped"
 
     def __str__(self) -> str:
@@ -426,7 +426,9 @@ def _admit(
     An entry whose parent was not imported (a damaged line above it) is written as a root —
     how the browser and Pi show it — rather than skipped, which would drop its whole subtree:
     one damaged line costs that line only. So is a label or a name SQLite cannot store (a lone
-    surrogate: half of a character cut in two), with U+FFFD in place of the half."""
+    surrogate: half of a character cut in two), with U+FFFD in place of the half, and an entry
+    holding a number past a double's range, with null in its place (as `export` and `fork`
+    write it, and Pi's `JSON.stringify`): refused, it left the session created empty."""
     eid = data["id"]
     if eid in known:
         return None, f"skipped, entry id {eid!r} is used again", "skipped"
@@ -457,6 +459,11 @@ def _admit(
             note = f"{note}; its {broken}" if note else f"entry {eid!r}: its {broken}"
     if refusal is not None:
         return None, f"skipped, entry {eid!r} {refusal}", "skipped"
+    where = non_finite(data)
+    if where is not None:  # a number past a double's range (1e400): what JSON.stringify writes
+        data, kind = nulled_non_finite(data), "mended"
+        broken = f"{where} is a number too large to hold (read as infinite), written as null as Pi writes it"
+        note = f"{note}; its {broken}" if note else f"entry {eid!r}: its {broken}"
     try:
         encode_line(data)
     except (TypeError, ValueError) as exc:

@@ -27,6 +27,7 @@ from .context import (
     project,
     select_context_entries,
     select_indices,
+    usage_number,
 )
 from .model.entries import (
     CustomMessageEntry,
@@ -118,7 +119,7 @@ def _usable_usage(usage: Any) -> bool:
     nums = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
     cost = usage.get("cost")
     nums.append(cost.get("total") if isinstance(cost, dict) else None)
-    return all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in nums)
+    return all(usage_number(n) for n in nums)
 
 
 def _check(value: object, kind: type | tuple[type, ...], what: str) -> None:
@@ -127,6 +128,21 @@ def _check(value: object, kind: type | tuple[type, ...], what: str) -> None:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise SessionError("invalid_argument", f"{what} must be {_kind_name(kind)}, not {value!r}")
+
+
+def _check_text(value: str, what: str) -> None:
+    """Refuse text a person typed that is not Unicode text: half of a character (a lone
+    surrogate), which is what a command line's argument holds for a byte that is not UTF-8
+    (Python decodes argv with `surrogateescape`). JSON could write it escaped, but SQLite and
+    PostgreSQL refuse it and every reader shows a replacement character."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ord(value[exc.start])
+        said = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"U+{bad:04X}"
+        raise SessionError(
+            "invalid_argument", f"{what} is not valid text: half a character ({said}) at {exc.start}"
+        ) from None
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
@@ -705,6 +721,8 @@ class Session:
         """Set (or, with None/blank, clear) the label of `target_id`. The label entry itself
         joins the current branch (Pi semantics: it becomes the leaf)."""
         _check(label, (str, type(None)), "a label")
+        if label is not None:
+            _check_text(label, "the label")
         self.require_entry(target_id)
         payload: dict[str, Any] = {"targetId": target_id}
         if label is not None and label.strip():
@@ -714,6 +732,7 @@ class Session:
     def append_session_name(self, name: str) -> str:
         """As Pi does: runs of CR/LF become one space, then trimmed; an empty name clears it."""
         _check(name, str, "a session name")
+        _check_text(name, "the session name")
         return self._append("session_info", {"name": re.sub(r"[\r\n]+", " ", name).strip()})
 
     # --- moving -------------------------------------------------------------------------------
@@ -740,6 +759,7 @@ class Session:
         batch = [leaf]
         if summary is not None:
             s = BranchSummary.coerce(summary)
+            _check_text(s.summary, "the summary")
             payload: dict[str, Any] = {"fromId": old_leaf or "root", "summary": s.summary}
             if s.details is not None:
                 payload["details"] = s.details

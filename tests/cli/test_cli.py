@@ -52,6 +52,31 @@ def test_context_text_json_llm(tmp_path):
     assert len(at) == 1 and at[0]["role"] == "user"
 
 
+def test_half_a_character_is_escaped_in_json_and_refused_from_the_command_line(tmp_path):
+    """A message holding a lone surrogate (Pi's truncation cuts emoji in half; Pi reads the file)
+    stopped every `--json` output with a traceback after half the JSON; a summary or label with
+    a byte that is not UTF-8 (`$'s\\xff'`) was written as half a character (QA)."""
+    path, _u1, a1 = make(tmp_path)
+    with path.open("a") as f:  # a user message below the leaf holding "\ud83d" alone
+        leaf = open_session(path, read_only=True).leaf_id
+        entry = {"type": "message", "id": "halfemoj", "parentId": leaf, "timestamp": "2026-01-01T00:00:00Z",
+                 "message": {"role": "user", "content": "half \ud83d here", "timestamp": 1}}  # fmt: skip
+        f.write(json.dumps(entry) + "\n")  # as an escape: json.dumps writes ASCII
+    for args in (("context", str(path), "--json"), ("context", str(path), "--llm")):
+        done = run(*args, check=False)
+        assert done.returncode == 0 and "\\ud83d" in done.stdout, (args, done.stderr)
+        said = json.dumps(json.loads(done.stdout))
+        assert "half \\ud83d here" in said
+    before = path.read_bytes()
+    for args in (("move", str(path), a1, "--summary", "s\udcff"), ("label", str(path), a1, "x\udcff")):
+        done = subprocess.run(
+            [sys.executable, "-m", "sessiontree", *[a.encode("utf-8", "surrogateescape") for a in args]],
+            capture_output=True,
+        )
+        assert done.returncode == 2 and b"not valid text: half a character (byte 0xff)" in done.stderr
+    assert path.read_bytes() == before
+
+
 def test_context_text_shows_thinking_failures_and_images_as_the_model_gets_them(tmp_path):
     """The plain context listed an assistant's text and calls only: its thinking, the error it
     stopped on, a failed tool result, a command's exit code and images (by type) were left out."""

@@ -124,6 +124,52 @@ def test_an_integer_past_64_bits_beside_an_infinity_is_copied(tmp_path: Path):
     assert copied["big"] == 2**64 and copied["e"] is None
 
 
+def test_an_infinite_usage_is_read_exported_and_imported(tmp_path: Path):
+    """A usage figure past a double's range (`1e400`; Pi reads Infinity): `context` and the
+    Markdown and HTML exports ended in a traceback (`int` of an infinity), and `import` refused
+    the entry and left the session created empty (QA). The figure is not counted; the import
+    writes null, as `fork` does."""
+    usage = {
+        "input": 0.5,
+        "output": 1,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": 0.5,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
+    path = write(
+        tmp_path / "inf.jsonl",
+        [
+            {"type": "message", "id": "u1", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+             "message": {"role": "user", "content": "hi", "timestamp": 1}},
+            {"type": "message", "id": "a1", "parentId": "u1", "timestamp": "2026-01-01T00:00:01.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "yo"}], "timestamp": 2,
+                         "usage": usage, "stopReason": "stop"}},
+            {"type": "message", "id": "u2", "parentId": "a1", "timestamp": "2026-01-01T00:00:02.000Z",
+             "message": {"role": "user", "content": "more", "timestamp": 3}},
+        ],
+    )  # fmt: skip
+    path.write_text(path.read_text().replace("0.5", "1e400"))
+    for args in (
+        ("context", str(path)),
+        ("context", str(path), "--json"),
+        ("tree", str(path)),
+        ("export", str(path), "-o", str(tmp_path / "out.md")),
+        ("export", str(path), "-o", str(tmp_path / "out.html")),
+    ):
+        done = run(*args)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr)
+    assert json.loads(run("context", str(path), "--json").stdout)["tokens"] == 2  # "more", estimated
+    db = tmp_path / "db.sqlite"
+    done = run("import", str(path), "--to", str(db))
+    assert "Traceback" not in done.stderr and "1 new; 3 entries added" in done.stderr, done.stderr
+    assert "message.usage.input is a number too large to hold" in done.stderr
+    sid = done.stdout.split(" → ")[1].split(":")[0]
+    said = json.loads(run("context", f"{db}#{sid}", "--json").stdout)
+    assert [m["role"] for m in said["messages"]] == ["user", "assistant", "user"]
+    assert said["messages"][1]["usage"]["input"] is None
+
+
 def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_path: Path):
     """One invalid UTF-8 byte in a message: `tree` printed nothing (exit 2) wherever the entry
     was, and `context` warned that it built from what is readable, then failed with "not valid

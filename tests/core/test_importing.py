@@ -12,6 +12,7 @@ import pytest
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.importing import Target, find_sources, import_file, import_sessions
+from sessiontree.model.entries import entry_from_dict
 from sessiontree.opening import create_session, list_sessions, upgrade_session
 from sessiontree.storage.scan import LONE_SURROGATE
 
@@ -207,8 +208,17 @@ def test_a_label_or_name_with_half_a_character_keeps_the_tree(tmp_path, target):
     path = tmp_path / "halves.jsonl"
     with Session(JsonlStorage.create(path, cwd="/work/d\udcff")) as s:  # a directory not in UTF-8
         first = s.append_message(U("hi"))
-        label = s.append_label(first, "cut \ud83d")
-        name = s.append_session_name("name \udcff")
+        # as another program may write them: `Session` refuses such text from its callers
+        label, name = "1abe1000", "0a3e0000"
+        t = "2026-01-01T00:00:00.000Z"
+        s.storage.append(
+            [
+                entry_from_dict({"type": "label", "id": label, "parentId": first, "timestamp": t,
+                                 "targetId": first, "label": "cut \ud83d"}),
+                entry_from_dict({"type": "session_info", "id": name, "parentId": label, "timestamp": t,
+                                 "name": "name \udcff"}),
+            ]
+        )  # fmt: skip
         after = s.append_message(U("after"))
     result = import_file(path, target)
     assert result.status == "new" and result.added == 4, result.message

@@ -15,6 +15,7 @@ import pytest
 
 from helpers import A, U, as_nobody
 from sessiontree import Session, SessionError, SqliteStorage, open_session
+from sessiontree.model.entries import entry_from_dict
 
 
 def build(db: Path, sid: str = "s1", n: int = 200) -> dict[str, str]:
@@ -404,13 +405,18 @@ def test_half_a_character_in_a_label_or_name_is_refused_with_a_reason(tmp_path):
     db = tmp_path / "s.sqlite"
     with Session(SqliteStorage.create(db, cwd="/work/d\udcff", session_id="s")) as s:
         first = s.append_message(U("hi"))
-        for attempt, what in (
-            (lambda: s.append_label(first, "cut \ud83d"), "label"),
-            (lambda: s.append_session_name("name \udcff"), "name"),
+        t = "2026-01-01T00:00:00.000Z"
+        for data, what in (
+            ({"type": "label", "targetId": first, "label": "cut \ud83d"}, "label"),
+            ({"type": "session_info", "name": "name \udcff"}, "name"),
         ):
+            entry = entry_from_dict({**data, "id": "0dd00000", "parentId": first, "timestamp": t})
             with pytest.raises(SessionError, match=f"has a {what} with a lone surrogate") as info:
-                attempt()
+                s.storage.append([entry])  # as an import writes them (`Session` refuses them first)
             assert info.value.code == "invalid_entry"
+        with pytest.raises(SessionError, match="not valid text: half a character") as info:
+            s.append_label(first, "cut \ud83d")
+        assert info.value.code == "invalid_argument"
         s.append_label(first, "whole \U0001f600")
         assert s.check() == [] and s.entry_count() == 2
     with open_session(f"{db}#s") as s:

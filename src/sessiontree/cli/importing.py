@@ -121,7 +121,7 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     parts = [f"{n} {status}" for status, n in counts.items()]
     rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
-    rerooted += f", {mended} with a broken character mended" if mended else ""
+    rerooted += f", {mended} written mended (a broken character, a number out of range)" if mended else ""
     entries = counted(added, "entry", "entries")
     err(
         f"{counted(len(results), 'file')} into {target.display}: {', '.join(parts)}; {entries} added"

@@ -108,14 +108,16 @@ def _member(name: str, value: Any) -> bytes:
 
 
 def _dumps(value: Any) -> bytes:
-    """Indented JSON. Integers beyond 64 bits (JavaScript writes 1e20 as one) are written by the
-    standard library's encoder, which has no size limit."""
+    """Indented JSON. What orjson refuses is written by the standard library's encoder:
+    integers beyond 64 bits (JavaScript writes 1e20 as one), which it has no limit for, and half
+    a character (a lone surrogate, as Pi's truncation can leave in a message), which
+    `backslashreplace` spells as JSON escapes it (`\\ud83d`): it can only be in a string."""
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2)
     except TypeError:
         import json
 
-        return json.dumps(value, indent=2, ensure_ascii=False).encode()
+        return json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 def _indent(data: bytes, prefix: bytes, *, first: bool) -> bytes:

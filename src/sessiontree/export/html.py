@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from ..context import estimate_tokens
+from ..context import estimate_tokens, usage_number
 from ..display import entry_preview, one_line
 from ..model.entries import CompactionEntry, CustomMessageEntry, Entry, MessageEntry
 from ..model.errors import Diagnostic, SessionError
@@ -299,10 +299,6 @@ class _Counts:
         parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
         cost = usage.get("cost")
         total = cost.get("total") if isinstance(cost, dict) else None
-        if all(_number(v) for v in [*parts, total]):
+        if all(usage_number(v) for v in [*parts, total]):
             self.usage_tokens += int(sum(parts))  # type: ignore[arg-type]
             self.cost += float(total)  # type: ignore[arg-type]
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -258,20 +258,20 @@ def encode_line(data: Any) -> bytes:
             # A number read as `1e999` is an infinity here: null, as orjson (and Pi's
             # JSON.stringify) write it, rather than a ValueError when the same entry also
             # holds an integer past 64 bits (QA: a traceback from `fork`).
-            finite = _nulled_non_finite(data) if non_finite(data) is not None else data
+            finite = nulled_non_finite(data) if non_finite(data) is not None else data
             return json.dumps(finite, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
         except RecursionError:  # past Python's recursion limit (orjson stops at 255 levels)
             raise ValueError("its values are nested too deeply to write") from None
 
 
-def _nulled_non_finite(value: Any) -> Any:
+def nulled_non_finite(value: Any) -> Any:
     """`value` with each NaN or infinity replaced by None (JSON's null)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _nulled_non_finite(v) for k, v in value.items()}
+        return {k: nulled_non_finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_nulled_non_finite(v) for v in value]
+        return [nulled_non_finite(v) for v in value]
     return value
 
 
