@@ -1072,9 +1072,12 @@ async def test_choosing_the_session_open_here_goes_back_to_it(root):
     assert snapshot(root) == before
 
 
-async def test_choosing_the_session_open_here_after_it_was_replaced_opens_it_again(root):
+@pytest.mark.parametrize("how", ["replaced", "overwritten"])
+async def test_choosing_the_session_open_here_after_it_was_replaced_opens_it_again(root, how):
     """The banner said "reopen it to see it", and choosing it in the picker went back to the
-    stale read-only view of the replaced file (QA)."""
+    stale read-only view of the replaced file (QA). Overwritten in place (`cp` onto it), the
+    file opened again read-only "though the process that was writing this session has quit":
+    the lock was the app's own, still held by the session it had open (QA)."""
     weather = root / "--home-dev-weather--" / "weather.jsonl"
     app = build_app(str(weather))
     async with app.run_test(size=WIDE) as pilot:
@@ -1082,7 +1085,10 @@ async def test_choosing_the_session_open_here_after_it_was_replaced_opens_it_aga
         first = app.browser
         with create_session("/home/dev/other", path=root / "new.jsonl") as other:
             other.append_message(U("what the file holds now"))
-        os.replace(root / "new.jsonl", weather)
+        if how == "replaced":
+            os.replace(root / "new.jsonl", weather)
+        else:  # the same inode, truncated and written
+            weather.write_bytes((root / "new.jsonl").read_bytes())
         for _ in range(30):
             await pilot.pause(0.1)
             if first.session.read_only:

@@ -360,11 +360,22 @@ class SessionTreeApp(App[None]):
 
     def _reopen(self, path: Path) -> None:
         """The session open here, chosen again after it turned read-only under the app: what
-        the file holds now, read afresh (read-only again if it is damaged: the banner says)."""
+        the file holds now, read afresh (read-only again if it is damaged: the banner says).
+        A session that was writing still holds its writer lock: opened beside it, the file
+        came back read-only for "another process" (this one), and only a second try wrote
+        (QA). So the old one lets go first, once the file is known to open."""
         session = self._open_again(lambda: self.opener(path))
-        if session is not None:
-            self._show(session)
-            self.notify(f"{path.name} opened again", markup=False, timeout=4)
+        browser = self.browser
+        if session is None or browser is None:
+            return
+        if session.locked_out and not browser.session.locked_out:  # the lock is the old session's
+            browser.session.close()
+            again = self._open_again(lambda: self.opener(path))
+            if again is not None:
+                session.close()
+                session = again
+        self._show(session)
+        self.notify(f"{path.name} opened again", markup=False, timeout=4)
 
     def _reopen_for_writing(self, open_it: Callable[[], Session | None], name: str) -> None:
         """The session open here read-only because another writer held its lock, chosen again:
