@@ -172,9 +172,12 @@ def find(
     every: int = 2000,
     scanning: Callable[[int, int], None] | None = None,
     matched: Iterable[int] = (),
+    scan: bool = True,
 ) -> Found | None:
     """The entries among `positions` (kept in that order) whose haystack matches `query`,
-    after the entries `matched` already known to match (`Remembered`). `scanning` is called
+    after the entries `matched` already known to match (`Remembered`). Without `scan`, each is
+    decoded, not picked by a byte scan of the whole file first (about a second per gigabyte):
+    for a few entries, such as those live follow brought in. `scanning` is called
     with (bytes scanned, bytes to scan) as the byte scan goes (about a second per gigabyte),
     `progress` every `every` entries decoded after it; returns None if
     `cancelled()`."""
@@ -183,7 +186,7 @@ def find(
     wanted = list(positions)
     needle = scan_needle(query)
     lines = None
-    if needle is not None and wanted:  # nothing asked (all known to `Remembered`): no scan
+    if needle is not None and wanted and scan:  # nothing asked (all known to `Remembered`): no scan
         lines = session.storage.lines_containing(needle, cancelled=cancelled, progress=scanning)
         if lines is None and cancelled():
             return None

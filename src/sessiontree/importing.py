@@ -71,7 +71,8 @@ class Problem:
     line: int | None
     message: str
     # skipped: not imported; rooted: imported as a root (its parent was not); mended: imported
-    # with a broken character replaced or a number out of range as null; pending: an incomplete last line, left for a later import
+    # with a broken character replaced or a number out of range as null; pending: an incomplete
+    # last line, left for a later import
     kind: ProblemKind = "skipped"
 
     def __str__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -611,3 +612,44 @@ async def test_a_on_a_leaf_the_filter_hides_says_where_the_cursor_is(demo):
         kind = app.session.tree.type_name(app.session.tree.pos[leaf])
         hidden = f"a {kind} entry the filter hides (5 shows it)"
         assert status(app) == f"On the row of the active leaf {leaf}, {hidden}"
+
+
+@pytest.mark.parametrize("key", ["slash", "ampersand"])
+async def test_entries_live_follow_brings_in_join_the_search_in_effect(demo, key):
+    """A find's count, `n`/`N` and `&` left out the entries live follow brought in: a new row
+    holding the word, and "match 4/4" wrapped over it (QA). Under `&`, an arrival that does not
+    match is not shown."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, key, "conftest")
+        assert len(app.browser._matches) == 3
+        leaf = app.session.leaf_id
+
+        def record(eid: str, parent: str, text: str) -> bytes:
+            message = {"role": "user", "content": text, "timestamp": 1}
+            entry = {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "2026-03-14T10:00:00.000Z",
+            }
+            return json.dumps({**entry, "message": message}).encode() + b"\n"
+
+        with open(demo, "ab") as f:  # Pi (no lock) appends while we browse
+            f.write(record("feed0001", leaf, "the conftest again"))
+            f.write(record("feed0002", "feed0001", "other words"))
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if len(app.browser._matches) == 4:
+                break
+        await settle(app, pilot)
+        new = app.session.tree.pos["feed0001"]
+        assert app.browser._matches[-1] == new and len(app.browser._matches) == 4
+        assert "4 matches" in app.browser.sub_title or "/4" in app.browser.sub_title
+        shown = {tree(app).outline.rows_pos[r] for r in range(len(tree(app).outline))}
+        if key == "ampersand":
+            assert new in shown and app.session.tree.pos["feed0002"] not in shown and len(shown) == 4
+        tree(app).set_cursor(tree(app).outline.row_for(app.browser._matches[0]))
+        await pilot.press("N")  # back over the first: the last match is the new entry
+        assert cursor_id(app) == "feed0001"

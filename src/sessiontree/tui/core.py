@@ -58,6 +58,10 @@ class BrowserBase(Screen[None]):
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
 
+    def _entries_arrived(self, start: int) -> None:
+        """Entries from position `start` on arrived from another writer (live follow) and have
+        rows; what else must take them in (the search in effect)."""
+
     def reveal(self, position: int, what: str) -> None:
         """Put the cursor on entry `position` and say so (`what`: "At 3f2a…"), showing every
         entry first when the filter hides it and opening the folds over it: the history's

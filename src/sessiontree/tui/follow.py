@@ -84,6 +84,7 @@ class FollowMixin(BrowserBase):
             return
         start = time.monotonic()
         tree.appended(keep=session.tree.leaf if followed_leaf else None)
+        self._entries_arrived(len(session.tree) - added)
         self._new_entries = 0 if followed_leaf else self._new_entries + added
         self._update_header()
         cost = time.monotonic() - start

@@ -224,6 +224,46 @@ class SearchMixin(BrowserBase):
         if not worker.is_cancelled:
             deliver(self.app, self._search_done, query, outline, found.positions, found.skipped, kept)
 
+    def _entries_arrived(self, start: int) -> None:
+        """Entries live follow brought in are matched against the search in effect: its count,
+        `n`/`N` and `&` left them out until the next search (QA: a new row holding the word, and
+        "match 4/4" wrapped over it). A search still running reads them itself."""
+        if self._query is None or not (self._matches or self._tree().restrict is not None):
+            return
+        if not any(w.group == "search" and not w.is_finished for w in self.workers):
+            self._search_arrivals(self._query, range(start, len(self.session.tree)))
+
+    @work(thread=True, group="search-arrivals")
+    def _search_arrivals(self, query: Query, positions: range) -> None:
+        worker = get_current_worker()
+        if self._remembered is None:
+            self._remembered = Remembered()
+        try:
+            # decoded one by one: a few entries, where a byte scan reads the whole file
+            found = self._remembered.find(
+                self.session, query, positions, cancelled=lambda: worker.is_cancelled, scan=False
+            )
+        except QueryTimeout:
+            return
+        if found is not None and not worker.is_cancelled:
+            deliver(self.app, self._arrivals_found, query, positions, found.positions)
+
+    def _arrivals_found(self, query: Query, positions: range, found: list[int]) -> None:
+        if query is not self._query or not (self._matches or self._tree().restrict is not None):
+            return  # another search, or Esc, came meanwhile
+        tree = self._tree()
+        if tree.restrict is not None:  # the filter shows the arrivals that match, only
+            mask = bytearray(tree.restrict)
+            mask.extend(bytes(max(positions.stop - len(mask), 0)))
+            for i in positions:
+                mask[i] = 0
+            for i in found:
+                mask[i] = 1
+            tree.restrict = mask
+            tree.rebuild()
+        if found:
+            self._set_matches(sorted({*self._matches, *found}), partial=self._matches_partial)
+
     def _search_partial(self, worker: Worker[None], outline: Outline, found: list[int]) -> None:
         """Matches so far of a find still running: highlighted and counted, and the cursor on
         the first of them if it has not moved since the search began."""
