@@ -114,6 +114,41 @@ async def test_a_name_in_wide_characters_is_cut_by_its_columns(demo, width):
             assert top.rstrip().endswith("· demo.jsonl")
 
 
+async def test_the_state_in_the_header_is_not_cut_for_the_name_at_80_columns(demo):
+    """With a filter, a search and entries arrived unseen, the header at 80 columns kept 40
+    columns of the name and cut "6 matches · +2 new" and "follow paused" off (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2", "slash", *"UTC", "enter")
+        await settle(app, pilot)
+        await pilot.press("g")
+        leaf = app.session.leaf_id
+        with open(demo, "ab") as f:
+            for k, parent in enumerate([leaf, "feed0001"], 1):
+                entry = {
+                    "type": "message",
+                    "id": f"feed000{k}",
+                    "parentId": parent,
+                    "timestamp": "2026-03-14T10:00:00Z",
+                }
+                message = {"role": "user", "content": f"arrived {k}", "timestamp": 1}
+                f.write(json.dumps({**entry, "message": message}).encode() + b"\n")
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if "+2 new" in app.browser.sub_title:
+                break
+        await settle(app, pilot)
+        top = screen_lines(app)[0]  # the name cut shorter
+        assert top.startswith(" ├ Fix flaky date") and "… — leaf " in top, top
+        assert "· filter no-tools · 6 matches · +2 new" in top, top
+        await pilot.press("F")  # follow paused
+        await settle(app, pilot)
+        top = screen_lines(app)[0]  # no room for 16 columns of the name: the state alone
+        assert cell_len(top) == 80
+        assert top.startswith(" ├ leaf feed0002 · filter no-tools · 6 matches · +2 new · follow paused"), top
+
+
 async def test_an_unnamed_session_is_named_in_the_header_as_the_picker_lists_it(tmp_path):
     """The picker lists an unnamed session by its first user message; the header said
     "(unnamed session)" for the same file, which read as another one."""

@@ -30,6 +30,7 @@ from .tree_view import RowTarget, SessionTreeView
 NOT_THE_NAME = 40  # header columns a long session name leaves to the rest (`_update_header`)
 NAME_MOST = 48  # columns a session's name keeps whatever the rest (`_update_header`)
 HEADER_CHROME = 8  # the header's columns that are neither name nor the rest: icon, " — ", the right margin
+NAME_LEAST = 16  # columns a session's name keeps whatever the state beside it
 
 
 class BrowserBase(Screen[None]):
@@ -130,16 +131,21 @@ class BrowserBase(Screen[None]):
             parts.append(f"+{self._new_entries:,} new")
         if not self.follow:
             parts.append("follow paused")
-        parts += [counted(session.entry_count(), "entry", "entries"), location]
-        sub_title = inert(" · ".join(parts))
+        state = inert(" · ".join(parts))
+        sub_title = inert(" · ".join([*parts, counted(session.entry_count(), "entry", "entries"), location]))
         # The name takes what the rest leaves, and at least what leaves NOT_THE_NAME columns
         # (for the icon, the dash and "leaf 3a7c55c4 · 1,234,567 entries") up to NAME_MOST:
         # then the end of the rest is cut, where the file name is (known from the command
         # line). Counted in cells: a name in wide characters took twice the columns its length
         # said, and a first message of 120 characters hid the file name at 160 columns (QA).
+        # The state before the counts (filter, matches, "+2 new", "follow paused") is not cut
+        # for the name: at 80 columns the name kept 40 and hid them (QA). Where it leaves the
+        # name fewer than NAME_LEAST columns, the name goes (`SessionHeader.format_title`).
         width = self.app.size.width
         room = width - HEADER_CHROME - cell_len(sub_title)
-        self.title = shortened(one_line(name, 400), max(room, min(width - NOT_THE_NAME, NAME_MOST), 16))
+        state_room = width - HEADER_CHROME - cell_len(state) - len(" · ")
+        keeps = max(room, min(max(width - NOT_THE_NAME, NAME_LEAST), NAME_MOST, state_room))
+        self.title = shortened(one_line(name, 400), keeps) if keeps >= NAME_LEAST else ""
         self.sub_title = sub_title
         if session.read_only:
             if session.format_version < 3 and session.location is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.css.query import NoMatches
 from textual.dom import NoScreen
 from textual.events import Mount
@@ -43,3 +44,11 @@ class SessionHeader(Header):
         for source in (self.app, self.screen):
             self.watch(source, "title", set_title)
             self.watch(source, "sub_title", set_title)
+
+    def format_title(self) -> Content:
+        """The app's, but a sub-title without a title is shown without the dash before it: the
+        browser leaves the session's name out where the state beside it needs the row."""
+        title, sub_title = self.screen_title, self.screen_sub_title
+        if not title and sub_title:
+            return Content(sub_title).stylize("dim")
+        return self.app.format_title(title, sub_title)
