@@ -252,7 +252,7 @@ async def test_at_40_by_12_a_dialog_keeps_its_question_buttons_and_keys(demo):
         await pilot.press("s")
         await settle(app, pilot)
         lines = screen_lines(app)
-        assert lines[1].startswith("█ Move the leaf to 3a7c4feb") and lines[1].rstrip("█ ").endswith("…")
+        assert lines[1].startswith("█ Move the leaf to 3a7c4df8, before") and lines[1].rstrip("█ ").endswith("…")
         assert any("No summary" in line for line in lines)
         assert any("Move" in line and "Cancel" in line for line in lines[2:]), lines
         await pilot.press("escape", "H")
@@ -523,3 +523,20 @@ async def test_copy_at_an_entry_with_a_long_id_keeps_its_keys_at_60_by_20(tmp_pa
         assert isinstance(app.screen, ChoiceScreen)
         shown = "\n".join(screen_lines(app))
         assert "Esc: cancel" in shown and "y" * 60 not in shown
+
+
+async def test_the_summary_dialog_names_where_the_leaf_goes_for_a_user_message(demo):
+    """`s` on a user message said "Move the leaf to 3a7c09bf", the message; the leaf went to
+    3a7c07cc, its parent, as Pi's navigation puts it, to send the message again (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, "3a7c09bf")
+        assert app.session.navigation_target("3a7c09bf")[0] == "3a7c07cc"
+        await pilot.press("s")
+        await settle(app, pilot)
+        said = "\n".join(screen_lines(app))
+        assert "Move the leaf to 3a7c07cc, before 3a7c09bf — " in said, said
+        await pilot.press("ctrl+s")  # no summary typed: the move alone
+        await settle(app, pilot)
+        assert app.session.leaf_id == "3a7c07cc"

@@ -137,10 +137,16 @@ class MovesMixin(BrowserBase):
         landing = session.tree.pos.get(new_leaf) if new_leaf else None
         tokens = self._tree().sizes.compute(landing) if landing is not None else 0
 
+        # A user message puts the leaf on its parent, to be sent again: the title named the
+        # message, and the leaf went to the entry above it (QA).
+        where = f"{target.entry_id} — {row_preview(session, target.position, 50)}"
+        if new_leaf != target.entry_id:
+            where = f"{new_leaf or 'the start'}, before {where}"
+
         def ask(kept: SummaryChoice | None) -> None:
             self.app.push_screen(
                 SummaryPrompt(
-                    target_text=f"{target.entry_id} — {row_preview(session, target.position, 50)}",
+                    target_text=where,
                     branch_size=branch.size,
                     drafter=drafter,
                     drafter_name=name,
