@@ -496,7 +496,12 @@ async def test_an_entry_that_adds_no_message_is_marked_at_the_end(conversation):
         await pilot.press("5")  # everything: labels have rows
         await put_cursor(app, pilot, ids["label"])
         assert_anchor_in_view(app)
-        assert "label" in anchored_text(app) and "adds no message" in anchored_text(app)
+        said = " ".join(anchored_text(app).split())
+        parent = app.session.get_entry(ids["label"]).parent_id
+        # what it records beside it, its parent named by id: the label's own words read as
+        # the parent's (QA)
+        assert f"label {ids['label']} (label " in said and "adds no message" in said, said
+        assert said.endswith(f"the context is as at its parent, {parent}"), said
         v = view(app)
         assert v.anchor_rows[1] == len(v.rows)
 

@@ -1058,7 +1058,13 @@ def plan_context(
     if at.id not in seen:
         summary = one_line(entry_summary(at), 300)
         parts.append(_blank())
-        text = f"▸ {at.type} {inert(at.id)} adds no message; the context is as at its parent ({summary})"
+        # What the entry records, then its parent by id: "its parent (label … = 'diagnosis')"
+        # read as the parent's description, for a label whose parent was the entry it labels (QA)
+        parent = inert(at.parent_id) if at.parent_id else "(none: the start)"
+        text = (
+            f"▸ {at.type} {inert(at.id)} ({summary}) adds no message; the context is as at its"
+            f" parent, {parent}"
+        )
         parts.append(Part(lambda r: r.plain(text, "preview--meta"), entry=at.id))
     return Plan(parts, at.id)
 
