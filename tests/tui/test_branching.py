@@ -252,7 +252,8 @@ async def test_at_40_by_12_a_dialog_keeps_its_question_buttons_and_keys(demo):
         await pilot.press("s")
         await settle(app, pilot)
         lines = screen_lines(app)
-        assert lines[1].startswith("█ Move the leaf to 3a7c4df8, before") and lines[1].rstrip("█ ").endswith("…")
+        title = lines[1]
+        assert title.startswith("█ Move the leaf to 3a7c4df8, before") and title.rstrip("█ ").endswith("…")
         assert any("No summary" in line for line in lines)
         assert any("Move" in line and "Cancel" in line for line in lines[2:]), lines
         await pilot.press("escape", "H")
