@@ -563,24 +563,40 @@ async def test_confirmations_replace_each_other_on_the_status_line_and_lay_nothi
         assert line.region == region and not layouts
 
 
+HINTS = (
+    "Enter moves the leaf here (nothing is deleted) · b moves it back · ? every key",
+    "Enter moves the leaf here · b moves it back · ? every key",
+    "⏎ moves the leaf · b back · ? keys",
+)
+
+
 @pytest.mark.parametrize(("size", "wording"), [((80, 24), 0), ((60, 18), 1), ((40, 12), 2)])
 async def test_the_hint_is_worded_to_fit_the_row(demo, size, wording):
     """At 60 columns it read "… (nothing is deleted) · b goes b…" (QA); a narrower terminal gets
     a shorter wording whole, and a resize picks again."""
-    from sessiontree.tui.browser import STATUS_HINT
-
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         await pilot.resize_terminal(*size)
         await settle(app, pilot)
-        assert screen_lines(app)[-2].strip() == STATUS_HINT[wording]
+        assert screen_lines(app)[-2].strip() == HINTS[wording]
+
+
+async def test_the_hint_names_the_keys_in_effect(demo, tmp_path):
+    """With `back = "x"` and `fork = "b"` in keys.toml the hint still said "b moves it back",
+    and `b` asked to fork (QA); likewise "?" with help on F1."""
+    app = remapped(demo, tmp_path, '[keys]\nback = "x"\nfork = "b"\nhelp = "f1"\nmove = "l,enter"\n')
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert (
+            screen_lines(app)[-2].strip()
+            == "l moves the leaf here (nothing is deleted) · x moves it back · f1 every key"
+        )
 
 
 async def test_a_confirmation_dims_when_its_time_is_up(demo):
     """It stays, dimmed, for a user who looks down late; the next one is bright again. Before
     the first, the line holds a dim hint for a newcomer, which is no confirmation."""
-    from sessiontree.tui.browser import STATUS_HINT
     from sessiontree.tui.notices import StatusLine
 
     app = make_app(demo)
@@ -594,7 +610,7 @@ async def test_a_confirmation_dims_when_its_time_is_up(demo):
             brighter than the fresh message in a 256-colour tmux)."""
             return bool(next(seg.style for seg in line.render_line(0) if seg.text.strip() and seg.style).dim)
 
-        assert screen_lines(app)[-2].strip() == STATUS_HINT[0] and status(app) == ""
+        assert screen_lines(app)[-2].strip() == HINTS[0] and status(app) == ""
         assert dimmed()  # the hint
         line.say("first", timeout=0.05)
         await pilot.pause()

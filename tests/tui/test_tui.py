@@ -32,7 +32,6 @@ from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
 from sessiontree.storage.index import LABEL
 from sessiontree.tui import launch
-from sessiontree.tui.browser import READ_ONLY_HINT
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
@@ -53,6 +52,9 @@ def lines(path: Path) -> list[dict]:
 
 
 # --- opening and drawing ----------------------------------------------------------------------
+
+
+READ_ONLY_HINT = "Read-only: browse, find (/) and preview; ? lists the keys in effect"
 
 
 async def test_opens_at_the_leaf_with_header_and_preview(demo):
@@ -1060,7 +1062,7 @@ async def test_read_only_mode_refuses_moves(demo):
     app = make_app(demo, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
-        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]  # not the hint for Enter and `b`
+        assert READ_ONLY_HINT in screen_lines(app)[-2]  # not the hint for Enter and `b`
         for key in ("enter", "s", "m", "r", "b"):
             await pilot.press(key)
         await settle(app, pilot)
@@ -1360,7 +1362,7 @@ async def test_damage_found_after_first_paint_turns_read_only(demo):
         await settle(app, pilot)
         assert "UTF-8" in str(app.browser.query_one("#banner").render())
         assert any("⚠" in r and "unreadable" in r for r in rows(app))
-        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
+        assert READ_ONLY_HINT in screen_lines(app)[-2]  # no longer the hint for Enter and `b`
 
 
 @pytest.mark.parametrize("how", ["truncated", "replaced"])
@@ -1384,7 +1386,7 @@ async def test_a_file_truncated_or_replaced_under_the_app_turns_its_write_keys_o
                 break
         await settle(app, pilot)
         assert app.session.read_only and how in str(app.browser.query_one("#banner").render())
-        assert READ_ONLY_HINT[0] in screen_lines(app)[-2]
+        assert READ_ONLY_HINT in screen_lines(app)[-2]
         footer = screen_lines(app)[-1]
         assert "Help" in footer and "Move" not in footer and "Label" not in footer, footer
         said = [n.message for n in app._notifications]

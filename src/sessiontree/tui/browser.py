@@ -37,17 +37,19 @@ from .tree_view import SessionTreeView, nothing_shown
 
 PALETTE_IN_FOOTER_MIN = 90  # columns from which the footer also shows `^p palette`
 
-# Each hint in the wordings the status line picks from, longest first (`StatusLine`).
+# Each hint in the wordings the status line picks from, longest first (`StatusLine`), with
+# the keys in effect put in (`BrowserScreen._hint`): a remapped key was named by its default.
 STATUS_HINT = (
-    "Enter moves the leaf here (nothing is deleted) · b moves it back · ? every key",
-    "Enter moves the leaf here · b moves it back · ? every key",
-    "⏎ moves the leaf · b back · ? keys",
+    "{move} moves the leaf here (nothing is deleted) · {back} moves it back · {help} every key",
+    "{move} moves the leaf here · {back} moves it back · {help} every key",
+    "{move} moves the leaf · {back} back · {help} keys",
 )
 READ_ONLY_HINT = (
-    "Read-only: browse, find (/) and preview; ? lists the keys in effect",
-    "Read-only: browse, find (/), preview; ? keys",
-    "Read-only · ? keys",
+    "Read-only: browse, find ({search}) and preview; {help} lists the keys in effect",
+    "Read-only: browse, find ({search}), preview; {help} keys",
+    "Read-only · {help} keys",
 )
+HINT_KEYS = {"move": "enter", "back": "b", "help": "question_mark", "search": "slash"}  # binding id → default
 
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
 
@@ -157,12 +159,30 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         with Horizontal(id="main"):
             yield SessionTreeView(self.session, id="tree")
             yield PreviewPane(self.session, id="side")
-        yield StatusLine(READ_ONLY_HINT if self.session.read_only else STATUS_HINT, id="status")
+        yield StatusLine(self._hint(READ_ONLY_HINT if self.session.read_only else STATUS_HINT), id="status")
         with Vertical(id="search-bar"):
             # `/` selects the last query itself, at once (`SearchMixin._open_search`).
             yield SearchBox(id="search", select_on_focus=False)
             yield Static("", id="search-status")
         yield Footer(compact=True)
+
+    def _hint(self, wordings: tuple[str, ...]) -> tuple[str, ...]:
+        """`wordings` with the keys in effect (`keys.toml`): the first of a binding's keys, Enter
+        spelt out but in the shortest wording."""
+        keymap: dict[str, str] = self.app._keymap or {}
+
+        def key(binding_id: str, short: bool) -> str:
+            keys = keymap.get(binding_id, "")
+            first = keys.split(",")[0].strip() or HINT_KEYS[binding_id]
+            if first == "enter" and not short:
+                return "Enter"
+            return self.app.get_key_display(Binding(first, ""))
+
+        last = len(wordings) - 1
+        return tuple(
+            w.format(**{binding_id: key(binding_id, k == last) for binding_id in HINT_KEYS})
+            for k, w in enumerate(wordings)
+        )
 
     def on_mount(self) -> None:
         self.query_one(SearchBox).display = False
@@ -241,7 +261,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         session = self.session
         if session.read_only:  # the write keys are off now: so is the hint for them
             for line in self.query(StatusLine):
-                line.hint(READ_ONLY_HINT)
+                line.hint(self._hint(READ_ONLY_HINT))
         if session.read_only and not self._damage_told and session.read_only_reason != self._reason_at_open:
             self._damage_told = True
             self.notify(session.read_only_reason or "", title="Read-only", severity="warning", markup=False)
