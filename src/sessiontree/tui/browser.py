@@ -8,6 +8,7 @@ dialog) never passes keys to a session the user cannot see.
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -169,7 +170,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def _hint(self, wordings: tuple[str, ...]) -> tuple[str, ...]:
         """`wordings` with the keys in effect (`keys.toml`): the first of a binding's keys, Enter
         spelt out but in the shortest wording."""
-        keymap: dict[str, str] = self.app._keymap or {}
+        keymap: Mapping[str, str] = self.app._keymap or {}
 
         def key(binding_id: str, short: bool) -> str:
             keys = keymap.get(binding_id, "")
