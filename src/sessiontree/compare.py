@@ -200,7 +200,22 @@ def comparison_body(c: Comparison, *, context: int = 2) -> list[Row]:
         rows += [Row("-", m) for m in tail_a[i1:i2]]
         rows += [Row("+", m) for m in tail_b[j1:j2]]
     if not tail_a and not tail_b:
-        rows.append(Row("(the two contexts are identical)"))
+        a, b = c.a.context, c.b.context
+        # The messages alone are not the whole of what is sent: "identical" beside a different
+        # model, with `--exit-code` saying they differ (QA).
+        differ = [
+            what
+            for what, x, y in (
+                ("model", a.model, b.model),
+                ("thinking level", a.thinking_level, b.thinking_level),
+                ("active tools", a.active_tool_names, b.active_tool_names),
+            )
+            if x != y
+        ]
+        if differ:
+            rows.append(Row(f"(the same messages; the {' and '.join(differ)} differ)"))
+        else:
+            rows.append(Row("(the two contexts are identical)"))
     return rows
 
 

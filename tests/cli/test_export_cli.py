@@ -346,6 +346,20 @@ def test_diff(tmp_path):
     assert run("diff", str(path), ids["a2"], ids["a2"], check=False).returncode == 1  # as every command
 
 
+def test_diff_of_the_same_messages_names_what_else_differs(tmp_path):
+    """The same messages under another model said "(the two contexts are identical)" while
+    `--exit-code` said they differ (QA)."""
+    path = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("hello"))
+        before = s.append_message(A("hi"))
+        s.append_model_change("openai", "gpt-5")
+        after = s.append_thinking_level_change("high")
+    done = run("diff", str(path), before, after, "--exit-code", check=False)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == "(the same messages; the model and thinking level differ)"
+
+
 def test_a_database_of_several_sessions_needs_the_id(tmp_path):
     """Without `#ID` one of them was read, unsaid; with one session there is nothing to choose."""
     db = tmp_path / "s.sqlite"
