@@ -77,6 +77,27 @@ def test_half_a_character_is_escaped_in_json_and_refused_from_the_command_line(t
     assert path.read_bytes() == before
 
 
+def test_a_standard_stream_closed_at_the_start_gives_the_usual_status(tmp_path):
+    """With stdout closed (`>&-`) `tree` ended in an AttributeError traceback; with stderr
+    closed, a missing file's status 2 became 1 (QA)."""
+    path, _u1, a1 = make(tmp_path)
+
+    def shell(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", f'"{sys.executable}" -m sessiontree {command}'], capture_output=True, text=True
+        )
+
+    done = shell(f'tree "{path}" >&-')
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr == "sessiontree: cannot write the output: Bad file descriptor\n"
+    before = path.read_bytes()
+    done = shell(f'label "{path}" {a1} kept >&-')  # written, then its line cannot be said
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert path.read_bytes() != before and open_session(path, read_only=True).get_label(a1) == "kept"
+    assert shell(f'context "{tmp_path / "missing.jsonl"}" 2>&-').returncode == 2
+    assert shell(f'context "{path}" 2>&- >/dev/null').returncode == 0
+
+
 def test_context_text_shows_thinking_failures_and_images_as_the_model_gets_them(tmp_path):
     """The plain context listed an assistant's text and calls only: its thinking, the error it
     stopped on, a failed tool result, a command's exit code and images (by type) were left out."""

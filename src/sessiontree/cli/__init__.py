@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ..model.errors import SessionError
 from . import browse, export, importing, inspect, serve, write
-from .output import OutputError, err, flush_out
+from .output import ClosedOutput, OutputError, err, flush_out
 
 GROUPS = (inspect, write, export, importing, serve)
 COMMANDS = tuple(name for group in GROUPS for name in group.COMMANDS)
@@ -38,6 +38,7 @@ def command_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argume
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _closed_standard_streams()
     try:
         status = _run(list(sys.argv[1:] if argv is None else argv))
         flush_out()  # a failed write surfaces here, not as Python's complaint at exit
@@ -74,6 +75,27 @@ def _run(argv: list[str]) -> int:
         raise SessionError("invalid_argument", typo)
     args = browse.parser(COMMANDS).parse_args(argv)
     return browse.run(args)
+
+
+def _closed_standard_streams() -> None:
+    """A standard stream closed at the start (`>&-`): Python leaves its `sys` stream None (an
+    AttributeError traceback at the first print) and its descriptor free, for the next file
+    opened to take (a session's, into which a write meant for standard output would go). Each
+    gets /dev/null on its descriptor; output then fails as a write to a closed descriptor does
+    (`ClosedOutput`: status 1, said on stderr), and what stderr would say is lost, not the
+    status."""
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, flags)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the process's life
 
 
 def _drop_stdout() -> None:

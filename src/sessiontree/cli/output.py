@@ -9,6 +9,9 @@ control characters are escaped by the encoder anyway.
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +28,18 @@ from ..session import Session
 class OutputError(Exception):
     """Standard output could not be written (a full disk): `main` says so in one line, where
     any other OSError is a file's trouble or a bug, shown whole."""
+
+
+class ClosedOutput(io.TextIOBase):
+    """Standard output closed when the process started: every write fails as one to a closed
+    descriptor does (EBADF, as `cat file >&-` reports), through `_guarded` to `main`."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    @property
+    def buffer(self) -> ClosedOutput:  # bytes are refused alike
+        return self
 
 
 def _guarded(write: Callable[..., Any]) -> Callable[..., Any]:
