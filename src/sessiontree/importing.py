@@ -60,7 +60,7 @@ _PENDING = (
 )
 
 Status = Literal["new", "appended", "unchanged", "refused", "failed"]
-ProblemKind = Literal["skipped", "rooted", "mended", "pending"]
+ProblemKind = Literal["skipped", "rooted", "mended", "pending", "noted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,8 @@ class Problem:
     message: str
     # skipped: not imported; rooted: imported as a root (its parent was not); mended: imported
     # with a broken character replaced or a number out of range as null; pending: an incomplete
-    # last line, left for a later import
+    # last line, left for a later import; noted: an incomplete write another writer continued on
+    # its line, whose entry was read (nothing readable was left out)
     kind: ProblemKind = "skipped"
 
     def __str__(self) -> str:
@@ -317,6 +318,9 @@ def import_file(
         for d in source.diagnostics:
             if d.code == "torn_tail":
                 result.problems.append(Problem(name, d.line, _PENDING, "pending"))
+            elif d.code == "torn_continued":
+                text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
+                result.problems.append(Problem(name, d.line, f"note: the line {text}", "noted"))
             elif d.code not in _STRUCTURAL and d.severity in ("error", "warning"):
                 text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
                 result.problems.append(Problem(name, d.line, f"skipped, the line {text}"))

@@ -98,6 +98,31 @@ def test_a_standard_stream_closed_at_the_start_gives_the_usual_status(tmp_path):
     assert shell(f'context "{path}" 2>&- >/dev/null').returncode == 0
 
 
+def test_an_incomplete_write_another_writer_continued_is_a_note_in_every_command(tmp_path):
+    """A write cut short, then another writer's whole entry on the same line (its entry read):
+    `check` said ok and exited 0, `context`, `tree`, `export` and `diff` called the file damaged
+    and exited 1, `import` counted a line skipped and exited 1 (QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    leaf = open_session(path, read_only=True).leaf_id
+    entry = {"type": "message", "id": "cafe0001", "parentId": leaf, "timestamp": "2026-01-01T00:00:00Z",
+             "message": {"role": "user", "content": "after the torn write", "timestamp": 1}}  # fmt: skip
+    with path.open("a") as f:
+        f.write('{"type":"message","id":"deadbeef","parentId":"' + leaf[:3] + json.dumps(entry) + "\n")
+    said = "begins with an incomplete write"
+    for args in (
+        ("check", str(path)),
+        ("context", str(path)),
+        ("tree", str(path)),
+        ("export", str(path), "-o", str(tmp_path / "out.md")),
+        ("diff", str(path), "cafe0001", "cafe0001", "--exit-code"),
+        ("import", str(path), "--to", str(tmp_path / "db.sqlite")),
+    ):
+        done = run(*args, check=False)
+        assert done.returncode == 0 and said in done.stdout + done.stderr, (args, done.stderr)
+        assert "damaged" not in done.stderr and "1 line skipped" not in done.stderr, (args, done.stderr)
+    assert "after the torn write" in run("context", str(path)).stdout
+
+
 def test_context_text_shows_thinking_failures_and_images_as_the_model_gets_them(tmp_path):
     """The plain context listed an assistant's text and calls only: its thinking, the error it
     stopped on, a failed tool result, a command's exit code and images (by type) were left out."""

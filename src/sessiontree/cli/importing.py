@@ -4,7 +4,8 @@ database (see `sessiontree.importing` for what idempotent and incremental mean h
 One line per file on stdout; skipped lines, refusals and progress on stderr. With stderr on a
 terminal, progress is a live bar; otherwise a line every few seconds while a long file runs, so
 a log shows the import is alive. Exit status 0 when every file was imported whole (an
-incomplete last line, which a later import takes, does not count against that), 1 when a file
+incomplete last line, which a later import takes, and one another writer continued, whose entry
+was read, do not count against that), 1 when a file
 was refused or failed or a line was skipped or changed, 2 when the target is unusable.
 """
 
@@ -73,7 +74,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             progress.done(result)
     _summary(results, target, time.monotonic() - started)
     bad = any(
-        r.status in ("refused", "failed") or any(p.kind != "pending" for p in r.problems) for r in results
+        r.status in ("refused", "failed") or any(p.kind not in ("pending", "noted") for p in r.problems)
+        for r in results
     )
     return 1 if bad else 0
 

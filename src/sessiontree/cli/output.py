@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..display import inert
-from ..export.common import incomplete_line
+from ..export.common import incomplete_lines
 from ..opening import open_session
 from ..session import Session
 
@@ -143,10 +143,11 @@ def _indent(data: bytes, prefix: bytes, *, first: bool) -> bytes:
 
 def warn_damage(session: Session, problem: str | None) -> int:
     """Say on stderr what of a damaged session was left out (at once: the output may be long)
-    and return the exit status, 1 as for `check`; an incomplete last line is a note, status 0,
-    as `check` has it: it is what a session being written looks like for a moment."""
-    note = incomplete_line(session)
-    if note is not None:
+    and return the exit status, 1 as for `check`; an incomplete write is a note, status 0, as
+    `check` has it: an incomplete last line is what a session being written looks like for a
+    moment, and one continued by another writer left its entry read (it said "damaged",
+    status 1, where `check` said ok: QA)."""
+    for note in incomplete_lines(session):
         err(f"sessiontree: note: {note}")
     if problem is None:
         return 0

@@ -212,18 +212,25 @@ def source_name(session: Session) -> str | None:
     return file
 
 
+# Incomplete writes, which no reader could have read whole: an incomplete last line (a session
+# being written ends in one for a moment) and one another writer continued on the same line
+# (its entry read). `check` calls such a file ok; the other commands say it in a note, status 0.
+INCOMPLETE_WRITES = (TORN, "torn_continued")
+
+
 def damage(session: Session) -> list[Diagnostic]:
     """Problems of the source that mean something was left out (errors and warnings; `info`
-    diagnostics record repairs that lost nothing), but an incomplete last line: a session
-    being written ends in one for a moment, and `check` calls such a file ok
-    (`incomplete_line`)."""
-    return [d for d in session.diagnostics if d.severity in ("error", "warning") and d.code != TORN]
+    diagnostics record repairs that lost nothing), but incomplete writes (`incomplete_lines`)."""
+    return [
+        d
+        for d in session.diagnostics
+        if d.severity in ("error", "warning") and d.code not in INCOMPLETE_WRITES
+    ]
 
 
-def incomplete_line(session: Session) -> str | None:
-    """What a command says of a source whose last line is incomplete (left out), or None."""
-    torn = next((d for d in session.diagnostics if d.code == TORN), None)
-    return None if torn is None else f"{session.location}: {torn.message}"
+def incomplete_lines(session: Session) -> list[str]:
+    """What a command says of a source's incomplete writes (`INCOMPLETE_WRITES`), left out."""
+    return [f"{session.location}: {d.message}" for d in session.diagnostics if d.code in INCOMPLETE_WRITES]
 
 
 def damage_line(
