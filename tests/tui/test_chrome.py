@@ -289,6 +289,23 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
         assert any("keys.nonsense" in str(n.message) for n in app._notifications)
 
 
+async def test_the_tree_moves_and_the_filter_key_can_be_remapped(demo, tmp_path):
+    """The tree's moves and `f` had no id, so keys.toml could not remap them (QA)."""
+    app = remapped(demo, tmp_path, '[keys]\ntop = "ctrl+t"\nfilter = "f2"\n')
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(app, pilot)
+        assert not app._notifications, [
+            str(n.message) for n in app._notifications
+        ]  # every id known, no clash
+        tree = app.browser.query_one(SessionTreeView)
+        assert tree.cursor_row > 0
+        await pilot.press("ctrl+t")
+        assert tree.cursor_row == 0
+        await pilot.press("f2")
+        await settle(app, pilot)
+        assert tree.filter is not Filter.DEFAULT
+
+
 async def test_a_key_remapped_to_a_letter_is_not_offered_in_the_find_bar(demo, tmp_path):
     """With `move = "enter,l"` the find bar's footer listed `l Move`, where `l` types an l."""
     app = remapped(demo, tmp_path, '[keys]\nmove = "enter,l"\n')
@@ -315,7 +332,7 @@ async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_p
         assert len(said) == 1  # one toast: at 80x24 a third pushed the first out of sight (QA)
         problems = said[0].split("\n")
         assert any(
-            m.startswith("• keys.nonexistent: no binding has this id; the ids: archive,") for m in problems
+            m.startswith("• keys.nonexistent: no binding has this id; the ids: active_leaf, archive,") for m in problems
         )
         assert '• keys.quit = "j": Down has that key; Quit stays on q' in problems
         rows = HelpScreen.for_screen(app.screen).sections

@@ -60,7 +60,7 @@ def _filter_bindings() -> list[Binding]:
     names a filter other than the default; the footer's label stays put, as changing it makes
     Textual's Footer rebuild all its keys (about half the time from the key to its frame)."""
     names = ", ".join(flt.value for flt in Filter)
-    cycle = Binding("f", "cycle_filter", "Filter", tooltip=f"cycle the filter: {names}")
+    cycle = Binding("f", "cycle_filter", "Filter", tooltip=f"cycle the filter: {names}", id="filter")
     direct = [
         Binding(str(n), f"set_filter('{flt.value}')", f"filter: {flt.value}", show=False, id=f"filter-{n}")
         for n, flt in enumerate(Filter, 1)

@@ -89,18 +89,27 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     HELP_TITLE = "Tree"
 
     BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
-        Binding("pageup,ctrl+b", "page(-1)", "Page up", show=False),
-        Binding("pagedown,ctrl+f", "page(1)", "Page down", show=False),
-        Binding("home,g", "first", "Top", show=False),
-        Binding("end,G", "last", "Bottom", show=False),
-        Binding("left,h", "parent", "Parent", show=False),
-        Binding("[", "fork(-1)", "Prev fork", show=False),
-        Binding("]", "fork(1)", "Next fork", show=False),
-        Binding("space", "fold", "Fold", tooltip="fold / unfold below the entry", show=False),
-        Binding("z", "fold_sides", "Fold sides", tooltip="fold / unfold every side branch", show=False),
-        Binding("a", "jump_active", "Active leaf", tooltip="jump to the active leaf", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False, id="up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, id="down"),
+        Binding("pageup,ctrl+b", "page(-1)", "Page up", show=False, id="page_up"),
+        Binding("pagedown,ctrl+f", "page(1)", "Page down", show=False, id="page_down"),
+        Binding("home,g", "first", "Top", show=False, id="top"),
+        Binding("end,G", "last", "Bottom", show=False, id="bottom"),
+        Binding("left,h", "parent", "Parent", show=False, id="parent"),
+        Binding("[", "fork(-1)", "Prev fork", show=False, id="prev_fork"),
+        Binding("]", "fork(1)", "Next fork", show=False, id="next_fork"),
+        Binding("space", "fold", "Fold", tooltip="fold / unfold below the entry", show=False, id="fold"),
+        Binding(
+            "z",
+            "fold_sides",
+            "Fold sides",
+            tooltip="fold / unfold every side branch",
+            show=False,
+            id="fold_sides",
+        ),
+        Binding(
+            "a", "jump_active", "Active leaf", tooltip="jump to the active leaf", show=False, id="active_leaf"
+        ),
         Binding(
             "t",
             "toggle_sizes",
