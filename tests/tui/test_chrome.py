@@ -332,12 +332,21 @@ async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_p
         assert len(said) == 1  # one toast: at 80x24 a third pushed the first out of sight (QA)
         problems = said[0].split("\n")
         assert any(
-            m.startswith("• keys.nonexistent: no binding has this id; the ids: active_leaf, archive,") for m in problems
+            m.startswith("• keys.nonexistent: no binding has this id; the ids: active_leaf, archive,")
+            for m in problems
         )
         assert '• keys.quit = "j": Down has that key; Quit stays on q' in problems
         rows = HelpScreen.for_screen(app.screen).sections
         quits = [keys for _, section in rows for keys, what in section if what == "Quit"]
         assert quits == ["q"]
+        # help says them too, its toast gone: it covered help's right half (QA)
+        await pilot.press("question_mark")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen) and not app._notifications
+        shown = "\n".join(screen_lines(app))
+        assert "Left out of keys.toml" in shown and 'keys.quit = "j": Down has that key' in shown
+        await pilot.press("escape")
+        await settle(app, pilot)
         tree = app.browser.query_one(SessionTreeView)
         await pilot.press("B")  # the remap that clashes with nothing is applied
         await settle(app, pilot)

@@ -88,6 +88,7 @@ class SessionTreeApp(App[None]):
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
+    key_problems: tuple[str, ...] = ()  # what keys.toml asked that was left out, said at the start
 
     def __init__(
         self,
@@ -181,6 +182,7 @@ class SessionTreeApp(App[None]):
             problems += clashes
         if keymap:
             self.set_keymap(keymap)
+        self.key_problems = tuple(problems)  # help lists them too
         problems += self._remembered_theme()
         if problems:  # one toast: at 80x24 a third pushed the first out of sight
             said = "\n".join(f"• {problem}" for problem in problems) if len(problems) > 1 else problems[0]
@@ -656,4 +658,5 @@ class SessionTreeApp(App[None]):
 
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen.for_screen(self.screen))
+        self.clear_notifications()  # the key bindings' toast covered it; help says them (QA)
+        self.push_screen(HelpScreen.for_screen(self.screen, self.key_problems))

@@ -3,6 +3,8 @@ shows as remapped), laid out by Rich for whatever width the dialog gets, and scr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 from textual.actions import parse
@@ -96,19 +98,26 @@ def sections_for(screen: Screen) -> list[Section]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, sections: list[Section], notes: str = "") -> None:
+    def __init__(self, sections: list[Section], notes: str = "", problems: Sequence[str] = ()) -> None:
         super().__init__()
         self.sections = sections
         self.notes = notes
+        self.problems = problems  # what keys.toml asked that was left out (`SessionTreeApp.key_problems`)
 
     @classmethod
-    def for_screen(cls, screen: Screen) -> HelpScreen:
-        return cls(sections_for(screen), getattr(screen, "HELP_NOTES", ""))
+    def for_screen(cls, screen: Screen, problems: Sequence[str] = ()) -> HelpScreen:
+        return cls(sections_for(screen), getattr(screen, "HELP_NOTES", ""), problems)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide-dialog", id="help-dialog"):
             yield Static("Keys in effect (Esc closes; ↑ ↓ PgUp PgDn scroll)", classes="dialog-title")  # wraps
             with VerticalScroll(id="help-body"):
+                # Said here too: their toast, up for seconds after the start, covered help's
+                # right half, where a reader goes to see which keys are in effect (QA).
+                if self.problems:
+                    yield Label(Text("Left out of keys.toml", style="bold underline"), classes="help-section")
+                    said = "\n".join(f"• {problem}" for problem in self.problems)
+                    yield Static(Text(said), classes="dialog-help", markup=False)
                 for title, rows in self.sections:
                     table = Table.grid(padding=(0, 2), expand=True)
                     table.add_column(style="bold", no_wrap=True, min_width=8)
