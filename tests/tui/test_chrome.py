@@ -278,6 +278,7 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
     app = remapped(demo, tmp_path, '[keys]\nsearch = "ctrl+k"\nmove = "enter,l"\nnonsense = 5\n')
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
+        assert any("keys.nonsense" in str(n.message) for n in app._notifications)
         await pilot.press("ctrl+k")
         assert app.browser.query_one("#search").display
         await pilot.press("escape")
@@ -286,7 +287,6 @@ async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
         rows = HelpScreen.for_screen(app.screen_stack[-2]).sections
         found = [keys for _, section in rows for keys, what in section if what.startswith("Find: words")]
         assert found and found[0] == "^k"
-        assert any("keys.nonsense" in str(n.message) for n in app._notifications)
 
 
 async def test_the_tree_moves_and_the_filter_key_can_be_remapped(demo, tmp_path):
