@@ -501,6 +501,24 @@ def test_a_database_the_user_may_not_write_opens_read_only_saying_why(tmp_path):
     assert answer == "True|the database is not writable by you, so it is open read-only", answer
 
 
+def test_a_database_without_a_write_bit_opens_read_only_even_for_root(tmp_path):
+    """Mode 0444 refused a JSONL session's writes as the owner's wish, but root wrote labels,
+    moves and imports into a database of that mode (QA)."""
+    db = tmp_path / "team.sqlite"
+    build(db, n=5)
+    db.chmod(0o444)
+    before = db.read_bytes()
+    with open_session(f"{db}#s1") as s:
+        assert s.read_only and "permissions make it read-only (chmod u+w" in (s.read_only_reason or "")
+        with pytest.raises(SessionError) as refused:
+            s.append_message(U("not written"))
+        assert refused.value.code == "read_only"
+    assert db.read_bytes() == before
+    db.chmod(0o644)
+    with open_session(f"{db}#s1") as s:
+        assert not s.read_only
+
+
 def test_a_foreign_sqlite_database_is_named_so(tmp_path):
     db = tmp_path / "other.sqlite"
     with sqlite3.connect(db) as conn:

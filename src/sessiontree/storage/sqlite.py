@@ -558,6 +558,14 @@ class SqliteStorage(SessionStorage):
         if not read_only and os.path.isfile(db_path) and not os.access(db_path, os.W_OK):
             # as a session file one may only read opens read-only (a traceback from the lock)
             read_only, reason = True, "the database is not writable by you, so it is open read-only"
+        elif not read_only and os.path.isfile(db_path) and not os.stat(db_path).st_mode & 0o222:
+            # No write bit for anyone, writable all the same: root's privilege. As a JSONL file
+            # (`JsonlStorage.open`), the mode is taken as the owner's wish (QA: written as root).
+            read_only = True
+            reason = (
+                "the database's permissions make it read-only (chmod u+w allows writing),"
+                " so it is open read-only"
+            )
         conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         if isinstance(conn, _Snapshot):
             reason = (
