@@ -140,6 +140,10 @@ class _Source:
         self.path = path
         self._storage: JsonlStorage | None = None
         self._legacy: list[tuple[int | None, Entry]] | None = None
+        if is_sqlite(path):  # "the first line is not valid JSON" said nothing useful (QA)
+            raise SessionError(
+                "invalid_session", "is a SQLite database; import reads Pi's session files (.jsonl)", path=path
+            )
         storage = JsonlStorage.open(path, read_only=True, progress=progress)
         if storage.format_version >= CURRENT_VERSION:
             self._storage = storage

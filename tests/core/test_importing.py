@@ -130,6 +130,18 @@ def test_a_file_that_diverged_is_refused_and_nothing_is_written(tmp_path, target
     assert shorter.status == "refused" and "only 99" in (shorter.message or "")
 
 
+def test_a_database_given_as_a_source_is_named_so(tmp_path):
+    """`import db.sqlite --to other.sqlite` said "the first line is not valid JSON" (QA)."""
+    db = tmp_path / "db.sqlite"
+    import_file(v3_copy(tmp_path), str(db))
+    before = db.read_bytes()
+    for target in (db, tmp_path / "other.sqlite"):
+        result = import_file(db, str(target))
+        assert result.status == "failed" and result.added == 0
+        assert result.message == "is a SQLite database; import reads Pi's session files (.jsonl)", result.message
+    assert db.read_bytes() == before
+
+
 def test_moves_made_in_the_database_do_not_stop_the_next_import(tmp_path, target):
     """Enter on the imported copy (a move, a summary, a label written in the database) made
     every later import of the file refused: "the target's session has 201 entries, but the
