@@ -138,7 +138,7 @@ def test_a_database_given_as_a_source_is_named_so(tmp_path):
     for target in (db, tmp_path / "other.sqlite"):
         result = import_file(db, str(target))
         assert result.status == "failed" and result.added == 0
-        assert result.message == "is a SQLite database; import reads Pi's session files (.jsonl)", result.message
+        assert result.message == "is a SQLite database; import reads Pi's session files (.jsonl)"
     assert db.read_bytes() == before
 
 
