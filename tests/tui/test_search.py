@@ -653,3 +653,18 @@ async def test_entries_live_follow_brings_in_join_the_search_in_effect(demo, key
         tree(app).set_cursor(tree(app).outline.row_for(app.browser._matches[0]))
         await pilot.press("N")  # back over the first: the last match is the new entry
         assert cursor_id(app) == "feed0001"
+
+
+async def test_a_find_from_below_its_last_match_says_it_went_round(demo):
+    """From the leaf at the bottom, `/` landed on "match 1/3" without a word of going round,
+    which `n` says (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G")
+        await search(app, pilot, "slash", "conftest")
+        assert status(app) == "3 matches for 'conftest' (n / N) · search wrapped: none below the cursor"
+        assert "match 1/3" in app.browser.sub_title
+        await pilot.press("g")
+        await search(app, pilot, "slash", "conftest")
+        assert status(app) == "3 matches for 'conftest' (n / N)"

@@ -344,10 +344,15 @@ class SearchMixin(BrowserBase):
                 confirm(self, f"No entry matches '{query.source}'{note}{_regex_hint(query)}")
             return
         matches = counted(shown, "match", "matches")
-        confirm(self, f"{matches} for '{query.source}'{note} (n / N){' · ' + hidden if hidden else ''}")
         # Onto the first match from where the search began, unless the reader has moved
         # since (a search may run for seconds; matches shown meanwhile may have placed it).
-        if tree.outline is outline and tree.cursor_row == self._search_row:
+        landing = tree.outline is outline and tree.cursor_row == self._search_row
+        # None at or below the cursor (the leaf, at the bottom): the landing goes round to
+        # the first, which `n` says and the first landing did not (QA)
+        wrapped = landing and bisect_left(self._match_rows(), tree.cursor_row) >= shown
+        said = f"{matches} for '{query.source}'{note} (n / N){' · ' + hidden if hidden else ''}"
+        confirm(self, f"{said} · {WRAPPED.lower()}: none below the cursor" if wrapped else said)
+        if landing:
             self.action_next_match(1, include_current=True)
 
     def _set_matches(self, positions: list[int], *, partial: bool = False) -> None:
