@@ -202,7 +202,8 @@ async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_f
         await search(app, pilot, "slash", "Asia/Tokyo")
         # two rows, and the two calling turns the filter hides are counted, not left unsaid
         assert len(app.browser._match_rows()) == 2 and len(app.browser._matches) == 4
-        assert status(app) == "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5)"
+        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5)"
+        assert status(app) == said + " · search wrapped: none below the cursor"  # from the leaf
         row = tree(app).cursor_row
         assert "[bash: TZ=Asia/Tokyo" in rows(app)[row - int(tree(app).scroll_offset.y)]
 
