@@ -422,6 +422,34 @@ async def test_a_filter_asked_while_its_find_runs_narrows_the_tree_when_it_ends(
         assert len(go.decoded) == len(set(go.decoded))  # nothing decoded twice: no second scan
 
 
+async def test_entries_arriving_while_a_find_runs_are_searched_when_it_ends(slow_search):
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await find_slowly(app, pilot)
+        late = "1a7e0001"  # written as Pi writes (no lock), after the find began
+        entry = {
+            "type": "message",
+            "id": late,
+            "parentId": app.session.leaf_id,
+            "timestamp": "2026-03-14T10:00:00Z",
+        }
+        entry["message"] = {"role": "user", "content": "a flaky late question", "timestamp": 1}
+        with open(path, "ab") as f:
+            f.write(json.dumps(entry).encode() + b"\n")
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if late in app.session.tree.pos:
+                break
+        go.set()
+        await settle(app, pilot)
+        for _ in range(50):  # the search of the arrivals, a worker after the find
+            if len(app.browser._matches) == 21:
+                break
+            await pilot.pause(0.1)
+        assert app.browser._matches[-1] == app.session.tree.pos[late] and len(app.browser._matches) == 21
+
+
 async def test_a_find_leaves_a_cursor_moved_while_it_ran_where_it_is(slow_search):
     path, go = slow_search
     app = make_app(path)

@@ -222,7 +222,10 @@ class SearchMixin(BrowserBase):
                 len(self.session.tree), [i for i in found.positions if i < len(visible) and visible[i]]
             )
         if not worker.is_cancelled:
-            deliver(self.app, self._search_done, query, outline, found.positions, found.skipped, kept)
+            searched = len(positions)
+            deliver(
+                self.app, self._search_done, query, outline, found.positions, found.skipped, kept, searched
+            )
 
     def _entries_arrived(self, start: int) -> None:
         """Entries live follow brought in are matched against the search in effect: its count,
@@ -290,7 +293,10 @@ class SearchMixin(BrowserBase):
         found: list[int],
         skipped: int,
         kept: bytearray | None = None,
+        searched: int = 0,
     ) -> None:
+        """`searched`: the entries there were when the search began; those live follow brought
+        in since are searched now (`_entries_arrived` passes over them while it runs)."""
         try:
             tree = self._tree()
         except NoMatches:  # the screen closed while the worker ran
@@ -332,6 +338,7 @@ class SearchMixin(BrowserBase):
             matches = counted(shown, "match", "matches")
             more = f" · {hidden}" if hidden else ""
             confirm(self, f"{matches} shown{note}{more} · Esc restores the tree")
+            self._catch_up(query, searched)
             return
         self._set_matches(found)
         shown = len(self._match_rows())
@@ -354,6 +361,12 @@ class SearchMixin(BrowserBase):
         confirm(self, f"{said} · {WRAPPED.lower()}: none below the cursor" if wrapped else said)
         if landing:
             self.action_next_match(1, include_current=True)
+        self._catch_up(query, searched)
+
+    def _catch_up(self, query: Query, searched: int) -> None:
+        """The entries that arrived while the search of `query` ran, searched now."""
+        if 0 < searched < len(self.session.tree):
+            self._search_arrivals(query, range(searched, len(self.session.tree)))
 
     def _set_matches(self, positions: list[int], *, partial: bool = False) -> None:
         """Matches are kept as entry positions, so they survive rebuilds of the rows. The
