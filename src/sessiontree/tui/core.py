@@ -61,7 +61,9 @@ class BrowserBase(Screen[None]):
 
     def _entries_arrived(self, start: int) -> None:
         """Entries from position `start` on arrived from another writer (live follow) and have
-        rows; what else must take them in (the search in effect)."""
+        rows: a hook for the jobs that must take them in too (`SearchMixin`: the search in
+        effect). The base has nothing more to do with them."""
+        return
 
     def reveal(self, position: int, what: str) -> None:
         """Put the cursor on entry `position` and say so (`what`: "At 3f2a…"), showing every
