@@ -1123,3 +1123,27 @@ def test_marked_segments_cut_spans_across_segments_and_keep_their_styles():
         (" date", italic),
     ]
     assert marked_segments(segments, text, compile_query("nowhere"), mark) is segments
+
+
+async def test_a_tool_calls_long_path_wraps_under_its_name(tmp_path):
+    """`→ edit  packages/…/CHANGELOG` went on at the pane's left edge (`.md  (−0 +2)`), under
+    the arrow, where the call's lines are indented: it wraps past the arrow now."""
+    path = tmp_path / "s.jsonl"
+    long = "packages/coding-agent/src/modes/interactive/components/a-very-long-file-name-for-a-component.ts"
+    call = {"type": "toolCall", "id": "c1", "name": "edit",
+            "arguments": {"path": long, "oldText": "a", "newText": "b"}}  # fmt: skip
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("edit it"))
+        turn = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+    app = make_app(path)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await settle(app, pilot)
+        await put_cursor(app, pilot, turn)
+        v = view(app)
+        assert v.anchor_rows is not None
+        rows = v.rows[v.anchor_rows[0] : v.anchor_rows[1]]
+        k = next(i for i, row in enumerate(rows) if "→ edit" in row_text(row))
+        title, after = row_text(rows[k]), row_text(rows[k + 1])
+        assert rows[k + 1][2], (title, after)  # the title's own line, wrapped
+        arrow = title.index("→")
+        assert after[: arrow + 2].strip() == "" and after[arrow + 2] != " ", (title, after)

@@ -404,14 +404,20 @@ class Renderer:
             self.cache.put(key, rows)
         return rows
 
-    def plain(self, text: str, cls: str = "", indent: int = 0) -> list[Row]:
-        """Text as written (already inert), wrapped by cells."""
+    def plain(self, text: str, cls: str = "", indent: int = 0, hang: int = 0) -> list[Row]:
+        """Text as written (already inert), wrapped by cells; `hang`: columns more for the rows
+        a line wraps onto (a tool call's long path went on at the pane's edge, under its
+        arrow)."""
         width = max(self.width - indent, 4)
         pad = ((" " * indent, 0),) if indent else ()
         out: list[Row] = []
+        more = ((" " * (indent + hang), 0),) if indent + hang else ()
         for line in text.split("\n"):
-            for k, chunk in enumerate(wrap(line, width)):
-                out.append(((*pad, (chunk, 0)), cls, k > 0))
+            chunks = wrap(line, width)
+            if hang and len(chunks) > 1:  # what follows the first row, wrapped narrower
+                chunks = [chunks[0], *wrap(line[len(chunks[0]) :], max(width - hang, 4))]
+            for k, chunk in enumerate(chunks):
+                out.append(((*(more if k else pad), (chunk, 0)), cls, k > 0))
         return out
 
     def heading(self, title: str, cls: str) -> list[Row]:
@@ -732,14 +738,15 @@ def _blank() -> Part:
     return Part(lambda r: [BLANK])
 
 
-def _line(text: str, cls: str = "", indent: int = 0) -> Part:
-    return Part(lambda r: r.plain(text, cls, indent))
+def _line(text: str, cls: str = "", indent: int = 0, hang: int = 0) -> Part:
+    return Part(lambda r: r.plain(text, cls, indent, hang))
 
 
 def _heading(title: str, role: str) -> Part:
     return Part(lambda r: r.heading(inert(title), HEADING_STYLE.get(role, "preview--dim")))
 
 
+CALL_HANG = 2  # a tool call's title wraps under its name, past the arrow ("→ ")
 DIFF_CLASS = {" ": "preview--diff-context", "-": "preview--diff-removed", "+": "preview--diff-added"}
 
 
@@ -771,7 +778,7 @@ def _edit_part(
                 f"… {hidden} more lines of the diff  (e: expand · v: entry)", "preview--more"
             )
         counts = f"  (−{removed} +{added})" if removed or added else "  (no change)"
-        return r.plain(title + counts, "preview--call") + rows
+        return r.plain(title + counts, "preview--call", hang=CALL_HANG) + rows
 
     parts = [Part(make, None if key is None else (*key, detail.name, "edit"))]
     if trimmed:
@@ -808,19 +815,19 @@ def call_parts(call: dict[str, Any], key: tuple[Any, ...] | None, detail: Detail
     elif kind == "write" and isinstance(args.get("content"), str):
         content = str(args["content"])
         count = content.count("\n") + (0 if content.endswith("\n") else 1)
-        parts.append(_line(f"{title}  ({count:,} lines)", "preview--call"))
+        parts.append(_line(f"{title}  ({count:,} lines)", "preview--call", hang=CALL_HANG))
         lexer = (lambda: lexer_for(path=path)) if path else None
         parts += body_parts(sub("content"), content.rstrip("\n"), detail, kind="code", lexer=lexer, indent=2)
         shown.add("content")
     elif kind == "bash" and isinstance(args.get("command"), str):
-        parts.append(_line(title, "preview--call"))
+        parts.append(_line(title, "preview--call", hang=CALL_HANG))
         command = str(args["command"])
         parts += body_parts(
             sub("command"), command, detail, kind="code", lexer=lambda: lexer_for(name="bash"), indent=2
         )
         shown.add("command")
     else:
-        parts.append(_line(title, "preview--call"))
+        parts.append(_line(title, "preview--call", hang=CALL_HANG))
     if not isinstance(raw, dict):
         if raw is not None:
             parts += body_parts(
