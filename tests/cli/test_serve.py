@@ -91,6 +91,41 @@ async def screen_text(url: str, wanted: str, seconds: float = 30) -> str:
     return seen
 
 
+async def typed_and_seen(url: str, ready: str, keys: str, wanted: str, seconds: float = 30) -> str:
+    """Once `ready` shows, type `keys` as the page's script sends them, and collect what the
+    app draws after until `wanted` shows (or the time is up)."""
+    seen, after = "", ""
+    async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}ws?width=120&height=40") as ws:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and wanted not in after:
+            try:
+                msg = await asyncio.wait_for(ws.receive(), 1)
+            except TimeoutError:
+                continue
+            if msg.type != aiohttp.WSMsgType.BINARY:
+                break
+            text = ESCAPES.sub("", msg.data.decode("utf-8", "replace"))
+            if ready in seen:
+                after += text
+            else:
+                seen += text
+                if ready in seen:
+                    await asyncio.sleep(0.5)
+                    await ws.send_json(["stdin", keys])
+    return after
+
+
+def test_a_served_session_opens_no_other(session_file):
+    """`o` on the page listed every session file beside the one served (and Pi's sessions
+    beside the demo), and opened them, for writing, to whoever reached the page (QA)."""
+    with Session(JsonlStorage.create(session_file.parent / "other-secret.jsonl", cwd="/p")) as s:
+        s.append_message(U("not for the page"))
+    with serving(str(session_file)) as (url, _proc):
+        after = " ".join(asyncio.run(typed_and_seen(url, NAME, "o", "no other")).split())
+    assert "This page shows one session: it opens no other" in after
+    assert "other-secret" not in after and "Sessions in" not in after
+
+
 def test_serve_loads_the_page_and_the_session(session_file):
     with serving(str(session_file)) as (url, proc):
         with urllib.request.urlopen(url, timeout=10) as page:

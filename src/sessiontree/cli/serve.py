@@ -293,4 +293,5 @@ def _child() -> int:
         summarizer=os.environ.get(SUMMARIZER_ENV),
         follow=bool(options.get("follow", True)),
         pick=False,
+        only=True,
     )

@@ -89,6 +89,7 @@ class SessionTreeApp(App[None]):
         Binding("q", "quit", "Quit", id="quit"),
     ]
     key_problems: tuple[str, ...] = ()  # what keys.toml asked that was left out, said at the start
+    only_session = False  # the session given is the only one shown: `o` is off (`build_app`)
 
     def __init__(
         self,
@@ -636,6 +637,9 @@ class SessionTreeApp(App[None]):
         threading.Thread(target=run, name="sessiontree list", daemon=True).start()
 
     def action_open_other(self) -> None:
+        if self.only_session:  # said, not a key that does nothing
+            self.notify("This page shows one session: it opens no other", markup=False, timeout=4)
+            return
         if self.database is not None and self.picker_dir is None:
             self._pick_in_database()  # the sessions beside it, not files
             return

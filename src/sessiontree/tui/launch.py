@@ -75,7 +75,11 @@ def build_app(
     summarizer: str | None = None,
     follow: bool = True,
     pick: bool = False,
+    only: bool = False,
 ):
+    """The app for `sessiontree PATH`. `only`: the session given is the only one it shows (a
+    page `serve` serves: `o` listed the files beside it, and Pi's sessions beside the demo, to
+    whoever reached the page); a directory or a database without `#ID` still lists its own."""
     from .app import Opening, SessionTreeApp
 
     def opener(chosen: Path) -> Session:
@@ -130,6 +134,7 @@ def build_app(
             address_opener=address_opener,
         )
         app.demo_dir = demo_dir
+        app.only_session = only
         return app
 
     def open_it(progress: Progress) -> tuple[Session, str | None]:
@@ -148,6 +153,7 @@ def build_app(
         address_opener=address_opener,
     )
     app.demo_dir = demo_dir
+    app.only_session = only
     return app
 
 
