@@ -387,6 +387,51 @@ def test_a_lost_connection_is_made_again(pg_database, other_writer_stays):
         other.close()
 
 
+def test_reads_on_a_connection_the_server_ended_are_made_on_a_new_one(pg_database, tmp_path):
+    """After a server restart the first statement on the old connection fails, and only then
+    is the connection known to be lost: the first fork after it failed ("terminating connection
+    due to administrator command"), the second worked (QA)."""
+    import psycopg
+
+    from sessiontree.fork import fork_session
+
+    with Session(PostgresStorage.create(pg_database, cwd="/p")) as s:
+        first = s.append_message(U("before the restart"))
+        s.append_message(A("an answer"))
+        address = f"{s.storage.url}#{s.session_id}"
+    reads = [
+        lambda r: r.get_entry(first) is not None,
+        lambda r: len(list(r.get_entries())) == 2,
+        lambda r: len(r.build_context().messages) == 2,
+        lambda r: fork_session(r, first, output=tmp_path / f"f{id(r)}.jsonl").path is not None,
+    ]
+    for read in reads:
+        with open_session(address, read_only=True) as r:
+            r.storage._cache.clear()
+            pid = r.storage._conn.info.backend_pid
+            with psycopg.connect(pg_database, autocommit=True) as admin:  # as a restart does
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+            assert read(r)
+
+
+def test_a_server_that_does_not_answer_may_answer_later_a_refused_login_not(pg_url):
+    """Live follow looks again after an error that may pass (`SessionError.transient`): a
+    server down (its restart) is one, a refused password is not."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the socket is closed
+    with pytest.raises(SessionError) as down:
+        open_session(f"postgresql://sessiontree:x@127.0.0.1:{port}/db#s")
+    assert down.value.transient and "cannot reach the server" in str(down.value)
+    base, _, _ = pg_url.rpartition("/")
+    user = base.split("@")[0].rsplit(":", 1)[0]
+    with pytest.raises(SessionError) as refused:
+        open_session(f"{user}:wrong@{base.split('@')[1]}/sessiontree_test#s")
+    assert not refused.value.transient and "refused the login" in str(refused.value)
+
+
 def test_a_schema_of_that_name_another_program_made_is_refused_untouched(pg_database):
     """A database whose `sessiontree` schema was another program's: `import` created our
     tables beside its own and ended in PostgreSQL's words ("column created_at does not exist")."""

@@ -1151,6 +1151,46 @@ async def test_live_follow(demo):
         assert any("appended by another process" in r for r in rows(app))
 
 
+async def test_follow_goes_on_after_the_database_server_did_not_answer(demo, monkeypatch):
+    """Two seconds of a PostgreSQL server down stopped live follow for good, in readers and
+    writers ("Live follow cannot resume: … open the session again"), though the next look
+    would have found it back (QA). An error that may pass is said once and looked past."""
+    from sessiontree import SessionError
+    from sessiontree.tui import follow
+
+    monkeypatch.setattr(follow, "RETRY_SECONDS", 0.2, raising=False)
+    app = make_app(demo)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        real, failures = app.session.refresh, [3]
+
+        def refresh() -> int:
+            if failures[0]:
+                failures[0] -= 1
+                raise SessionError("storage", "cannot reach the server (as a restart)", transient=True)
+            return real()
+
+        monkeypatch.setattr(app.session, "refresh", refresh)
+        record = {
+            "type": "message",
+            "id": "feed0001",
+            "parentId": "3a7c59aa",
+            "timestamp": "2026-03-14T10:00:00Z",
+        }
+        record["message"] = {"role": "user", "content": "appended while it was away", "timestamp": 1}
+        with open(demo, "ab") as f:
+            f.write(json.dumps(record).encode() + b"\n")
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if app.session.entry_count() == 47:
+                break
+        await settle(app, pilot)
+        assert failures == [0] and app.browser.follow and app.session.leaf_id == "feed0001"
+        said = [str(n.message) for n in app._notifications]
+        assert sum("following again once it answers" in m for m in said) == 1, said
+        assert status(app) == "The database answers again: following"
+
+
 async def test_a_damaged_line_arriving_turns_the_write_keys_off_at_once(demo):
     """A line of garbage appended while following made the session read-only, but nothing said
     so (and the footer kept Move and Label) until a good line came after it (QA)."""

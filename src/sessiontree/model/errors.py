@@ -32,11 +32,15 @@ class SessionError(Exception):
         *,
         path: str | None = None,
         line: int | None = None,
+        transient: bool = False,
     ) -> None:
         # a password of a connection URL never reaches a message, whoever built it
         message = redact(message)
         path = None if path is None else redact(path)
         self.code: ErrorCode = code
+        # The same call may work later: a database server that did not answer, or a connection
+        # it ended (a restart). Live follow keeps looking after such an error.
+        self.transient = transient
         self.path = path
         self.line = line
         where = ""

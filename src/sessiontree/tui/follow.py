@@ -18,6 +18,8 @@ POLL_SECONDS = 0.1
 # quit (a lock probe: an instant's flock, a lock query, or a look at `pg_locks`).
 WRITER_LOOK_SECONDS = 2.0
 WRITER_GONE = "The process that was writing this session has quit: o, then Enter on it, opens it for writing"
+# How long live follow waits to look again after the database server did not answer.
+RETRY_SECONDS = 2.0
 
 
 class FollowMixin(BrowserBase):
@@ -27,6 +29,7 @@ class FollowMixin(BrowserBase):
     follow: bool = True
     _follow_wait = 0.0
     _follow_stopped: str | None = None  # why following stopped for good (the file replaced, ...)
+    _follow_lost = False  # the last look found the database server gone: said once, retried
     _writer_watch: Timer | None = None  # asks whether the writer keeping this read-only has quit
 
     def _start_following(self) -> None:
@@ -70,6 +73,12 @@ class FollowMixin(BrowserBase):
         try:
             added = session.refresh()
         except SessionError as exc:
+            if exc.transient:  # a server restart: it stopped following for good (QA)
+                self._follow_wait = time.monotonic() + RETRY_SECONDS
+                if not self._follow_lost:
+                    self._follow_lost = True
+                    self.notify(f"{exc}; following again once it answers", severity="warning", markup=False)
+                return
             self.follow = False
             self._follow_stopped = exc.detail
             if session.read_only and not was_read_only:  # the write keys go off; said here, once
@@ -78,6 +87,9 @@ class FollowMixin(BrowserBase):
             self._update_header()
             self.notify(f"{exc}; live follow stopped", severity="warning", markup=False)
             return
+        if self._follow_lost:
+            self._follow_lost = False
+            confirm(self, "The database answers again: following")
         if session.read_only and not was_read_only:  # a damaged line arrived: said now, keys off
             tree.post_message(tree.Damaged())
         if not added:

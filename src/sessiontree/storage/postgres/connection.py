@@ -115,7 +115,8 @@ def connect_error(exc: Exception, url: str) -> SessionError:
                 "the server asks for a password and none was given: put it in the URL"
                 " (postgresql://USER:PASSWORD@HOST/DB), in PGPASSWORD or in ~/.pgpass"
             )
-    return SessionError(code, redact(reason), path=redact(url))
+    # unreachable, refused, timed out: the server may be back later (not so a refused login)
+    return SessionError(code, redact(reason), path=redact(url), transient=not fatal)
 
 
 def _first_line(exc: Exception) -> str:
@@ -129,6 +130,9 @@ def database_error(exc: Exception, doing: str, where: str | None) -> SessionErro
     psycopg = _psycopg()
     if isinstance(exc, psycopg.OperationalError) and getattr(exc, "sqlstate", None) is None:
         return SessionError(
-            "storage", f"{doing}: lost the connection to the server ({_first_line(exc)})", path=where
+            "storage",
+            f"{doing}: lost the connection to the server ({_first_line(exc)})",
+            path=where,
+            transient=True,
         )
     return SessionError("storage", f"{doing}: {_first_line(exc)}", path=where)

@@ -322,6 +322,22 @@ class PostgresStorage(SessionStorage):
             self._reconnect()
         return self._conn
 
+    def _fetch(self, doing: str, sql: str, params: tuple[Any, ...], *, one: bool = False) -> Any:
+        """The rows of a read (the first only, with `one`), tried once more on a new connection
+        when it found the connection lost: after a server restart the first statement fails,
+        and only then is the connection known to be broken (QA: the first fork after a restart
+        failed, the second worked). Called with `_mutex` held."""
+        for attempt in (0, 1):
+            try:
+                with _errors(doing, self.location):
+                    cursor = self._db().execute(sql, params)
+                    return cursor.fetchone() if one else cursor.fetchall()
+            except SessionError:
+                conn = self._conn
+                if attempt or conn is None or not (conn.closed or conn.broken):
+                    raise
+        raise AssertionError("unreachable")  # the second attempt returns or raises
+
     def _reconnect(self) -> None:
         """A new connection in place of a lost one: a follower stopped for good, and a writer
         went on offering writes that all failed (QA). A writer's lock died with the old
@@ -415,15 +431,11 @@ class PostgresStorage(SessionStorage):
                 if sequential:
                     last = min(len(index), i + 1 + PREFETCH)
                     wanted += [s for s in range(seq + 1, last + 1) if s not in self._cache]
-                with _errors("could not read an entry", self.location):
-                    rows = (
-                        self._db()
-                        .execute(
-                            f"SELECT seq, data FROM {S}.entry_data WHERE session_id = %s AND seq = ANY(%s)",
-                            (self.session_id, wanted),
-                        )
-                        .fetchall()
-                    )
+                rows = self._fetch(
+                    "could not read an entry",
+                    f"SELECT seq, data FROM {S}.entry_data WHERE session_id = %s AND seq = ANY(%s)",
+                    (self.session_id, wanted),
+                )
                 for s, data in rows:
                     self._remember(s, data)
                 blob = self._cache.get(seq)
@@ -439,16 +451,14 @@ class PostgresStorage(SessionStorage):
             self._cache.popitem(last=False)
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        with self._mutex, _errors("could not read an entry", self.location):
-            row = (
-                self._db()
-                .execute(
-                    f"SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
-                    " ON d.session_id = e.session_id AND d.seq = e.seq"
-                    " WHERE e.session_id = %s AND e.id = %s AND e.seq <= %s",
-                    (self.session_id, entry_id, self._last_seq),
-                )
-                .fetchone()
+        with self._mutex:
+            row = self._fetch(
+                "could not read an entry",
+                f"SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
+                " ON d.session_id = e.session_id AND d.seq = e.seq"
+                " WHERE e.session_id = %s AND e.id = %s AND e.seq <= %s",
+                (self.session_id, entry_id, self._last_seq),
+                one=True,
             )
         return None if row is None else self._decode(row[0], f"entry {entry_id!r}")
 
@@ -461,15 +471,12 @@ class PostgresStorage(SessionStorage):
         end = self._last_seq if upto is None else upto
         after = 0
         while after < end:
-            with self._mutex, _errors("could not read the session", self.location):
-                rows = (
-                    self._db()
-                    .execute(
-                        f"SELECT seq, data FROM {S}.entry_data"
-                        " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
-                        (self.session_id, after, min(end, after + PAGE)),
-                    )
-                    .fetchall()
+            with self._mutex:
+                rows = self._fetch(
+                    "could not read the session",
+                    f"SELECT seq, data FROM {S}.entry_data"
+                    " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                    (self.session_id, after, min(end, after + PAGE)),
                 )
             if not rows:
                 return
@@ -484,15 +491,11 @@ class PostgresStorage(SessionStorage):
             return entry_id in self._index.pos
         with self._mutex:
             if self._ids is None:
-                with _errors("could not read the session", self.location):
-                    rows = (
-                        self._db()
-                        .execute(
-                            f"SELECT id FROM {S}.entries WHERE session_id = %s AND seq <= %s",
-                            (self.session_id, self._last_seq),
-                        )
-                        .fetchall()
-                    )
+                rows = self._fetch(
+                    "could not read the session",
+                    f"SELECT id FROM {S}.entries WHERE session_id = %s AND seq <= %s",
+                    (self.session_id, self._last_seq),
+                )
                 self._ids = {r[0] for r in rows}
             return entry_id in self._ids
 
@@ -520,16 +523,13 @@ class PostgresStorage(SessionStorage):
 
     def active_branch(self) -> list[Entry]:
         ids = list(self._state.active)
-        with self._mutex, _errors("could not read the session", self.location):
-            rows = (
-                self._db()
-                .execute(
-                    f"SELECT d.data FROM unnest(%s::text[]) WITH ORDINALITY AS a(id, n)"
-                    f" JOIN {S}.entries e ON e.session_id = %s AND e.id = a.id"
-                    f" JOIN {S}.entry_data d ON d.session_id = e.session_id AND d.seq = e.seq ORDER BY a.n",
-                    (ids, self.session_id),
-                )
-                .fetchall()
+        with self._mutex:
+            rows = self._fetch(
+                "could not read the session",
+                f"SELECT d.data FROM unnest(%s::text[]) WITH ORDINALITY AS a(id, n)"
+                f" JOIN {S}.entries e ON e.session_id = %s AND e.id = a.id"
+                f" JOIN {S}.entry_data d ON d.session_id = e.session_id AND d.seq = e.seq ORDER BY a.n",
+                (ids, self.session_id),
             )
         if len(rows) != len(ids):
             raise SessionError("invalid_session", "active branch names missing entries", path=self.location)
