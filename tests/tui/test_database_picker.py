@@ -299,3 +299,29 @@ async def test_an_empty_database_says_how_to_fill_it(pg_database):
         await until(pilot, lambda: isinstance(app.screen, DatabasePickerScreen) and not app.screen.listing)
         said = str(app.screen.query_one("#dbpick-status").render())
         assert said.startswith("No sessions in this database yet") and "sessiontree import" in said
+
+
+async def test_esc_says_clear_while_a_filter_is_typed_and_wide_screens_show_whole_ids(tmp_path):
+    """With a filter typed the footer said "esc Quit" where Esc clears it; at 160 columns an
+    id, typed after `#`, was still cut at 13 characters (QA)."""
+    db = team_db(tmp_path)
+    uuid = "0b8e6a8c-9420-4060-ac13-7745215f90ff"
+    with Session(SqliteStorage.create(db, cwd="/p/u", session_id=uuid)) as s:
+        s.append_message(U("a session with a UUID"))
+    app = build_app(str(db), read_only=True)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(app, pilot)
+
+        def esc() -> list[str]:
+            bindings = app.screen.active_bindings.values()
+            return [b.description for _, b, enabled, _ in bindings if enabled and b.key == "escape"]
+
+        assert esc() == ["Quit"]
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert esc() == ["Clear"]
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert esc() == ["Quit"] and isinstance(app.screen, DatabasePickerScreen)
+        table = app.screen.query_one("#dbpick-table")
+        assert uuid in "\n".join(table.render_line(y).text for y in range(table.size.height))

@@ -22,8 +22,10 @@ from textual.widgets import DataTable, Footer, Input, Static
 from ..display import counted, inert, one_line, short_time
 from .cells import ending
 
-FILTER_HINT = "type to filter: name, first message, id or project"  # whole at 60 columns
+FILTER_HINT = "type to filter (/ for a q): name, message, id, project"  # whole at 60 columns
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
+ID_WHOLE_FROM = 120  # columns from which ids are shown whole (up to ID_MOST): typed after `#`
+ID_MOST = 40
 CREATED_SHOWN = 16  # `2025-01-01 10:00`
 CREATED_FROM = 72  # columns from which Created is shown: at 60 it was reached by scrolling sideways
 NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
@@ -37,6 +39,8 @@ class DatabasePickerScreen(Screen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         # Esc leaves the list: back to the session open behind it, or, with none, out of the app
         # (the footer said "Back" there too, and the app quit: QA)
+        # With a filter typed, Esc clears it first: the footer said "Quit" there (QA).
+        Binding("escape", "back('clear')", "Clear"),
         Binding("escape", "back('back')", "Back"),
         Binding("escape", "back('quit')", "Quit"),
         Binding("slash", "search", "Find", show=False),
@@ -119,7 +123,7 @@ class DatabasePickerScreen(Screen[str | None]):
         columns = COLUMNS if self.size.width >= CREATED_FROM else COLUMNS[:-1]
         name_width, project_width = self._widths(columns, max(map(len, counts), default=0))
         table.clear(columns=True)
-        widths = (name_width, ID_SHOWN, project_width, None, CREATED_SHOWN)
+        widths = (name_width, self._id_width(), project_width, None, CREATED_SHOWN)
         for (key, label), width in zip(columns, widths, strict=False):
             table.add_column(label, key=key, width=width)
         for s, count in zip(self._shown, counts, strict=True):
@@ -127,7 +131,7 @@ class DatabasePickerScreen(Screen[str | None]):
             name = ("● " if here else "") + one_line(inert(_title(s)), 200)
             cells = [
                 Text(name, style="bold" if here else "", no_wrap=True, overflow="ellipsis"),
-                Text(inert(str(s["id"])[:ID_SHOWN])),  # as the file picker shows ids; found whole
+                Text(inert(str(s["id"])[: self._id_width()])),  # as the file picker shows ids; found whole
                 Text(ending(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
                 Text(count, justify="right"),
                 Text(short_time(str(s.get("created_at") or ""))),
@@ -148,11 +152,18 @@ class DatabasePickerScreen(Screen[str | None]):
         status.update(Text(self.problem or said))
         status.set_class(self.problem is not None, "-error")
 
+    def _id_width(self) -> int:
+        """The id column's width: the first two groups of a UUID, and from ID_WHOLE_FROM columns
+        the longest id (QA: at 160 columns ids were cut at 13 characters)."""
+        if self.size.width < ID_WHOLE_FROM:
+            return ID_SHOWN
+        return max(ID_SHOWN, min(ID_MOST, max((len(str(s["id"])) for s in self.sessions), default=0)))
+
     def _widths(self, columns: tuple[tuple[str, str], ...], entries: int) -> tuple[int, int]:
         """The name and project columns' widths: what the others leave of the screen's width
         (two cells of padding per column, one for the scrollbar), three parts to the name."""
         created = CREATED_SHOWN if len(columns) == len(COLUMNS) else 0
-        fixed = ID_SHOWN + max(entries, len("Entries")) + created + 2 * len(columns) + 2
+        fixed = self._id_width() + max(entries, len("Entries")) + created + 2 * len(columns) + 2
         room = self.size.width - fixed
         least, most = NAME_WIDTHS
         name = min(most, max(least, room * 3 // 5, room - PROJECT_MOST))
@@ -160,6 +171,7 @@ class DatabasePickerScreen(Screen[str | None]):
 
     @on(Input.Changed, "#dbpick-filter")
     def _filtered(self, event: Input.Changed) -> None:
+        self.refresh_bindings()  # Esc: "Clear" while there is a filter
         self._fill(event.value)
 
     @on(Input.Submitted, "#dbpick-filter")
@@ -192,6 +204,8 @@ class DatabasePickerScreen(Screen[str | None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":
+            if self.query_one("#dbpick-filter", Input).value:
+                return parameters[0] == "clear"
             return parameters[0] == ("back" if self.can_go_back else "quit")
         return True
 
