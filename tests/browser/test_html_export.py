@@ -625,6 +625,24 @@ def test_keys_move_at_once_and_esc_clears_the_highlights(tree, tmp_path, browser
     assert browser.js("document.body.dataset.error") is None
 
 
+def test_a_link_to_an_entry_off_the_path_opens_with_the_entry_in_view(tmp_path, browser):
+    """A link to an entry whose context was not in the page's first block opened at the top of
+    its context, the entry itself far below (QA: scrolled 0 of 52,714 px at 100k entries)."""
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        ids = [s.append_message(U(f"question {n} " + "words " * 40)) for n in range(40)]
+        s.move_to(ids[30])
+        s.append_message(U("the leaf's branch"))
+    side = ids[39]  # off the active path: its entries come after the path's block
+    page = export(path, tmp_path / "long.html")
+    browser.open(page.resolve().as_uri() + "#" + side)
+    browser.wait(f"document.getElementById('main').dataset.selected === '{side}'")
+    browser.wait("JSON.parse(document.body.dataset.timing || '{}').entries !== undefined")
+    main = "document.getElementById('main')"
+    assert browser.js(f"{main}.scrollHeight") > 2 * browser.js(f"{main}.clientHeight")
+    assert browser.js(f"{main}.scrollTop + {main}.clientHeight >= {main}.scrollHeight - 2")
+
+
 def test_a_search_counts_what_the_filter_shows_and_a_fold_says_what_it_hides(tmp_path, browser):
     """A search counted entries the filter hides (and `n` went to the rows that place them);
     a folded row did not say how much was below it."""
@@ -814,6 +832,33 @@ def test_tool_calls_tables_and_emphasis_read_as_in_the_app(tmp_path, browser):
     assert browser.js("document.querySelectorAll('#main .msg.user ul ul ol li').length") == 1
     width = "document.getElementById('main').clientWidth >= document.getElementById('main').scrollWidth"
     assert browser.js(width)  # the long word wraps: no sideways scrolling
+
+
+def test_bold_and_italics_never_reach_into_a_links_address(tmp_path, browser):
+    """`?q=_x_` became `?q=<em>x</em>` in the address, `/**/` a <strong>, and two links with a
+    `*` each an <em> across them (QA). A label is still styled."""
+    path = tmp_path / "links.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        last = s.append_message(
+            U(
+                "[q](https://example.com/search?q=_x_&y=1) then [g](https://example.com/**/file)"
+                " and **bold**, [a](https://a.com/*) [b](https://b.com/*) and [**strong label**](https://c.com/)"
+            )
+        )
+    page = export(path, tmp_path / "links.html")
+    browser.open(page.resolve().as_uri() + "#" + last)
+    browser.wait(f"document.getElementById('main').dataset.selected === '{last}'")
+    hrefs = browser.js("[...document.querySelectorAll('#main .md a')].map((a) => a.getAttribute('href'))")
+    assert hrefs == [
+        "https://example.com/search?q=_x_&y=1",
+        "https://example.com/**/file",
+        "https://a.com/*",
+        "https://b.com/*",
+        "https://c.com/",
+    ]
+    html = browser.js("document.querySelector('#main .msg.user .md').innerHTML")
+    assert "and <strong>bold</strong>," in html and "<strong>strong label</strong></a>" in html
+    assert "<em>" not in html
 
 
 def test_a_cancelled_command_says_so(tmp_path, browser):

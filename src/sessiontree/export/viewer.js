@@ -135,13 +135,26 @@
     return emphasis(out.join("")).replace(/\u0000(\d+)\u0000/g, (all, k) => codes[Number(k)]);
   }
 
-  // Links, bold and italics in text already made safe.
+  // Links, bold and italics in text already made safe. A link stands in the text as a
+  // \u0001-fenced number while bold and italics are found (`safe` has made any control
+  // character of the text visible), its label styled on its own: the rules for `*` and `_`
+  // rewrote addresses (`?q=_x_` became `?q=<em>x</em>`, `/**/` a <strong>; QA).
   function emphasis(s) {
-    s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s()]+)\)/g,
-      (all, label, url) => '<a href="' + url + '" rel="noopener noreferrer nofollow" target="_blank">' + label + "</a>");
+    const links = [];
+    s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s()]+)\)/g, (all, label, url) => {
+      links.push([label, url]);
+      return "\u0001" + (links.length - 1) + "\u0001";
+    });
+    return styled(s).replace(/\u0001(\d+)\u0001/g, (all, k) => {
+      const [label, url] = links[Number(k)];
+      return '<a href="' + url + '" rel="noopener noreferrer nofollow" target="_blank">' + styled(label) + "</a>";
+    });
+  }
+
+  function styled(s) {
     s = s.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
     s = s.replace(/(^|[^*\w])\*([^*\s][^*\n]*?)\*(?!\w)/g, "$1<em>$2</em>");
-    // `_a_` too, but not inside snake_case words nor after "/" (a path or a link's address)
+    // `_a_` too, but not inside snake_case words nor after "/" (a path)
     s = s.replace(/(^|[^_\w\/])_([^_\s][^_\n]*?)_(?![\w\/])/g, "$1<em>$2</em>");
     return s;
   }
@@ -1172,7 +1185,10 @@
     const ready = () => {
       readAll();
       mark("entries");
-      if (renderedFor !== selected) renderMain(); // it waited for entries off the path
+      if (renderedFor !== selected) { // it waited for entries off the path
+        renderMain();
+        $("main").scrollTop = $("main").scrollHeight; // the entry at the end, as `select` puts it
+      }
     };
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready); else ready();
   }
