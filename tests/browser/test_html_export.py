@@ -861,6 +861,33 @@ def test_bold_and_italics_never_reach_into_a_links_address(tmp_path, browser):
     assert "<em>" not in html
 
 
+def test_a_long_output_is_cut_at_a_line_end_and_says_what_is_left_and_where_the_match_is(tmp_path, browser):
+    """`seq 1 100000`'s output was cut at 20,000 characters in a line's middle ("4221" then
+    "42"), with nothing to say it went on but "show all 588,894 characters", and a search for
+    "99999" landed on it without a word of its match being in the part not shown (QA)."""
+    path = tmp_path / "seq.jsonl"
+    output = "".join(f"{n}\n" for n in range(1, 100_001))
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        s.append_message(U("count"))
+        s.append_message(tool_call("c1", "bash", {"command": "seq 1 100000"}))
+        result = {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "timestamp": 1}
+        result |= {"isError": False, "content": [{"type": "text", "text": output}]}
+        result = s.append_message(result)
+    page = export(path, tmp_path / "seq.html")
+    browser.open(page.resolve().as_uri() + "#" + result)
+    browser.wait(f"document.getElementById('main').dataset.selected === '{result}'")
+    button = "document.querySelector('#main button.more[data-expand]')"
+    shown = browser.js(f"{button}.previousElementSibling.textContent")
+    assert shown.endswith("\n") or shown.split("\n")[-1] in output.split("\n")  # whole lines
+    last = int(shown.rstrip("\n").split("\n")[-1])
+    left = output[output.index(f"\n{last}\n") + len(f"\n{last}\n") :]
+    said = browser.js(f"{button}.textContent")
+    assert said == f"… {100_000 - last:,} more lines ({len(left):,} characters) · show all", said
+    enter(browser, "99999")
+    browser.wait(f"document.getElementById('main').dataset.selected === '{result}'")
+    browser.wait(f"{button}.textContent.includes('the match among them')")
+
+
 def test_a_cancelled_command_says_so(tmp_path, browser):
     """The tree's row said "[cancelled]"; the context's heading said nothing (QA)."""
     path = tmp_path / "bash.jsonl"

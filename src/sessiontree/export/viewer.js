@@ -627,10 +627,23 @@
     return '<a href="#' + esc(fragment(i)) + '">' + safe(ids[i]) + "</a>";
   }
 
+  // Cut at the end of a line when one is in the last fifth of MAX_TEXT, said with what is left
+  // (as the app says it): a cut in a line's middle, with nothing after it, read as the output's
+  // end ("4221" then "42"), and a search's match in the part not shown was not said (QA).
   function cutText(text, key) {
     if (text.length <= MAX_TEXT || expanded.has(inert(key))) return "<pre>" + safe(text) + "</pre>";
-    return "<pre>" + safe(text.slice(0, MAX_TEXT)) + "</pre>" +
-      '<button class="more" type="button" data-expand="' + safe(key) + '">show all ' + text.length.toLocaleString() + " characters</button>";
+    let end = text.lastIndexOf("\n", MAX_TEXT);
+    if (end < MAX_TEXT * 0.8) end = MAX_TEXT;
+    const shown = text.slice(0, end), hidden = text.slice(end).replace(/^\n/, "");
+    const lines = hidden.split("\n").length - (hidden.endsWith("\n") ? 1 : 0);
+    let said = "… " + lines.toLocaleString() + (lines === 1 ? " more line" : " more lines") +
+      " (" + hidden.length.toLocaleString() + " characters)";
+    if (lastQuery && !/(^|\s)re:/.test(lastQuery)) { // a regex is never run here: it may not end
+      const matches = matcher(lastQuery), folded = (t) => t.normalize("NFC").toLowerCase();
+      if (!matches(folded(shown)) && matches(folded(text))) said += ", the match among them";
+    }
+    return "<pre>" + safe(shown) + "</pre>" +
+      '<button class="more" type="button" data-expand="' + safe(key) + '">' + safe(said) + " · show all</button>";
   }
 
   function imageNotes(content) {
