@@ -843,6 +843,7 @@ def test_bold_and_italics_never_reach_into_a_links_address(tmp_path, browser):
             U(
                 "[q](https://example.com/search?q=_x_&y=1) then [g](https://example.com/**/file)"
                 " and **bold**, [a](https://a.com/*) [b](https://b.com/*) and [**strong label**](https://c.com/)"
+                " ~~gone~~"
             )
         )
     page = export(path, tmp_path / "links.html")
@@ -858,6 +859,7 @@ def test_bold_and_italics_never_reach_into_a_links_address(tmp_path, browser):
     ]
     html = browser.js("document.querySelector('#main .msg.user .md').innerHTML")
     assert "and <strong>bold</strong>," in html and "<strong>strong label</strong></a>" in html
+    assert "<del>gone</del>" in html  # struck through, as the app draws it
     assert "<em>" not in html
 
 
@@ -886,6 +888,21 @@ def test_a_long_output_is_cut_at_a_line_end_and_says_what_is_left_and_where_the_
     enter(browser, "99999")
     browser.wait(f"document.getElementById('main').dataset.selected === '{result}'")
     browser.wait(f"{button}.textContent.includes('the match among them')")
+
+
+def test_a_joiner_inside_an_emoji_is_kept_and_a_small_image_is_counted_in_bytes(tmp_path, browser):
+    """👩‍💻 showed as 👩⟨U+200D⟩💻, split; an image of 300 bytes said "0 KB" (QA). A joiner
+    elsewhere is still shown, as the app shows it."""
+    path = tmp_path / "emoji.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/work")) as s:
+        image = {"type": "image", "mimeType": "image/png", "data": "A" * 400}  # 300 bytes
+        last = s.append_message(U([{"type": "text", "text": "dev 👩\u200d💻 and a\u200db"}, image]))
+    page = export(path, tmp_path / "emoji.html")
+    browser.open(page.resolve().as_uri() + "#" + last)
+    browser.wait(f"document.getElementById('main').dataset.selected === '{last}'")
+    text = browser.js("document.querySelector('#main .msg.user').textContent")
+    assert "dev 👩\u200d💻 and a⟨U+200D⟩b" in text, text
+    assert "[image: image/png, 300 bytes, not included in this page]" in text, text
 
 
 def test_a_cancelled_command_says_so(tmp_path, browser):

@@ -82,8 +82,18 @@
   // With the `u` flag a surrogate range matches only lone surrogates (half an emoji, as a cut
   // can leave it), never a pair.
   const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]/gu;
+  // What a zero-width joiner may join and stay a joiner (👩‍💻), as sessiontree/display.py has it:
+  // anywhere else it is an invisible character, shown. Shown always, it split such emoji (QA).
+  // (By code point: Chromium 156 missed `[\u{1F000}-\u{1FAFF}]$` at a string's end.)
+  const emojiSide = (cp) => cp !== undefined && ((cp >= 0x1F000 && cp <= 0x1FAFF) ||
+    (cp >= 0x2600 && cp <= 0x27BF) || cp === 0xFE0F);
+  function before(s, at) { // the code point that ends at `at`
+    const low = s.charCodeAt(at - 1);
+    return low >= 0xDC00 && low <= 0xDFFF && at >= 2 ? s.codePointAt(at - 2) : s.codePointAt(at - 1);
+  }
   function inert(text) {
-    return String(text).replace(HIDDEN, (ch) => {
+    return String(text).replace(HIDDEN, (ch, at, whole) => {
+      if (ch === "\u200d" && at > 0 && emojiSide(before(whole, at)) && emojiSide(whole.codePointAt(at + 1))) return ch;
       const code = ch.charCodeAt(0);
       if (ch === "\u001b") return "␛";
       if (code < 0x20) return String.fromCharCode(0x2400 + code);
@@ -152,6 +162,7 @@
   }
 
   function styled(s) {
+    s = s.replace(/~~([^~\n]+)~~/g, "<del>$1</del>"); // struck through, as the app draws it
     s = s.replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
     s = s.replace(/(^|[^*\w])\*([^*\s][^*\n]*?)\*(?!\w)/g, "$1<em>$2</em>");
     // `_a_` too, but not inside snake_case words nor after "/" (a path)
@@ -648,7 +659,7 @@
 
   function imageNotes(content) {
     return images(content).map((b) => '<p class="note">[image' + (typeof b.mimeType === "string" ? ": " + safe(b.mimeType) : "") +
-      (b.omittedBytes ? ", " + Math.round(b.omittedBytes / 1024) + " KB, not included in this page" : "") + "]</p>").join("");
+      (b.omittedBytes ? ", " + (b.omittedBytes < 1024 ? b.omittedBytes + " bytes" : Math.round(b.omittedBytes / 1024) + " KB") + ", not included in this page" : "") + "]</p>").join("");
   }
 
   // --- tool calls, as the terminal app's preview draws them (src/sessiontree/tui/preview.py) --
