@@ -74,8 +74,12 @@ def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
             proc.wait()
 
 
-async def screen_text(url: str, wanted: str, seconds: float = 30) -> str:
-    """Connect as the page's script does and collect what the app draws until `wanted` shows."""
+async def screen_text(
+    url: str, wanted: str, seconds: float = 30, *, typed: tuple[str, str] | None = None
+) -> str:
+    """Connect as the page's script does and collect what the app draws until `wanted` shows.
+    `typed`: (ready, keys): once `ready` shows, type `keys` as the page sends them, and collect
+    only what is drawn after."""
     seen = ""
     async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}ws?width=120&height=40") as ws:
         deadline = time.monotonic() + seconds
@@ -86,33 +90,13 @@ async def screen_text(url: str, wanted: str, seconds: float = 30) -> str:
                 continue
             if msg.type == aiohttp.WSMsgType.BINARY:
                 seen += ESCAPES.sub("", msg.data.decode("utf-8", "replace"))
+                if typed is not None and typed[0] in seen:
+                    await asyncio.sleep(0.5)
+                    await ws.send_json(["stdin", typed[1]])
+                    seen, typed = "", None
             elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
                 break
     return seen
-
-
-async def typed_and_seen(url: str, ready: str, keys: str, wanted: str, seconds: float = 30) -> str:
-    """Once `ready` shows, type `keys` as the page's script sends them, and collect what the
-    app draws after until `wanted` shows (or the time is up)."""
-    seen, after = "", ""
-    async with aiohttp.ClientSession() as http, http.ws_connect(f"{url}ws?width=120&height=40") as ws:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and wanted not in after:
-            try:
-                msg = await asyncio.wait_for(ws.receive(), 1)
-            except TimeoutError:
-                continue
-            if msg.type != aiohttp.WSMsgType.BINARY:
-                break
-            text = ESCAPES.sub("", msg.data.decode("utf-8", "replace"))
-            if ready in seen:
-                after += text
-            else:
-                seen += text
-                if ready in seen:
-                    await asyncio.sleep(0.5)
-                    await ws.send_json(["stdin", keys])
-    return after
 
 
 def test_a_served_session_opens_no_other(session_file):
@@ -121,7 +105,7 @@ def test_a_served_session_opens_no_other(session_file):
     with Session(JsonlStorage.create(session_file.parent / "other-secret.jsonl", cwd="/p")) as s:
         s.append_message(U("not for the page"))
     with serving(str(session_file)) as (url, _proc):
-        after = " ".join(asyncio.run(typed_and_seen(url, NAME, "o", "no other")).split())
+        after = " ".join(asyncio.run(screen_text(url, "no other", typed=(NAME, "o"))).split())
     assert "This page shows one session: it opens no other" in after
     assert "other-secret" not in after and "Sessions in" not in after
 
