@@ -325,3 +325,23 @@ async def test_esc_says_clear_while_a_filter_is_typed_and_wide_screens_show_whol
         assert esc() == ["Quit"] and isinstance(app.screen, DatabasePickerScreen)
         table = app.screen.query_one("#dbpick-table")
         assert uuid in "\n".join(table.render_line(y).text for y in range(table.size.height))
+
+
+async def test_a_session_added_while_the_list_is_shown_appears(tmp_path, monkeypatch):
+    """With the list open, a session imported into the database meanwhile never showed: it
+    kept saying "15 sessions" (QA)."""
+    from sessiontree.tui import database_picker
+
+    monkeypatch.setattr(database_picker, "RELIST_SECONDS", 0.2, raising=False)
+    db = team_db(tmp_path)
+    app = build_app(str(db), read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert len(rows(app)) == 3
+        table = app.screen.query_one("#dbpick-table")
+        await pilot.press("down")
+        highlighted = rows(app)[table.cursor_row]
+        with Session(SqliteStorage.create(db, cwd="/p/new", session_id="s-delta")) as s:
+            s.append_message(U("arrived while the list was open"))
+        await until(pilot, lambda: len(rows(app)) == 4)
+        assert "s-delta" in rows(app) and rows(app)[table.cursor_row] == highlighted

@@ -592,7 +592,11 @@ class SessionTreeApp(App[None]):
 
         here = self.session.session_id if self.session is not None else None
         screen = DatabasePickerScreen(
-            database.display(), sessions, current=here, can_go_back=self.browser is not None
+            database.display(),
+            sessions,
+            current=here,
+            can_go_back=self.browser is not None,
+            lister=lambda: list_sessions(database),
         )
         self.push_screen(screen, chosen)
         if sessions is None:

@@ -10,16 +10,18 @@ there is nothing to go back to).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..display import counted, inert, one_line, short_time
+from ..model.errors import SessionError
 from .cells import ending
 
 FILTER_HINT = "type to filter (/ for a q): name, message, id, project"  # whole at 60 columns
@@ -28,6 +30,9 @@ ID_WHOLE_FROM = 120  # columns from which ids are shown whole (up to ID_MOST): t
 ID_MOST = 40
 CREATED_SHOWN = 16  # `2025-01-01 10:00`
 CREATED_FROM = 72  # columns from which Created is shown: at 60 it was reached by scrolling sideways
+# Seconds between two listings while the list is shown: a session imported or created meanwhile
+# appears (the list kept its count; QA), as the file picker notices new files.
+RELIST_SECONDS = 10.0
 NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
 PROJECT_MOST = 40
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
@@ -55,12 +60,15 @@ class DatabasePickerScreen(Screen[str | None]):
         *,
         current: str | None = None,
         can_go_back: bool = True,
+        lister: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         """`label`: the database, as messages show it; `sessions`: `opening.list_sessions`'s,
         or None while they are being listed (`listed` or `failed` follows); `current`: the
         session open here (`o`), marked, and where the cursor starts; `can_go_back`: a session
-        is open behind the list (else leaving it quits)."""
+        is open behind the list (else leaving it quits); `lister`: lists the database again,
+        called off the UI thread every RELIST_SECONDS."""
         super().__init__()
+        self.lister = lister
         self.can_go_back = can_go_back
         self.label = label
         self.sessions = sessions or []
@@ -95,6 +103,21 @@ class DatabasePickerScreen(Screen[str | None]):
         )
         self._fill("")
         table.focus()
+        if self.lister is not None:
+            self.set_interval(RELIST_SECONDS, self._relist)
+
+    @work(thread=True, exclusive=True, group="relist")
+    def _relist(self) -> None:
+        """The database listed again; shown if it changed. A listing that fails now (a server
+        restarting) leaves the list as it was: the next one tries again."""
+        if self.listing or self.lister is None:
+            return
+        try:
+            sessions = self.lister()
+        except SessionError:
+            return
+        if sessions != self.sessions:
+            self.app.call_from_thread(self.listed, sessions)
 
     def listed(self, sessions: list[dict[str, Any]]) -> None:
         """The sessions, listed off the UI thread (a server may take seconds to answer): shown
