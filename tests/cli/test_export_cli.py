@@ -304,7 +304,8 @@ def test_fork(tmp_path):
         leaf = fork.require_entry(fork.leaf_id)
         assert leaf.type == "label" and leaf.parent_id == ids["a1"]
         assert fork.build_context().messages[-1]["role"] == "assistant"  # a1
-    data = json.loads(run("fork", str(path), ids["a2"], "--json", "-o", str(tmp_path / "f.jsonl")).stdout)
+    # a relative -o is said absolute, as the default place is (it was given back as typed: QA)
+    data = json.loads(run("fork", str(path), ids["a2"], "--json", "-o", "f.jsonl", cwd=tmp_path).stdout)
     assert data["path"] == str(tmp_path / "f.jsonl") and data["resendText"] is None
     with open_session(tmp_path / "f.jsonl", read_only=True) as fork:
         # `leafId` is the file's leaf, the label written after the path (it said the path's end,

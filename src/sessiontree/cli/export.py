@@ -164,10 +164,12 @@ def cmd_fork(args: argparse.Namespace) -> int:
         entry_id = session.resolve_id(args.id)
         with working(f"forking {args.file} at {entry_id}"):
             result = fork_session(session, entry_id, output=args.output, force=args.force)
+        # absolute whichever way it was named: `-o` gave it as typed, the default absolute (QA)
+        path = os.path.abspath(result.path)
         if args.json:
             json_out(
                 {
-                    "path": result.path,
+                    "path": path,
                     "sessionId": result.session_id,
                     # the file's leaf, as `check` and `context --json` give it (a label
                     # copied after the path may be it); where the conversation ends:
@@ -180,7 +182,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         else:
             # The new file's path alone on stdout, for `NEW=$(sessiontree fork …)`; what to
             # know about it on stderr (the four lines were all captured: QA). --json has all.
-            out(result.path)
+            out(path)
             ends = f"ends at {result.leaf_id}" if result.leaf_id else "holds no entries"
             size = counted(result.entries, "entry", "entries")  # labels written after it included
             err(f"the fork {ends} ({size}); session {result.session_id}")
