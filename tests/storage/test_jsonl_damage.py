@@ -483,3 +483,18 @@ def test_the_read_only_reason_names_the_line_once_and_no_code(tmp_path):
         reason.startswith("the session has damage (line 4 is not valid JSON") and reason.count("line 4") == 1
     )
     assert "[" not in reason and "error:" not in reason
+
+
+def test_a_value_nested_past_what_the_reader_takes_is_said_as_its_limit(tmp_path):
+    """An entry nested ~1,500 levels deep was called "not valid JSON (nested too deeply)":
+    it is valid JSON (Node reads 5,000 levels); the limit is this reader's (QA)."""
+    path = tmp_path / "deep.jsonl"
+    deep = b"[" * 1500 + b"]" * 1500
+    body = line(msg("a", None))[:-2] + b',"extra":' + deep + b"}\n"
+    path.write_bytes(line(HEADER) + line(msg("u", None)) + body)
+    with open_session(path, read_only=True) as s:
+        said = [d.message for d in s.diagnostics]
+    assert any(
+        "nested deeper than sessiontree reads" in m and "JSON itself has no limit" in m for m in said
+    ), said
+    assert not any("not valid JSON" in m for m in said), said

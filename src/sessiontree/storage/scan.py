@@ -347,7 +347,11 @@ def decode_entry_dict(raw: bytes | memoryview) -> dict[str, Any]:
             raise LineError("is not valid UTF-8 text") from None
         raise LineError(f"is not valid JSON ({_short(exc)})") from None
     except (RecursionError, MemoryError):
-        raise LineError("is not valid JSON (nested too deeply)") from None
+        # Valid JSON, which sets no limit (Node reads 5,000 levels): said as this reader's limit,
+        # not as a fault of the line (QA)
+        raise LineError(
+            "holds values nested deeper than sessiontree reads (about 1,000 levels; JSON itself has no limit)"
+        ) from None
     reason = validate_entry(data)
     if reason is not None:
         raise LineError(reason)
