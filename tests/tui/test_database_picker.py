@@ -187,6 +187,7 @@ async def test_a_server_is_listed_after_the_first_paint(demo, pg_database):
     app = build_app(pg_database)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
+        await settle(app, pilot)  # mounted whole before the app quits
         assert app.session is not None and app.session.entry_count() == 46
     other = demo.parent / "other.jsonl"
     with Session(JsonlStorage.create(other, cwd="/p/other", session_id="s-other")) as s:

@@ -186,7 +186,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         )
 
     def on_mount(self) -> None:
-        self.query_one(SearchBox).display = False
+        try:
+            search = self.query_one(SearchBox)
+        except NoMatches:  # the app quit while this screen was being mounted: its children went
+            return
+        search.display = False
         self.query_one("#search-status", Static).display = False
         session = self.session
         self._update_header()

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from ..display import counted, inert, one_line, short_time
 from ..model.errors import SessionError
+from . import deliver
 from .cells import ending
 
 FILTER_HINT = "type to filter (/ for a q): name, message, id, project"  # whole at 60 columns
@@ -117,7 +118,11 @@ class DatabasePickerScreen(Screen[str | None]):
         except SessionError:
             return
         if sessions != self.sessions:
-            self.app.call_from_thread(self.listed, sessions)
+            deliver(self.app, self._relisted, sessions)
+
+    def _relisted(self, sessions: list[dict[str, Any]]) -> None:
+        if self.is_attached:  # else the list was left meanwhile
+            self.listed(sessions)
 
     def listed(self, sessions: list[dict[str, Any]]) -> None:
         """The sessions, listed off the UI thread (a server may take seconds to answer): shown
