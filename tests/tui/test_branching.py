@@ -541,3 +541,36 @@ async def test_the_summary_dialog_names_where_the_leaf_goes_for_a_user_message(d
         await pilot.press("ctrl+s")  # no summary typed: the move alone
         await settle(app, pilot)
         assert app.session.leaf_id == "3a7c07cc"
+
+
+async def test_a_page_served_read_only_writes_no_file(tmp_path):
+    """`serve --read-only` never wrote to the session, but a fork, an export or an upgrade from
+    the page wrote files next to it on the server, made by whoever reached the page."""
+    from helpers import PI_FIXTURES
+    from sessiontree.tui.launch import build_app
+
+    for name in ("demo.jsonl", "v1.jsonl"):
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        source = PI_FIXTURES / "large-session.jsonl" if name == "v1.jsonl" else None
+        path = folder / name
+        if source is None:
+            with Session(JsonlStorage.create(path, cwd="/p")) as s:
+                s.append_message(U("hello"))
+                s.append_message(A("hi"))
+        else:
+            path.write_bytes(source.read_bytes())
+        before = {p.name: p.read_bytes() for p in folder.iterdir()}
+        app = build_app(str(path), read_only=True, only=True)
+        async with app.run_test(size=(120, 30), notifications=True) as pilot:
+            await settle(app, pilot)
+            await pilot.press("X")
+            await settle(app, pilot)
+            app.browser.export_here("html")
+            await pilot.press("U")
+            await settle(app, pilot)
+            said = [str(n.message) for n in app._notifications]
+            assert said.count("This page is served read-only: it writes no file") == 2, said
+            if name == "v1.jsonl":
+                assert status(app) == "Not upgraded: the page is served read-only"
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

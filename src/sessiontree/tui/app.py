@@ -90,6 +90,9 @@ class SessionTreeApp(App[None]):
     ]
     key_problems: tuple[str, ...] = ()  # what keys.toml asked that was left out, said at the start
     only_session = False  # the session given is the only one shown: `o` is off (`build_app`)
+    # `serve --read-only`: no file is written on the server, forks and exports included (they
+    # went next to the served session, made by whoever reached the page)
+    writes_nothing = False
 
     def __init__(
         self,

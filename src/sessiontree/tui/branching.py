@@ -125,9 +125,16 @@ class BranchingMixin(BrowserBase):
 
     # --- fork ---------------------------------------------------------------------------------
 
+    def _writes_nothing(self) -> bool:
+        """Whether this is a page `serve --read-only` serves, which writes no file: said."""
+        if not getattr(self.app, "writes_nothing", False):
+            return False
+        self.notify("This page is served read-only: it writes no file", markup=False, timeout=4)
+        return True
+
     def action_fork(self) -> None:
         target = self._target()
-        if target is None:
+        if target is None or self._writes_nothing():
             return
         if self._forking is not None:  # one at a time: each says where it went when done
             confirm(self, f"A fork at {self._forking} is being written: wait for it")
@@ -232,7 +239,7 @@ class BranchingMixin(BrowserBase):
         """Write root → cursor as a self-contained HTML page or as Markdown next to the session,
         in a thread: the page of a 100k-entry session takes seconds."""
         target = self._target()
-        if target is None:
+        if target is None or self._writes_nothing():
             return
         try:  # next to the session's file; from PostgreSQL, in the current directory
             directory, stem = output_place(self.session)

@@ -184,6 +184,8 @@ class BrowserBase(Screen[None]):
         location = self.session.location
         if location is None:
             return None
+        if getattr(self.app, "writes_nothing", False):
+            return "the page is served read-only"
         if not os.access(location, os.W_OK):
             return "the file is not writable by you"
         if not os.access(os.path.dirname(os.path.abspath(location)), os.W_OK):

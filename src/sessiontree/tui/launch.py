@@ -79,7 +79,8 @@ def build_app(
 ):
     """The app for `sessiontree PATH`. `only`: the session given is the only one it shows (a
     page `serve` serves: `o` listed the files beside it, and Pi's sessions beside the demo, to
-    whoever reached the page); a directory or a database without `#ID` still lists its own."""
+    whoever reached the page); a directory or a database without `#ID` still lists its own.
+    With `read_only` too, the page writes no file at all (`SessionTreeApp.writes_nothing`)."""
     from .app import Opening, SessionTreeApp
 
     def opener(chosen: Path) -> Session:
@@ -135,6 +136,7 @@ def build_app(
         )
         app.demo_dir = demo_dir
         app.only_session = only
+        app.writes_nothing = only and read_only
         return app
 
     def open_it(progress: Progress) -> tuple[Session, str | None]:
@@ -154,6 +156,7 @@ def build_app(
     )
     app.demo_dir = demo_dir
     app.only_session = only
+    app.writes_nothing = only and read_only
     return app
 
 
