@@ -231,10 +231,14 @@ class SearchMixin(BrowserBase):
         """Entries live follow brought in are matched against the search in effect: its count,
         `n`/`N` and `&` left them out until the next search (QA: a new row holding the word, and
         "match 4/4" wrapped over it). A search still running reads them itself."""
-        if self._query is None or not (self._matches or self._tree().restrict is not None):
+        if self._query is None or not self._in_effect():
             return
         if not any(w.group == "search" and not w.is_finished for w in self.workers):
             self._search_arrivals(self._query, range(start, len(self.session.tree)))
+
+    def _in_effect(self) -> bool:
+        """A search is in effect: its matches are marked, or `&` narrows the tree to them."""
+        return bool(self._matches) or self._tree().restrict is not None
 
     @work(thread=True, group="search-arrivals")
     def _search_arrivals(self, query: Query, positions: range) -> None:
@@ -252,7 +256,7 @@ class SearchMixin(BrowserBase):
             deliver(self.app, self._arrivals_found, query, positions, found.positions)
 
     def _arrivals_found(self, query: Query, positions: range, found: list[int]) -> None:
-        if query is not self._query or not (self._matches or self._tree().restrict is not None):
+        if query is not self._query or not self._in_effect():
             return  # another search, or Esc, came meanwhile
         tree = self._tree()
         if tree.restrict is not None:  # the filter shows the arrivals that match, only
