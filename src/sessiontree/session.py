@@ -146,8 +146,17 @@ def _check_text(value: str, what: str) -> None:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {str: "text", int: "a whole number", type(None): "None"}
+    names = {
+        str: "text",
+        int: "a whole number",
+        float: "a number",
+        bool: "True or False",
+        list: "a list",
+        type(None): "None",
+    }
     kinds = kind if isinstance(kind, tuple) else (kind,)
+    if set(kinds) == {int, float}:
+        return "a number"
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
@@ -663,9 +672,12 @@ class Session:
         return self._append("message", {"message": msg})
 
     def append_thinking_level_change(self, level: str) -> str:
+        _check(level, str, "a thinking level")
         return self._append("thinking_level_change", {"thinkingLevel": level})
 
     def append_model_change(self, provider: str, model_id: str) -> str:
+        _check(provider, str, "a provider")
+        _check(model_id, str, "a model id")
         return self._append("model_change", {"provider": provider, "modelId": model_id})
 
     def append_active_tools_change(self, names: Sequence[str]) -> str:
@@ -683,6 +695,9 @@ class Session:
         usage: dict[str, Any] | None = None,
         retained_tail: Sequence[Mapping[str, Any]] | None = None,
     ) -> str:
+        _check(summary, str, "a compaction's summary")
+        _check_text(summary, "the compaction's summary")
+        _check(tokens_before, (int, float), "tokens before")
         if first_kept_entry_id is not None:
             self.require_entry(first_kept_entry_id)
         payload: dict[str, Any] = {"summary": summary}
@@ -700,6 +715,7 @@ class Session:
         return self._append("compaction", payload)
 
     def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
+        _check(custom_type, str, "a custom type")
         payload: dict[str, Any] = {"customType": custom_type}
         if data is not None:
             payload["data"] = data
@@ -708,6 +724,9 @@ class Session:
     def append_custom_message_entry(
         self, custom_type: str, content: str | list[Any], display: bool, details: Any = None
     ) -> str:
+        _check(custom_type, str, "a custom type")
+        _check(content, (str, list), "a custom message's content")
+        _check(display, bool, "display")
         payload: dict[str, Any] = {
             "customType": custom_type,
             "content": content,

@@ -179,6 +179,17 @@ def test_a_value_of_the_wrong_type_is_refused_saying_so(tmp_path: Path):
             (lambda: s.build_context(limit="3"), "limit must be a whole number or None, not '3'"),
             (lambda: s.build_context(limit=-1), "limit cannot be negative"),
             (lambda: s.recent_leaf_moves(-1), "skip and count cannot be negative"),
+            # these were `invalid_entry`, refused only as the entry was written
+            (lambda: s.append_thinking_level_change(3), "a thinking level must be text, not 3"),
+            (lambda: s.append_model_change("openai", None), "a model id must be text, not None"),
+            (lambda: s.append_compaction("sum", None, "5"), "tokens before must be a number, not '5'"),
+            (lambda: s.append_compaction(b"x", None, 5), "summary must be text, not b'x'"),
+            (lambda: s.append_custom_entry(None), "a custom type must be text, not None"),
+            (
+                lambda: s.append_custom_message_entry("note", 3, True),
+                "content must be text or a list, not 3",
+            ),
+            (lambda: s.append_custom_message_entry("note", "x", 1), "display must be True or False, not 1"),
         ):
             with pytest.raises(SessionError, match=said) as info:
                 attempt()
