@@ -246,3 +246,58 @@ async def test_moving_before_the_first_entry_says_the_context_is_empty(demo):
         help_text = " ".join(str(w.render()) for w in app.screen.query(".dialog-help"))
         assert "The context at the new leaf is empty: no message comes before it." in help_text
         assert "tokens" not in help_text
+
+
+async def test_the_cancel_button_asks_before_discarding_a_written_summary(demo):
+    """Clicking Cancel threw a written summary away where Esc asks first (QA): it asks too, and
+    a second click cancels the move with nothing written."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = demo.read_bytes()
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("down", "enter", *"tried X")
+        screen = app.screen
+        await pilot.click("#cancel")
+        await settle(app, pilot)
+        assert app.screen is screen and screen.query_one("#summary-text").text == "tried X"
+        assert "Cancel again discards it; Ctrl+S moves with it." in str(
+            screen.query_one("#summary-status").render()
+        )
+        await pilot.click("#cancel")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt)
+        assert demo.read_bytes() == before
+
+
+def choice_rows(app) -> list[str]:
+    return [line[line.index("▐") :] for line in screen_lines(app) if "summary" in line and "▐" in line]
+
+
+async def test_only_the_picked_summary_kind_has_a_dot(demo):
+    """Textual drew the same dot in all three and told the picked one by colour alone, which
+    NO_COLOR and 16-colour terminals barely show (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        shown = choice_rows(app)
+        assert [row[:3] for row in shown] == ["▐●▌", "▐ ▌", "▐ ▌"], shown
+        await pilot.press("down", "enter")
+        await settle(app, pilot)
+        shown = choice_rows(app)
+        assert [row[:3] for row in shown] == ["▐ ▌", "▐●▌", "▐ ▌"], shown
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 40), (30, 8)])
+async def test_the_dialog_without_a_summary_is_as_tall_as_what_it_says(demo, size):
+    """With no summary to type the dialog kept the text box's height: ten blank rows between
+    the choices and "Only a leaf entry is written." at 80x24 (QA). At 30x8 what the move
+    leaves behind took the rows and the choices were not drawn at all."""
+    app = make_app(demo)
+    async with app.run_test(size=size) as pilot:
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        shown = screen_lines(app)
+        draft = next(y for y, line in enumerate(shown) if "Draft a summary" in line)
+        said = next(y for y, line in enumerate(shown) if "Only a leaf entry" in line)
+        assert said - draft <= 3, "\n".join(shown)  # the choices' border and a blank line at most
+        assert len(choice_rows(app)) == 3 and any("Move the leaf to" in line for line in shown)
+        assert any("being left" in line for line in shown) is (size[1] >= 12)

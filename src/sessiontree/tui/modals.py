@@ -74,7 +74,25 @@ class SummaryChoice:
     drafted_by: str | None = None
 
 
+class Choice(RadioButton):
+    """A radio button with a dot only when it is picked. Textual draws the same dot in every
+    button and tells the picked one by colour alone, which NO_COLOR and 16-colour terminals
+    barely show (QA)."""
+
+    def __init__(self, label: str | Text, value: bool = False, *, id: str | None = None) -> None:
+        super().__init__(label, value, id=id)
+        self.BUTTON_INNER = self._dot()
+
+    def _dot(self) -> str:
+        return "●" if self.value else " "
+
+    def watch_value(self) -> None:
+        super().watch_value()
+        self.BUTTON_INNER = self._dot()
+
+
 SHORT_ROWS = 32  # terminals with fewer rows get the summary prompt's compact layout
+TINY_ROWS = 12  # and with fewer than these, it leaves out what the move leaves behind
 TRIM_DELAY = 0.5  # seconds after a comparison closes before freed memory goes back (`memory`)
 
 
@@ -131,11 +149,11 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                     leaving += " The context at the new leaf is empty: no message comes before it."
                 elif self.context_tokens is not None:
                     leaving += f" The context at the new leaf: ≈{self.context_tokens:,} tokens."
-                yield Static(plain(leaving), classes="dialog-help")
+                yield Static(plain(leaving), classes="dialog-help", id="summary-leaving")
                 with RadioSet(id="summary-kind"):
-                    yield RadioButton("No summary", value=True, id="kind-none")
-                    yield RadioButton("Write a summary", id="kind-write")
-                    yield RadioButton(plain(f"Draft a summary ({self.drafter_name})"), id="kind-draft")
+                    yield Choice("No summary", value=True, id="kind-none")
+                    yield Choice("Write a summary", id="kind-write")
+                    yield Choice(plain(f"Draft a summary ({self.drafter_name})"), id="kind-draft")
                 yield Input(
                     placeholder="Instructions for the draft (optional), then Enter", id="instructions"
                 )
@@ -166,6 +184,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         # At 24 rows the dialog's parts did not fit: the text box showed two rows, inside a
         # scrolled body. A short terminal gets the compact layout (`app.tcss`, `.-short`).
         self.set_class(event.size.height < SHORT_ROWS, "-short")
+        self.set_class(event.size.height < TINY_ROWS, "-tiny")
         self.call_after_refresh(self._show_cursor)
 
     def _kind(self) -> str:
@@ -174,6 +193,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
 
     def _sync_kind(self, kind: str) -> None:
         self._synced = kind
+        self.set_class(kind == "kind-none", "-bare")
         text = self.query_one("#summary-text", TextArea)
         instructions = self.query_one("#instructions", Input)
         text.display = kind != "kind-none"
@@ -301,6 +321,11 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
             area.scroll_cursor_visible()
 
     @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        """As Esc: it threw a written summary away without asking (QA)."""
+        if not self.asks_before_losing("Cancel again discards it"):
+            self._discard()
+
     def _discard(self) -> None:
         self._cancel.set()
         self.workers.cancel_group(self, "draft")
