@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -208,6 +209,77 @@ def test_another_writers_unfinished_line_stops_our_appends_only_for_a_while(tmp_
         assert Path(repairs[0]).read_bytes() == fragment
     with open_session(path) as s:
         assert s.diagnostics == [] and [e.id for e in s.get_entries()] == kept
+
+
+PAUSED_WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    path, first, rest, go = sys.argv[1], sys.argv[2].encode(), sys.argv[3].encode(), sys.argv[4]
+    if os.fork():  # the writer is no child of the test: a session's own children are not counted
+        os._exit(0)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, first)
+    open(go + ".ready", "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    os.write(fd, rest)
+    os.close(fd)
+    open(go + ".done", "w").close()
+    """
+)
+
+
+def paused_writer(path: Path, first: bytes, rest: bytes, go: Path) -> None:
+    """Another program that holds `path` open for writing, has written `first` and waits for
+    `go` to exist before writing `rest` (a writer stopped in the middle of a line)."""
+    subprocess.run([sys.executable, "-c", PAUSED_WRITER, str(path), first, rest, str(go)], check=True)
+    for _ in range(500):
+        if Path(f"{go}.ready").exists():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the writer did not start")
+
+
+def finish(go: Path) -> None:
+    go.touch()
+    for _ in range(500):
+        if Path(f"{go}.done").exists():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the writer did not finish")
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").exists(), reason="asks Linux's /proc")
+@pytest.mark.parametrize("seen", ["while open", "at open"])
+def test_a_line_whose_writer_still_holds_the_file_is_never_set_aside(tmp_path, seen):
+    """A writer that keeps the file open and pauses mid-line for more than the quiet time
+    (QA: 4 s) had its fragment blanked before our append; the rest of its line then came as a
+    line of garbage, its entry was lost and the next ones hung off a missing parent. While
+    another process holds the file open for writing, the line is being written: our appends
+    wait, however quiet the file has been, and both entries are kept once it is done."""
+    path = write(tmp_path, line(HEADER), line(msg("a", None)))
+    whole = line(msg("pi", "a"))
+    go = tmp_path / "go"
+    s = None
+    if seen == "while open":
+        s = open_session(path)
+    paused_writer(path, whole[:30], whole[30:], go)
+    if s is None:
+        s = open_session(path)
+    with s:
+        quiet = path.stat().st_mtime - 5
+        os.utime(path, (quiet, quiet))  # five seconds without a change
+        s.refresh()
+        with pytest.raises(SessionError, match="another program is writing this file right now"):
+            s.append_message(U("too soon"))
+        assert path.read_bytes().endswith(whole[:30]) and s.storage.repairs == []
+        finish(go)
+        s.refresh()
+        new = s.append_message(U("after it"))
+        assert [e.id for e in s.get_entries()] == ["a", "pi", new]
+        assert s.get_entry(new).parent_id == "pi" and s.storage.repairs == []
+    with open_session(path) as s:
+        assert s.diagnostics == [] and [e.id for e in s.get_entries()] == ["a", "pi", new]
 
 
 def test_valid_final_line_without_newline_is_not_glued(tmp_path):

@@ -42,6 +42,7 @@ from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
 from .verify import check_utf8
+from .writers import held_for_writing_elsewhere
 
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
 # every cached entry is a tree of Python objects the garbage collector walks in full collections.
@@ -49,6 +50,7 @@ CACHE_BYTES = 16 << 20
 CACHE_ENTRIES = 128
 QUIET_SECONDS = 0.25  # a torn tail is only blanked once the file has not changed for this long
 PENDING_SECONDS = 2.0  # another writer's unfinished line is judged torn after this long unchanged
+HELD_ASK_SECONDS = 1.0  # how long "another process has the file open for writing" is believed
 REWRITE_PROBE = 4096  # bytes before the end hashed to notice a same-size rewrite
 TRUNCATED = "the file was truncated by another program"
 
@@ -179,6 +181,7 @@ class JsonlStorage(SessionStorage):
         self.files = (path,)
         self._fd: int | None = fd
         self._ino = os.fstat(fd).st_ino
+        self._held_asked = (-HELD_ASK_SECONDS, False)  # when `_writer_paused_mid_line` asked, and its answer
         self._lock = lock
         self.durable = durable
         self._lines = LineIndex()
@@ -752,9 +755,11 @@ class JsonlStorage(SessionStorage):
         the one scan of the write). A write that fails part-way blanks its own bytes."""
         fd = self._fd
         assert fd is not None
-        if self._tail.kind is TailKind.TORN:
+        if self._tail.kind is TailKind.TORN and not self._writer_paused_mid_line():
             self._set_aside_torn_tail()
-        if self._tail.kind is TailKind.PENDING:
+        # still unfinished: being written (pending, or a torn line whose writer holds the file
+        # open, or one that grew while it was being set aside and is unfinished still)
+        if self._tail.kind in (TailKind.PENDING, TailKind.TORN):
             raise SessionError(
                 "storage",
                 "another program is writing this file right now (its last line is unfinished);"
@@ -800,7 +805,11 @@ class JsonlStorage(SessionStorage):
         fd = self._fd
         assert fd is not None
         st = os.fstat(fd)
-        if st.st_size == self._tail.end and time.time() - st.st_mtime >= PENDING_SECONDS:
+        if (
+            st.st_size == self._tail.end
+            and time.time() - st.st_mtime >= PENDING_SECONDS
+            and not self._writer_paused_mid_line()
+        ):
             self._scan(at_open=True)
 
     def _undo(self, regions: list[tuple[int, int]], exc: OSError) -> None:
@@ -820,6 +829,22 @@ class JsonlStorage(SessionStorage):
         raise SessionError(
             "storage", f"write failed, nothing was added: {exc.strerror or exc}", path=self.path
         ) from None
+
+    def _writer_paused_mid_line(self) -> bool:
+        """Whether another process holds the file open for writing (`writers`), so that an
+        unfinished last line may still be ended: it is left as it is, and our writes wait, as
+        for a pending line. Asked again at most once a second: a follower looks more often,
+        and the answer walks every process's descriptors."""
+        fd = self._fd
+        if fd is None:
+            return False
+        now = time.monotonic()
+        asked, held = self._held_asked
+        if now - asked >= HELD_ASK_SECONDS:
+            st = os.fstat(fd)
+            held = held_for_writing_elsewhere(st.st_dev, st.st_ino)
+            self._held_asked = (now, held)
+        return held
 
     def _set_aside_torn_tail(self) -> None:
         """Copy the torn final fragment to a sidecar (exact bytes, fsynced), then blank it in

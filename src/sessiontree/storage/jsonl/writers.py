@@ -1,0 +1,64 @@
+"""Whether another process holds a file open for writing, asked of Linux's `/proc`.
+
+A session file's unfinished last line is judged cut short by a crash when the file has been
+quiet for a while (`storage.PENDING_SECONDS`), since Pi writes each line with one call. A writer
+that keeps the file open and pauses in the middle of a line (stopped with Ctrl+Z, a slow disk)
+is not finished, though: blanking its fragment then turns the rest of its line, when it comes,
+into a line of garbage and loses its entry. While some process has the file open for writing,
+the line is still being written.
+
+Only processes whose `/proc/PID/fd` this user may read are seen (the user's own, or all of them
+as root); elsewhere than Linux nothing is known and the answer is False, the quiet rule alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+PROC = "/proc"
+WRITE_MODES = 0o3  # O_WRONLY | O_RDWR in an fd's `flags:` line (octal, as fdinfo shows it)
+
+
+def held_for_writing_elsewhere(dev: int, ino: int) -> bool:
+    """Whether a process other than this one and its children has the file (`dev`, `ino`) open
+    for writing. The children are left out: they inherit this process's own descriptors (the
+    helper processes that index and check the file while the app draws)."""
+    me = os.getpid()
+    try:
+        pids = [name for name in os.listdir(PROC) if name.isdigit() and int(name) != me]
+    except OSError:
+        return False
+    for pid in pids:
+        fds = f"{PROC}/{pid}/fd"
+        try:
+            names = os.listdir(fds)
+        except OSError:  # gone, or not ours to read
+            continue
+        for name in names:
+            try:
+                st = os.stat(f"{fds}/{name}")
+            except OSError:
+                continue
+            if st.st_ino == ino and st.st_dev == dev and _writes(pid, name) and _parent(pid) != me:
+                return True
+    return False
+
+
+def _writes(pid: str, fd: str) -> bool:
+    try:
+        with open(f"{PROC}/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("flags:"):
+                    return int(line.split()[1], 8) & WRITE_MODES != 0
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _parent(pid: str) -> int:
+    try:
+        with open(f"{PROC}/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            # "PID (name) STATE PPID ...": the name may hold spaces and parentheses
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
