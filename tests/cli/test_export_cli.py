@@ -172,6 +172,30 @@ def test_forced_output_never_replaces_a_session_another_process_writes(tmp_path)
     run("export", str(path), "-o", str(live), "--force", "--format", "jsonl")  # no writer now
 
 
+def test_forced_output_never_replaces_a_database(tmp_path):
+    """`export … -o store.sqlite --force` replaced a database of sessions, one of them open for
+    writing in the app, with a one-session JSONL file; SQLite's -wal, left beside it, belonged
+    to the database gone (QA). A database is never an earlier export to replace."""
+    path, _ = make(tmp_path)
+    db = tmp_path / "store.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/p")) as s:
+        s.append_message(U("in a database"))
+        sid = s.session_id
+    with open_session(f"{db}#{sid}") as held:  # written meanwhile, as in the app
+        before = db.read_bytes()
+        for args in (
+            ("export", str(path), "-o", str(db), "--force", "--format", "jsonl"),
+            ("export", str(path), "-o", str(db), "--force", "--format", "html"),
+        ):  # (`fork` writes only a name ending in .jsonl)
+            done = run(*args, check=False)
+            assert done.returncode == 2 and done.stdout == "", args
+            assert "is a SQLite database; --force replaces an earlier export, never a database" in done.stderr
+            assert done.stderr.count("\n") == 1
+        assert db.read_bytes() == before
+        held.append_message(U("still written"))
+    assert "still written" in run("context", f"{db}#{sid}").stdout
+
+
 WRITER = """
 import sys
 from sessiontree import open_session

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable
 from ..model.errors import SessionError
 from ..opening import is_one_of
 from ..storage.atomic import fsync_dir, private_temp, remove_abandoned, write_all
+from ..storage.dbfiles import is_sqlite
 from ..storage.lock import flock_writer
 
 PURPOSE = "export"
@@ -89,8 +90,8 @@ def write_file(
 
 
 def _replaceable(path: str) -> None:
-    """Refuse to replace anything but a regular file, and a session file a sessiontree writer
-    holds (`lock.flock_writer`: its next appends would go to the file replaced). The rename
+    """Refuse to replace anything but a regular file, a SQLite database, and a session file a
+    sessiontree writer holds (`lock.flock_writer`: its next appends would go to the file replaced). The rename
     puts a new file in the place of whatever held the name: a symlink would stop pointing at
     its file, and `-o /dev/null` run as root replaced the system's null device with a file of
     the export."""
@@ -99,6 +100,16 @@ def _replaceable(path: str) -> None:
     except OSError:
         return  # not there (or not readable): the write says what is wrong, if anything
     if stat.S_ISREG(mode):
+        if is_sqlite(path):
+            # a store of sessions, not an earlier export; its writers hold no flock, and SQLite's
+            # -wal beside it would be read into whatever took its name (QA: the database and
+            # an app's writes into it were gone, replaced by a one-session JSONL file)
+            raise SessionError(
+                "invalid_argument",
+                "is a SQLite database; --force replaces an earlier export, never a database"
+                " (remove it first to write there)",
+                path=path,
+            )
         writer = flock_writer(path)
         if writer is not None:
             raise SessionError(
