@@ -446,10 +446,46 @@ def test_a_database_replaced_or_deleted_under_a_writer_is_not_written(tmp_path, 
         for attempt in (lambda: writer.append_message(U("lost")), writer.refresh):
             with pytest.raises(SessionError, match=f"the database file was {how}"):
                 attempt()
-        if how == "replaced":
-            assert wal.read_bytes() == frames
+        if how == "replaced":  # set aside, not read into the database now there (below)
+            assert not wal.exists() and Path(f"{wal}.replaced").read_bytes() == frames
         else:
             assert not db.exists() and not wal.exists()
+
+
+@pytest.mark.parametrize("old", ["moved away", "replaced"])
+def test_the_log_of_a_database_replaced_while_open_is_not_read_into_the_new_one(tmp_path, old):
+    """A backup moved over a database the app had open for writing: the old database's -wal,
+    left at the name (SQLite neither checkpoints nor deletes the log of a file that moved),
+    was read into the backup by the next program to open it: its entries on top of the
+    backup's, and with more written, a "malformed" database (QA). The log is moved away from
+    the name: next to the old database when it still has a name (its commits follow it),
+    else aside with its bytes."""
+    db, backup = tmp_path / "s.sqlite", tmp_path / "backup.sqlite"
+    build(db, n=6)
+    shutil.copy(db, backup)  # closed and checkpointed: the file alone is the database
+    with open_session(f"{backup}#s1", read_only=True) as before:
+        kept = [e.id for e in before.get_entries()]
+    writer = Session(SqliteStorage.open(db, "s1"))
+    added = [writer.append_message(U(f"after the backup {k}")) for k in range(50)]
+    writer.append_label(added[-1], "LBL")
+    if old == "moved away":
+        os.rename(db, tmp_path / "old.sqlite")
+    shutil.copy(backup, tmp_path / "new")
+    os.replace(tmp_path / "new", db)
+    with pytest.raises(SessionError, match="the database file was replaced"):
+        writer.refresh()
+    (said,) = [d.message for d in writer.diagnostics if d.code == "log_set_aside"]
+    assert writer.get_entry(added[-1]).id == added[-1]  # the old database still reads as it was
+    writer.close()
+    with open_session(f"{db}#s1") as now:
+        assert [e.id for e in now.get_entries()] == kept and now.check() == []
+    assert run_cli("check", str(db)).returncode == 0
+    if old == "moved away":
+        assert "old.sqlite-wal" in said
+        with open_session(f"{tmp_path / 'old.sqlite'}#s1") as moved:
+            assert moved.entry_count() == len(kept) + 51 and moved.get_label(added[-1]) == "LBL"
+    else:
+        assert f"{db}-wal.replaced" in said and Path(f"{db}-wal.replaced").stat().st_size > 0
 
 
 @pytest.mark.parametrize("read_only", [False, True])

@@ -32,10 +32,10 @@ from urllib.request import pathname2url
 import msgspec
 
 from ..model.entries import Entry, entry_from_dict
-from ..model.errors import SessionError
+from ..model.errors import Diagnostic, SessionError
 from ..model.header import CURRENT_VERSION, SessionHeader
 from ..model.ids import iso_now, session_id_or_new
-from . import dbfiles
+from . import dbfiles, sqlitelog
 from .base import SessionStorage
 from .index import (
     COMPACTION,
@@ -412,6 +412,8 @@ class SqliteStorage(SessionStorage):
         st = os.stat(db_path)
         self._file = (st.st_dev, st.st_ino)  # the database this connection has open (`_same_file`)
         dbfiles.using(self._file)  # no descriptor of ours on it is closed while it is open
+        self._logs = sqlitelog.log_keys(db_path)  # its -wal and -shm, while they are at their names
+        self._logs_set_aside = False
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -882,20 +884,49 @@ class SqliteStorage(SessionStorage):
         open: a write would go to a deleted file (lost at exit) or, through the connection's
         own -wal file, over a database moved into its place (its commits lost, and `check`
         would find nothing wrong). The JSONL storage refuses the same way."""
-        try:
-            st = os.stat(self.db_path)
-        except FileNotFoundError:
+        gone = self._gone()
+        if gone == "deleted":
             self.mark_read_only("the database file was deleted")
             raise SessionError(
                 "storage", "the database file was deleted; nothing was written", path=self.location
-            ) from None
-        if (st.st_dev, st.st_ino) != self._file:
+            )
+        if gone:
             self.mark_read_only("the database file was replaced on disk; reopen it to see it")
             raise SessionError(
                 "storage",
                 "the database file was replaced on disk; nothing was written (reopen it to see it)",
                 path=self.location,
             )
+
+    def _gone(self) -> str:
+        """ "deleted" or "replaced" when the path no longer names this connection's database,
+        else "". The first time, the old database's -wal and -shm are moved away from the
+        path's names (`sqlitelog`): the next program to open the path would read them into
+        whatever database is there now."""
+        try:
+            st = os.stat(self.db_path)
+        except FileNotFoundError:
+            gone = "deleted"
+        else:
+            if (st.st_dev, st.st_ino) == self._file:
+                if len(self._logs) < len(sqlitelog.LOG_SUFFIXES):  # made after the open
+                    self._logs = sqlitelog.log_keys(self.db_path)
+                return ""
+            gone = "replaced"
+        if not self._logs_set_aside:
+            self._logs_set_aside = True
+            went = sqlitelog.set_aside(self.db_path, self._file, self._logs)
+            if went:
+                self._diagnostics.append(
+                    Diagnostic(
+                        "warning",
+                        "log_set_aside",
+                        f"the database file was {gone} while open: its write-ahead log, which the"
+                        " next program to open the path would have read into what is there now,"
+                        f" was moved to {' and '.join(went)}",
+                    )
+                )
+        return gone
 
     def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
         self._same_file()
@@ -1065,6 +1096,9 @@ class SqliteStorage(SessionStorage):
         super().close()
         with self._mutex:
             opened = self._conn is not None
+            if opened:
+                with suppress(OSError):
+                    self._gone()  # replaced since the last look: its log is not left at the name
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
