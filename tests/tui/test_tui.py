@@ -1537,6 +1537,17 @@ async def test_the_banner_says_when_the_other_writer_has_quit(demo, monkeypatch)
         banner = str(app.browser.query_one("#banner", Static).render())
         assert banner.startswith("READ-ONLY, though the process that was writing this session has quit")
         assert status(app) == follow.WRITER_GONE
+        # another writer came: the banner said the writer had quit while it followed its
+        # entries (QA); then that one quits too
+        again = open_session(demo)
+        await pilot.pause(0.4)
+        banner = str(app.browser.query_one("#banner", Static).render())
+        assert banner == "READ-ONLY: another process is writing this session again (o)"
+        assert status(app) == follow.WRITER_BACK
+        again.close()
+        await pilot.pause(0.4)
+        assert status(app) == follow.WRITER_GONE
+        assert "has quit" in str(app.browser.query_one("#banner", Static).render())
         await pilot.press("o")
         await settle(app, pilot)
         await pilot.press("enter")  # the session open here is the one the picker's cursor is on

@@ -54,6 +54,7 @@ class BrowserBase(Screen[None]):
         self._banner_text = ""  # what the read-only banner says
         self._first_words = ""  # an unnamed session's first user message, once read
         self.writer_gone = False  # the writer that kept this session read-only has quit
+        self.writer_back = False  # and another took its place since (the reason names the first)
         self.follow = True
 
     def _tree(self) -> SessionTreeView:
@@ -169,6 +170,8 @@ class BrowserBase(Screen[None]):
                         "READ-ONLY, though the process that was writing this session has quit: o, then"
                         " Enter on it, opens it for writing"
                     )
+                elif session.locked_out and self.writer_back:
+                    text = "READ-ONLY: another process is writing this session again (o)"
                 elif session.locked_out:  # the library's reason names no key
                     text += " (o)"
             if text != self._banner_text:  # `Static.update` lays the whole screen out again

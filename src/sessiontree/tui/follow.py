@@ -18,6 +18,7 @@ POLL_SECONDS = 0.1
 # quit (a lock probe: an instant's flock, a lock query, or a look at `pg_locks`).
 WRITER_LOOK_SECONDS = 2.0
 WRITER_GONE = "The process that was writing this session has quit: o, then Enter on it, opens it for writing"
+WRITER_BACK = "Another process is writing this session again: its entries are followed here"
 # How long live follow waits to look again after the database server did not answer.
 RETRY_SECONDS = 2.0
 
@@ -38,15 +39,16 @@ class FollowMixin(BrowserBase):
             self._writer_watch = self.set_interval(WRITER_LOOK_SECONDS, self._look_for_writer)
 
     def _look_for_writer(self) -> None:
-        """Say when the writer that made this session read-only has quit: the banner went on
-        naming its pid, and only choosing the session again told."""
-        if self.writer_gone or self.session.writer_elsewhere():
+        """Say when the writer that made this session read-only has quit (the banner went on
+        naming its pid, and only choosing the session again told), and when a writer came back
+        after that (the banner went on saying the writer had quit, QA)."""
+        gone = not self.session.writer_elsewhere()
+        if gone == self.writer_gone:
             return
-        self.writer_gone = True
-        if self._writer_watch is not None:
-            self._writer_watch.stop()
+        self.writer_gone = gone
+        self.writer_back = not gone
         self._update_header()
-        confirm(self, WRITER_GONE, timeout=10)
+        confirm(self, WRITER_GONE if gone else WRITER_BACK, timeout=10)
 
     def action_toggle_follow(self) -> None:
         if self._follow_stopped is not None:  # it said "Live follow on" and stopped again (QA)
