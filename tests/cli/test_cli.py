@@ -910,3 +910,26 @@ def test_check_of_a_database_checks_each_of_its_sessions(tmp_path):
     both = run("check", str(empty), str(db), check=False)  # the others are still checked (QA)
     assert both.returncode == 2 and f"{db}#s-b: format v3" in both.stdout
     assert both.stdout.endswith("3 sessions: 2 ok, 0 damaged, 1 not read\n")
+
+
+def test_check_counts_a_damaged_database_as_damage_for_each_session(tmp_path):
+    """A database with a page overwritten: `check` said "cannot be checked: the database is
+    damaged" once per session, naming none, and exited 2 (not read) where damage is 1 (QA)."""
+    db = tmp_path / "team.sqlite"
+    sids = ("s-a", "s-b", "s-c")
+    for sid in sids:
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            for k in range(300):
+                s.append_message(U(f"{sid} {k} " + "x" * 500))
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(bytes(range(256)) * 32)  # 8 KB of garbage over two pages in the middle
+    done = run("check", str(db), check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for sid in sids:
+        assert f"{db}#{sid}: error: the database is damaged (" in done.stdout, done.stdout
+    assert "[damaged_database]" in done.stdout and "cannot be checked" not in done.stdout
+    assert done.stdout.endswith("3 sessions: 0 ok, 3 damaged\n")
+    one = run("check", f"{db}#s-b", check=False)
+    assert one.returncode == 1 and one.stdout.endswith("damaged\n") and one.stderr == ""

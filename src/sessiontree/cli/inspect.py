@@ -251,6 +251,8 @@ def _check_one(file: str) -> int:
         with working(f"checking {file}"):
             session = open_session(file, read_only=True)
     except SessionError as exc:
+        if exc.damaged:  # a database's damage, said for the session asked about
+            return _damaged_database(file, exc)
         if exc.code != "invalid_session":
             raise  # not found, unreadable: the check could not run (exit 2)
         # In the shape of every other problem `check` lists (FILE:LINE: error: ...).
@@ -259,8 +261,13 @@ def _check_one(file: str) -> int:
         return 1
     with session:
         location = inert_name(session.location)  # the start of every line below
-        with working(f"checking {file}: decoding every entry"):
-            problems = session.check(decode=True)
+        try:
+            with working(f"checking {file}: decoding every entry"):
+                problems = session.check(decode=True)
+        except SessionError as exc:
+            if not exc.damaged:
+                raise
+            return _damaged_database(session.location, exc)
         errors = 0
         for d in problems:
             errors += d.severity == "error"
@@ -286,6 +293,15 @@ def _check_one(file: str) -> int:
             out(f"note: run `sessiontree upgrade {name}` to convert it to v3 (a backup is kept{left})")
         out("damaged" if errors else "ok")
         return 1 if errors else 0
+
+
+def _damaged_database(location: str, exc: SessionError) -> int:
+    """A damaged database page met while checking one of its sessions: said as the session's
+    damage, in the shape of every other problem (it was "cannot be checked", status 2, once per
+    session of the database and naming none of them; QA)."""
+    out(Diagnostic("error", "damaged_database", exc.detail).format(inert_name(location)))
+    out("damaged")
+    return 1
 
 
 def _filter(value: str) -> Filter:

@@ -33,6 +33,7 @@ class SessionError(Exception):
         path: str | None = None,
         line: int | None = None,
         transient: bool = False,
+        damaged: bool = False,
     ) -> None:
         # a password of a connection URL never reaches a message, whoever built it
         message = redact(message)
@@ -41,6 +42,9 @@ class SessionError(Exception):
         # The same call may work later: a database server that did not answer, or a connection
         # it ended (a restart). Live follow keeps looking after such an error.
         self.transient = transient
+        # What is stored is damaged (a malformed database page), not out of reach: `check`
+        # counts it as damage, not as a session it could not read.
+        self.damaged = damaged
         self.path = path
         self.line = line
         where = ""

@@ -1032,7 +1032,9 @@ class SqliteStorage(SessionStorage):
             damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
         if damage != ["ok"]:
             what = "; ".join(" ".join(line.split()) for line in damage)  # one line
-            raise SessionError("storage", f"the database is damaged ({what})", path=self.db_path)
+            raise SessionError(
+                "storage", f"the database is damaged ({what})", path=self.db_path, damaged=True
+            )
         with self._snapshot() as conn:
             stored = conn.execute(
                 "SELECT leaf_id, session_name, labels, latest_compaction_id, thinking_entry_id,"
@@ -1157,7 +1159,7 @@ def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
     """A SessionError for what SQLite raised while reading: damage (a malformed page, not a
     database) is said to be damage; the rest (I/O, locking) keeps SQLite's words."""
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return SessionError("storage", f"the database is damaged ({exc})", path=db_path)
+        return SessionError("storage", f"the database is damaged ({exc})", path=db_path, damaged=True)
     return SessionError("storage", f"cannot read the database ({exc})", path=db_path)
 
 
