@@ -112,6 +112,9 @@ def _report(result: FileResult) -> None:
         err(f"{result.path}: not imported: {result.message}")
 
 
+RATE_FROM = 1000  # entries added from which the summary gives their rate
+
+
 def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     counts: dict[str, int] = {}
     for r in results:
@@ -121,7 +124,8 @@ def _summary(results: list[FileResult], target: Target, seconds: float) -> None:
     rooted = sum(p.kind == "rooted" for r in results for p in _said(r))
     mended = sum(p.kind == "mended" for r in results for p in _said(r))
     parts = [f"{n} {status}" for status, n in counts.items()]
-    rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added else ""
+    # a rate of a few entries is the import's setup, not its speed ("1 entry added, 0 entries/s", QA)
+    rate = f", {added / seconds:,.0f} entries/s" if seconds > 0 and added >= RATE_FROM else ""
     rerooted = f", {rooted} written as roots" if rooted else ""
     rerooted += f", {mended} written mended (a broken character, a number out of range)" if mended else ""
     entries = counted(added, "entry", "entries")
