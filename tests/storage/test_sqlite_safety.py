@@ -70,6 +70,12 @@ def test_damaged_data_page_is_one_line_error_not_a_traceback(tmp_path, command):
     result = run_cli(command, f"{db}#s1")
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr
+    if command == "check":  # damage is what `check` reports, as its other findings: on stdout
+        assert result.returncode == 1 and result.stderr == ""
+        said, verdict = result.stdout.strip().splitlines()
+        assert said.startswith(f"{db}#s1: error: the database is damaged (") and verdict == "damaged"
+        assert said.endswith("[damaged_database]")
+        return
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert str(db) in lines[0] and "damaged" in lines[0] and "[storage]" in lines[0]
@@ -83,9 +89,9 @@ def test_check_finds_damage_no_read_meets(tmp_path):
     _smash_page(db, pages[len(pages) // 2])
     assert run_cli("context", f"{db}#s1").returncode == 0
     result = run_cli("check", f"{db}#s1")
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "damaged" in lines[0], result.stderr
+    assert result.returncode == 1 and result.stderr == ""
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2 and "the database is damaged" in lines[0], result.stdout
 
 
 def _pages_of(db: Path, name: str) -> list[int]:
