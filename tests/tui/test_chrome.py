@@ -861,3 +861,22 @@ def test_only_the_command_line_app_remembers_the_theme(demo, monkeypatch):
     assert build_app(str(demo)).settings_path is None
     assert launch(str(demo)) == 0
     assert seen == [Path(os.environ["XDG_STATE_HOME"]) / "sessiontree" / "settings.json"]
+
+
+async def test_the_palettes_keys_command_is_this_apps_help_and_it_closes_with_esc(demo):
+    """The palette's "Keys" opened Textual's keys panel, which Esc did not close (the next `q`
+    quit the app) and which listed keys the tree does not have (→, Ctrl+PgUp); "Screenshot"
+    failed with two toasts where ~/Downloads does not exist (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Screenshot" not in titles and titles.count("Keys") == 1
+        await pilot.press("ctrl+p")
+        await settle(app, pilot)
+        await pilot.press(*"Keys", "enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HelpScreen) and not app.screen.query("HelpPanel")
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, HelpScreen) and app.is_running
