@@ -84,7 +84,9 @@ async def test_choosing_a_session_of_a_database(tmp_path):
     assert not app.is_running
 
 
-async def test_esc_with_nothing_chosen_quits(tmp_path):
+async def test_esc_with_nothing_behind_the_list_never_quits(tmp_path):
+    """Esc quit the app from a database's list with no session behind it, where the file
+    picker's never does (q quits): a k9s user backing out lost the app (QA)."""
     db = team_db(tmp_path)
     app = build_app(str(db), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
@@ -92,10 +94,13 @@ async def test_esc_with_nothing_chosen_quits(tmp_path):
         await pilot.press("x", "escape")  # the filter cleared first
         await settle(app, pilot)
         assert isinstance(app.screen, DatabasePickerScreen) and len(rows(app)) == 3
-        footer = app.screen.query_one("Footer")  # nothing behind the list: Esc quits, so said
         keys = [(b.key, b.description) for _, b, enabled, _ in app.screen.active_bindings.values() if enabled]
-        assert ("escape", "Quit") in keys and ("escape", "Back") not in keys, footer
+        assert ("escape", "Quit") not in keys and ("escape", "Back") not in keys
         await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.is_running and isinstance(app.screen, DatabasePickerScreen)
+        assert [n.message for n in app._notifications] == ["Nothing to clear here: q quits"]
+        await pilot.press("q")
         await pilot.pause()
     assert not app.is_running
 
@@ -317,13 +322,13 @@ async def test_esc_says_clear_while_a_filter_is_typed_and_wide_screens_show_whol
             bindings = app.screen.active_bindings.values()
             return [b.description for _, b, enabled, _ in bindings if enabled and b.key == "escape"]
 
-        assert esc() == ["Quit"]
+        assert esc() == ["Nothing to clear (q quits)"]
         await pilot.press("x")
         await settle(app, pilot)
         assert esc() == ["Clear"]
         await pilot.press("escape")
         await settle(app, pilot)
-        assert esc() == ["Quit"] and isinstance(app.screen, DatabasePickerScreen)
+        assert esc() == ["Nothing to clear (q quits)"] and isinstance(app.screen, DatabasePickerScreen)
         table = app.screen.query_one("#dbpick-table")
         assert uuid in "\n".join(table.render_line(y).text for y in range(table.size.height))
 

@@ -569,8 +569,8 @@ class SessionTreeApp(App[None]):
     def _pick_in_database(self, sessions: list[dict[str, Any]] | None = None) -> None:
         """The sessions of `database` to choose from (`database_picker.py`), listed off the UI
         thread unless given (`o` on a PostgreSQL session froze the app for the connect); with
-        no session open behind the list, leaving it quits, and a database of one session opens
-        it."""
+        no session open behind the list Esc does not leave it (q quits), and a database of one
+        session opens it."""
         from .database_picker import DatabasePickerScreen
 
         database = self.database

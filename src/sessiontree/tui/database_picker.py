@@ -40,15 +40,15 @@ COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entr
 
 
 class DatabasePickerScreen(Screen[str | None]):
-    """Dismissed with the chosen session's id, or None (Esc with nothing to clear, q)."""
+    """Dismissed with the chosen session's id, or None (Esc back to the session behind it)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        # Esc leaves the list: back to the session open behind it, or, with none, out of the app
-        # (the footer said "Back" there too, and the app quit: QA)
+        # Esc leaves the list back to the session open behind it; with none it never quits (q
+        # does), as in the file picker: a k9s user backing out with Esc lost the app (QA).
         # With a filter typed, Esc clears it first: the footer said "Quit" there (QA).
         Binding("escape", "back('clear')", "Clear"),
         Binding("escape", "back('back')", "Back"),
-        Binding("escape", "back('quit')", "Quit"),
+        Binding("escape", "back('none')", "Nothing to clear (q quits)", show=False),
         Binding("slash", "search", "Find", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark", "app.help", "Help"),
@@ -234,14 +234,17 @@ class DatabasePickerScreen(Screen[str | None]):
         if action == "back":
             if self.query_one("#dbpick-filter", Input).value:
                 return parameters[0] == "clear"
-            return parameters[0] == ("back" if self.can_go_back else "quit")
+            return parameters[0] == ("back" if self.can_go_back else "none")
         return True
 
-    def action_back(self, _where: str = "back") -> None:
+    def action_back(self, where: str = "back") -> None:
         box = self.query_one("#dbpick-filter", Input)
         if box.value:
             box.value = ""  # Input.Changed shows every session again
             self.query_one(DataTable).focus()
+            return
+        if where == "none":
+            self.notify("Nothing to clear here: q quits", timeout=3, markup=False)
             return
         self.dismiss(None)
 
