@@ -301,3 +301,23 @@ async def test_the_dialog_without_a_summary_is_as_tall_as_what_it_says(demo, siz
         assert said - draft <= 3, "\n".join(shown)  # the choices' border and a blank line at most
         assert len(choice_rows(app)) == 3 and any("Move the leaf to" in line for line in shown)
         assert any("being left" in line for line in shown) is (size[1] >= 12)
+
+
+async def test_enter_on_the_kind_already_picked_moves(demo):
+    """Enter did nothing on "No summary", picked when the dialog opens: only Ctrl+S or Tab to
+    the Move button moved (QA). Enter on another kind still picks it."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("down", "enter")  # picks "Write a summary": the text box, no move
+        await settle(app, pilot)
+        assert isinstance(app.screen, SummaryPrompt) and app.session.leaf_id != "3a7c137e"
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt)
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("enter")  # on "No summary", picked as the dialog opens: moves
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SummaryPrompt)
+        assert app.session.leaf_id == "3a7c137e"
+        assert app.session.get_entry(app.session.leaf_id).type == "message"  # no summary written

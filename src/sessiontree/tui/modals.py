@@ -7,15 +7,16 @@ import threading
 import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.notifications import Notifications
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static, TextArea
@@ -91,6 +92,23 @@ class Choice(RadioButton):
         self.BUTTON_INNER = self._dot()
 
 
+class Kinds(RadioSet):
+    """The kinds of summary: Enter picks the highlighted one, and on the one already picked it
+    moves, the only thing left for it to do (it did nothing: "No summary" is picked when the
+    dialog opens, and a user of lazygit presses Enter to go on; QA)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "pick_or_move", "Pick", show=False)]
+
+    class Confirmed(Message):
+        """Enter on the kind already picked."""
+
+    def action_pick_or_move(self) -> None:
+        before = self.pressed_index
+        self.action_toggle_button()
+        if self.pressed_index == before:
+            self.post_message(self.Confirmed())
+
+
 SHORT_ROWS = 32  # terminals with fewer rows get the summary prompt's compact layout
 TINY_ROWS = 12  # and with fewer than these, it leaves out what the move leaves behind
 TRIM_DELAY = 0.5  # seconds after a comparison closes before freed memory goes back (`memory`)
@@ -150,7 +168,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                 elif self.context_tokens is not None:
                     leaving += f" The context at the new leaf: ≈{self.context_tokens:,} tokens."
                 yield Static(plain(leaving), classes="dialog-help", id="summary-leaving")
-                with RadioSet(id="summary-kind"):
+                with Kinds(id="summary-kind"):
                     yield Choice("No summary", value=True, id="kind-none")
                     yield Choice("Write a summary", id="kind-write")
                     yield Choice(plain(f"Draft a summary ({self.drafter_name})"), id="kind-draft")
@@ -215,6 +233,10 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         kind = event.pressed.id or "kind-none"
         if kind != self._synced:
             self._sync_kind(kind)
+
+    @on(Kinds.Confirmed)
+    def _kind_confirmed(self) -> None:
+        self.action_confirm()
 
     @on(Input.Submitted, "#instructions")
     def _instructions_entered(self) -> None:
