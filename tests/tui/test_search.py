@@ -697,3 +697,49 @@ async def test_a_find_from_below_its_last_match_says_it_went_round(demo):
         await pilot.press("g")
         await search(app, pilot, "slash", "conftest")
         assert status(app) == "3 matches for 'conftest' (n / N)"
+
+
+async def test_a_filter_key_under_the_search_view_shows_the_matches_it_shows(demo):
+    """Under `&`, "10 matches shown · 2 filtered out (5)": 5 still showed the 10, the view
+    keeping the matches of the filter it was made under (QA). `h` there sent the user to `f`,
+    which changes nothing in that view."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await search(app, pilot, "slash", "UTC")
+        everywhere = len(app.browser._matches)
+        await search(app, pilot, "ampersand", "UTC")
+        shown = len(tree(app).outline)
+        assert shown < everywhere and status(app).endswith(
+            f"{everywhere - shown} filtered out (5) · Esc restores the tree"
+        )
+        await pilot.press("5")
+        await settle(app, pilot)
+        assert (
+            len(tree(app).outline) == everywhere and status(app) == f"Filter: all · {everywhere} rows shown"
+        )
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert len(tree(app).outline) == shown
+        await pilot.press("5", "g", "h")  # the first match's parent is no match
+        assert "not among the matches shown (Esc shows the tree)" in status(app), status(app)
+
+
+async def test_back_onto_a_leaf_in_a_fold_says_the_fold_hides_it(demo):
+    """`b` said the leaf was "a message entry the filter hides (5 shows it)" when a fold hid
+    it, and 5 changed nothing (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        leaf = app.session.leaf_id
+        await pilot.press("g", "bracketright", "space")  # the first fork folded: the leaf in it
+        await settle(app, pilot)
+        assert "the leaf is in the fold" in status(app), status(app)
+        await pilot.press("enter")  # the leaf moves to the fold's row
+        await settle(app, pilot)
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert app.session.leaf_id == leaf
+        said = status(app)
+        assert said.endswith("a message entry folded away (space on its fold opens it)"), said
+        assert "filter" not in said

@@ -366,6 +366,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             confirm(self, f"Filter: {value} already · {counted(len(tree.outline), 'row', 'rows')} shown")
             return
         tree.filter = Filter(value)
+        self._refilter_matches()
         tree.rebuild()
         self._update_header()
         if not len(tree.outline):

@@ -66,6 +66,11 @@ class BrowserBase(Screen[None]):
         effect). The base has nothing more to do with them."""
         return
 
+    def _refilter_matches(self) -> None:
+        """The tree's filter changed: a hook for a view made under the old one (`SearchMixin`:
+        `&`'s matches). The base has nothing to redo."""
+        return
+
     def reveal(self, position: int, what: str) -> None:
         """Put the cursor on entry `position` and say so (`what`: "At 3f2a…"), showing every
         entry first when the filter hides it and opening the folds over it: the history's
@@ -75,6 +80,7 @@ class BrowserBase(Screen[None]):
         notes = []
         if tree.outline.row_of[position] < 0 and not tree.filter_shows(position):
             tree.filter = Filter.ALL
+            self._refilter_matches()
             tree.rebuild()
             self.refresh_bindings()
             notes.append("the filter hid it: now all")

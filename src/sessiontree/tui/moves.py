@@ -81,13 +81,13 @@ class MovesMixin(BrowserBase):
         return any(tree.outline.on_path(root) for root in tree.archived)
 
     def _hidden_note(self, position: int | None) -> str:
-        """What the status line adds when the leaf is now an entry the filter hides (its id is
-        on no row; the cursor is on the row it is drawn under): its kind and the key that shows
-        it, short enough for 80 columns ("5 shows every entry" was cut off there, QA)."""
+        """What the status line adds when the leaf is now an entry with no row of its own (the
+        filter hides it, a fold, a search's view; the cursor is on the row it is drawn under):
+        its kind and the key that shows it (`SessionTreeView.hidden_reason`)."""
         tree = self._tree()
         if position is None or tree.outline.exact_row(position) >= 0:
             return ""
-        return f", a {self.session.tree.type_name(position)} entry the filter hides (5 shows it)"
+        return f", {tree.hidden_reason(position)}"
 
     def _offer_text(self, text: str) -> str:
         """Pi puts the text of a user message moved above into its editor; we copy it. What the

@@ -372,6 +372,14 @@ class SearchMixin(BrowserBase):
         if 0 < searched < len(self.session.tree):
             self._search_arrivals(query, range(searched, len(self.session.tree)))
 
+    def _refilter_matches(self) -> None:
+        """Under `&`, the matches a new filter shows: the view kept those of the filter it was
+        made under, so "2 filtered out (5)" said, and 5 still showed 10 of 12 (QA)."""
+        tree = self._tree()
+        if tree.restrict is not None:
+            shows = tree.filter_mask()
+            tree.restrict = _matching(len(self.session.tree), [i for i in self._matches if shows[i]])
+
     def _set_matches(self, positions: list[int], *, partial: bool = False) -> None:
         """Matches are kept as entry positions, so they survive rebuilds of the rows. The
         preview marks the query's words while there are matches (and not after Esc).

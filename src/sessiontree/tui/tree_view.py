@@ -371,6 +371,21 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         """Whether the filter in use shows entry `i` (folded away or not)."""
         return bool(self._masks.mask(self.filter, self._labels)[i])
 
+    def filter_mask(self) -> bytearray:
+        """1 for each entry the filter in use shows (folded away or not)."""
+        return self._masks.mask(self.filter, self._labels)
+
+    def hidden_reason(self, i: int) -> str:
+        """Why entry `i` has no row of its own, and the key that shows it, short enough for the
+        status line at 80 columns: a fold's entry was said to be hidden by the filter, and a
+        search's view (`&`) sent the user to `f`, which changes nothing there (QA)."""
+        kind = self.session.tree.type_name(i)
+        if self.restrict is not None and not self.restrict[i]:
+            return f"a {kind} entry not among the matches shown (Esc shows the tree)"
+        if not self.filter_shows(i):
+            return f"a {kind} entry the filter hides (5 shows it)"
+        return f"a {kind} entry folded away (space on its fold opens it)"
+
     def unfold_to(self, i: int) -> int:
         """Open the folds and archived stubs that hide entry `i` (as an editor opens the folds
         over a line it jumps to), without laying the rows out again: the number opened. Walks
@@ -450,7 +465,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if parent < 0:
             confirm(self, f"{ids[i]} is a root: it has no parent")
         else:
-            confirm(self, f"Its parent {ids[parent]} is not shown under this filter (f changes it)")
+            confirm(self, f"Its parent {ids[parent]} has no row: {self.hidden_reason(parent)}")
 
     def action_fork(self, step: int) -> None:
         row = self.outline.next_fork_row(self.cursor_row, step)
@@ -568,9 +583,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self.rebuild(keep=leaf)
         self.go_to_position(leaf)
         tree = self.session.tree
-        if not self.filter_shows(leaf):  # on the row it is drawn under, not its own (QA)
-            hidden = f"a {tree.type_name(leaf)} entry the filter hides (5 shows it)"
-            confirm(self, f"On the row of the active leaf {tree.ids[leaf]}, {hidden}")
+        if self.outline.exact_row(leaf) < 0:  # on the row it is drawn under, not its own (QA)
+            confirm(self, f"On the row of the active leaf {tree.ids[leaf]}, {self.hidden_reason(leaf)}")
             return
         said = f" (unfolded {counted(opened, 'fold')} over it)" if opened else ""
         confirm(self, f"On the active leaf {tree.ids[leaf]}{said}")
