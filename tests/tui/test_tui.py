@@ -1712,9 +1712,9 @@ async def test_keys_that_cannot_act_say_why(demo):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         tree = app.browser.query_one(SessionTreeView)
-        await pilot.press("g", "h")  # the top row's parent is the hidden model change
+        await pilot.press("g", "h")  # the top row's parent is the hidden session name
         assert tree.cursor_row == 0 and status(app).endswith(
-            "has no row: a model_change entry the filter hides (5 shows it)"
+            "has no row: a session_info entry the filter hides (5 shows it)"
         )
         await pilot.press("1")
         assert status(app) == f"Filter: default already · {len(tree.outline)} rows shown"
@@ -1961,7 +1961,8 @@ async def test_the_copied_text_is_said_before_the_note_of_a_hidden_leaf(demo):
         await settle(app, pilot)
         said = status(app)
         assert said.startswith("Leaf moved to 3a7c2509 · copied the text to re-send: Let's keep local time")
-        assert said.endswith(", a branch_summary entry the filter hides (5 shows it)")
+        # a part of its own: ", a branch_summary entry …" read as part of the text copied (QA)
+        assert said.endswith(" · the leaf is a branch_summary entry the filter hides (5 shows it)")
 
 
 async def test_a_move_says_when_entries_arrived_unseen(demo):

@@ -60,12 +60,13 @@ class MovesMixin(BrowserBase):
         self._after_write(keep=keep)
         # The copied text first: it is what the reader acts on next, and the note after it was
         # cut off at 80 columns (QA).
-        if nav.editor_text is not None:
-            message += self._offer_text(nav.editor_text)
+        offered = self._offer_text(nav.editor_text) if nav.editor_text is not None else ""
+        message += offered
         # Pi's rule puts the leaf above a user message, on its parent, which may be an entry the
-        # filter hides (a label joins the path): the id named was on no row (QA).
-        if nav.new_leaf_id:
-            message += self._hidden_note(keep)
+        # filter hides (a label joins the path): the id named was on no row (QA). After the
+        # copied text, a part of its own: ", a session_info entry …" read as part of the text.
+        note = self._hidden_note(keep) if nav.new_leaf_id else ""
+        message += f" · the leaf is{note[1:]}" if note and offered else note
         if unseen > 0:
             message += f" · {counted(unseen, 'entry', 'entries')} had arrived unseen (left behind)"
         if nav.new_leaf_id and self._leaf_archived():  # a stub row stands for it (QA)
