@@ -743,3 +743,24 @@ async def test_back_onto_a_leaf_in_a_fold_says_the_fold_hides_it(demo):
         said = status(app)
         assert said.endswith("a message entry folded away (space on its fold opens it)"), said
         assert "filter" not in said
+
+
+async def test_an_empty_search_and_a_cancelled_label_say_so(demo):
+    """`&` with nothing typed, and Esc in the label prompt, left the status line saying what it
+    said before ("No search to step through: / finds"; QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("n")
+        assert status(app).startswith("No search to step through")
+        await search(app, pilot, "ampersand", "")
+        assert status(app) == "Nothing to search for: the search was empty"
+        await search(app, pilot, "slash", "UTC")
+        await pilot.press("slash", "backspace", "enter")  # the last query, selected, deleted
+        await settle(app, pilot)
+        assert status(app) == "Search cleared" and not app.browser._matches
+        before = app.session.entry_count()
+        await pilot.press("m", *"x", "escape")
+        await settle(app, pilot)
+        assert status(app) == f"Label left as it was on {cursor_id(app)}: nothing was written"
+        assert app.session.entry_count() == before

@@ -228,7 +228,8 @@ class MovesMixin(BrowserBase):
         session = self.session
 
         def done(value: str | None) -> None:
-            if value is None:
+            if value is None:  # Esc: the status line kept saying whatever it said before (QA)
+                confirm(self, f"Label left as it was on {target.entry_id}: nothing was written")
                 return
             text = value.strip() or None
             if text == session.get_label(target.entry_id):  # Enter on the text as it was
@@ -264,6 +265,7 @@ class MovesMixin(BrowserBase):
 
         def done(value: str | None) -> None:
             if value is None:
+                confirm(self, "Name left as it was: nothing was written")
                 return
             if re.sub(r"[\r\n]+", " ", value).strip() == (session.session_name or ""):  # as stored
                 confirm(self, "Name unchanged: nothing was written")

@@ -92,8 +92,11 @@ class SearchMixin(BrowserBase):
         search.display = False
         self._tree().focus()
         if query.is_empty:
+            marked, narrowed = bool(self._matches), self._tree().restrict is not None
             self._set_matches([])
-            self._clear_filter()
+            self._clear_filter()  # says so when the tree was narrowed
+            if not narrowed:  # the status line kept saying whatever it said before (QA)
+                confirm(self, "Search cleared" if marked else "Nothing to search for: the search was empty")
             return
         if search.mode == "filter" and self._finding(query):
             # The find of these words still running narrows the tree when it ends (from what it
