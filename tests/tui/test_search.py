@@ -9,7 +9,7 @@ import pytest
 from textual import events
 from textual.widgets import Input
 
-from harness.pilot import cursor_id, make_app, rows, settle, status
+from harness.pilot import cursor_id, make_app, put_cursor, rows, settle, status
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session
 from sessiontree.tui.tree_view import SessionTreeView
@@ -764,3 +764,24 @@ async def test_an_empty_search_and_a_cancelled_label_say_so(demo):
         await settle(app, pilot)
         assert status(app) == f"Label left as it was on {cursor_id(app)}: nothing was written"
         assert app.session.entry_count() == before
+
+
+async def test_z_after_a_fold_of_ones_own_folds_the_side_branches(demo):
+    """`z` after one `space` unfolded that fold ("Unfolded every branch") rather than folding
+    the side branches, as help says it does (QA). A second `z` unfolds everything."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        sides = list(tree(app).outline.side_folds)
+        assert len(sides) >= 2
+        await put_cursor(app, pilot, app.session.tree.ids[sides[-1]])
+        await pilot.press("space")  # one side branch folded by hand
+        await settle(app, pilot)
+        assert list(tree(app).folded) == [sides[-1]]
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert status(app).startswith(f"Folded {len(sides) - 1} side branch"), status(app)
+        assert list(tree(app).folded) == sides
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert status(app).startswith("Unfolded every branch") and not tree(app).folded

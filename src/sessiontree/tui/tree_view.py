@@ -509,17 +509,21 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         confirm(self, message)
 
     def action_fold_sides(self) -> None:
-        """Fold every side branch to its stub row, or unfold everything if anything is folded."""
+        """Fold every side branch to its stub row; with all of them folded already, unfold
+        everything. A fold of the user's own did not count as the side branches folded: `z`
+        after one `space` unfolded it rather than folding the rest (QA)."""
         i = self.current_position()
-        if self.folded:
+        sides = self.outline.side_folds
+        both = self.folded | sides if self.folded and self.folded != sides else self.folded
+        if self.folded and len(both) == len(self.folded):
             self.folded = Folds()
             message = "Unfolded every branch (z folds the side branches again)"
         else:
-            self.folded = self.outline.side_folds
-            count = len(self.folded)
+            count = len(both) - len(self.folded) if self.folded else len(sides)
             if not count:
                 confirm(self, "No side branches to fold here.")
                 return
+            self.folded = both if self.folded else sides
             # Most may be far from the screen: say what happened even when no row here changes.
             message = f"Folded {counted(count, 'side branch', 'side branches')} (z unfolds them)"
         if i is not None:
