@@ -11,7 +11,7 @@ from textual.widgets import Input
 
 from harness.pilot import cursor_id, make_app, put_cursor, rows, settle, status
 from helpers import PI_FIXTURES, A, U
-from sessiontree import JsonlStorage, Session
+from sessiontree import JsonlStorage, Session, create_session
 from sessiontree.tui.tree_view import SessionTreeView
 
 pytestmark = pytest.mark.usefixtures("utc")
@@ -785,3 +785,27 @@ async def test_z_after_a_fold_of_ones_own_folds_the_side_branches(demo):
         await pilot.press("z")
         await settle(app, pilot)
         assert status(app).startswith("Unfolded every branch") and not tree(app).folded
+
+
+async def test_keys_in_a_view_with_no_row_say_what_is_shown(tmp_path):
+    """Under labeled-only with no label, `]` said "No fork below this row under this filter"
+    and `a` "On the row of the active leaf …" of rows that were not there; `h` and space said
+    nothing (QA)."""
+    s = create_session("/p", path=tmp_path / "s.jsonl")
+    first = s.append_message(U("one"))
+    s.append_message(A("two"))
+    s.move_to(first)
+    s.append_message(U("three"))
+    s.close()
+    app = make_app(tmp_path / "s.jsonl")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("4")
+        await settle(app, pilot)
+        empty = "Nothing is shown under the labeled-only filter: 1 shows the default one"
+        assert not len(tree(app).outline) and status(app) == empty
+        for key in ("bracketright", "bracketleft", "a", "h", "space"):
+            await pilot.press("1", "4")  # a status of another kind in between
+            await pilot.press(key)
+            await settle(app, pilot)
+            assert status(app) == empty, (key, status(app))

@@ -454,7 +454,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     def action_parent(self) -> None:
         i = self.current_position()
-        if i is None:
+        if i is None:  # an empty view (a filter that shows nothing): said, not a silent key
+            confirm(self, self.empty_text())
             return
         ids, parent = self.session.tree.ids, self.session.tree.parent[i]
         row = self.outline.row_for(parent) if parent >= 0 else -1
@@ -468,6 +469,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             confirm(self, f"Its parent {ids[parent]} has no row: {self.hidden_reason(parent)}")
 
     def action_fork(self, step: int) -> None:
+        if not len(self.outline):  # "No fork below this row" of a view with no row (QA)
+            confirm(self, self.empty_text())
+            return
         row = self.outline.next_fork_row(self.cursor_row, step)
         if row >= 0:
             self.set_cursor(row, center=True)  # takes back a "No fork" said at the other end
@@ -479,6 +483,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     def action_fold(self) -> None:
         i = self.current_position()
         if i is None:
+            confirm(self, self.empty_text())
             return
         entry_id = self.session.tree.ids[i]
         if i in self.archived and self.filter is not Filter.ALL:
@@ -581,6 +586,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         leaf = self.session.tree.leaf
         if leaf < 0:
             confirm(self, "No leaf yet: the context is empty")
+            return
+        if not len(self.outline):  # it said "On the row of the active leaf", of no row (QA)
+            confirm(self, self.empty_text())
             return
         opened = self.unfold_to(leaf) if self.outline.row_of[leaf] < 0 else 0
         if opened:  # it landed on the fold's row, saying it was on the leaf (QA)
