@@ -706,6 +706,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             stub = self._stub(i, width)
             if i in self.archived:
                 stub = "archived · " + stub
+        elif i in self.archived:  # drawn whole (filter "all", a stub opened): marked still (QA)
+            preview = "archived · " + preview
         leaf_row = self.leaf_row()
         marker = ""
         if row == leaf_row:
