@@ -65,7 +65,11 @@ class Folds(Collection[int]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Folds):
-            return len(self) == len(other) and list(self._at) == list(other._at)
+            # as bytes (a copy and a memcmp; a list of each took 13 ms for 180,000): `z` asks
+            # whether 90,000 folds are the side branches
+            if len(self) != len(other):
+                return False
+            return memoryview(self._at).cast("B").tobytes() == memoryview(other._at).cast("B").tobytes()
         if isinstance(other, (set, frozenset)):
             return len(self) == len(other) and all(i in other for i in self._at)
         return NotImplemented
