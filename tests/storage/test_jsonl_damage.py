@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -270,8 +271,9 @@ def test_a_line_whose_writer_still_holds_the_file_is_never_set_aside(tmp_path, s
         quiet = path.stat().st_mtime - 5
         os.utime(path, (quiet, quiet))  # five seconds without a change
         s.refresh()
-        with pytest.raises(SessionError, match="another program is writing this file right now"):
+        with pytest.raises(SessionError, match="another program is writing this file right now") as said:
             s.append_message(U("too soon"))
+        assert re.search(r"right now \(pid \d+: \S*python", str(said.value)), said.value  # named
         assert path.read_bytes().endswith(whole[:30]) and s.storage.repairs == []
         finish(go)
         s.refresh()

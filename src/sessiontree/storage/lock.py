@@ -118,8 +118,9 @@ def process_command(pid: int) -> str | None:
     return text if len(text) <= HOLDER_COMMAND_MOST else text[: HOLDER_COMMAND_MOST - 1] + "…"
 
 
-def _holder(pid: int | None) -> str:
-    """How a refusal names a lock's holder: "pid 123: sessiontree label …", or "pid unknown"."""
+def holder_named(pid: int | None) -> str:
+    """How a refusal names a lock's (or a file's) holder: "pid 123: sessiontree label …", or
+    "pid unknown"."""
     holder = f"pid {pid}" if pid is not None else "pid unknown"
     command = process_command(pid) if pid is not None else None
     return holder if command is None else f"{holder}: {command}"
@@ -128,7 +129,9 @@ def _holder(pid: int | None) -> str:
 def _refusal(what: str, pid: int | None) -> SessionError:
     if pid == os.getpid():
         return SessionError("locked", f"{what} is already open for writing in this process (pid {pid})")
-    return SessionError("locked", f"{what} is open for writing in another process ({_holder(pid)}){ADVICE}")
+    return SessionError(
+        "locked", f"{what} is open for writing in another process ({holder_named(pid)}){ADVICE}"
+    )
 
 
 def flock_writer(path: str) -> str | None:
@@ -147,7 +150,7 @@ def flock_writer(path: str) -> str | None:
         try:  # taken for an instant: flock has no query
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _holder(flock_holder(fd))
+            return holder_named(flock_holder(fd))
         except OSError:  # no flock on this file system: no sessiontree writer either
             return None
         fcntl.flock(fd, fcntl.LOCK_UN)

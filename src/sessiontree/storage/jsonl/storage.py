@@ -35,14 +35,14 @@ from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, 
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
-from ..lock import FileLock, flock_held_elsewhere
+from ..lock import FileLock, flock_held_elsewhere, holder_named
 from ..scan import LineError, copied, decode_entry_dict, encode_line, index_line
 from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
 from .verify import check_utf8
-from .writers import held_for_writing_elsewhere
+from .writers import writer_elsewhere
 
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
 # every cached entry is a tree of Python objects the garbage collector walks in full collections.
@@ -181,7 +181,10 @@ class JsonlStorage(SessionStorage):
         self.files = (path,)
         self._fd: int | None = fd
         self._ino = os.fstat(fd).st_ino
-        self._held_asked = (-HELD_ASK_SECONDS, False)  # when `_writer_paused_mid_line` asked, and its answer
+        self._held_asked: tuple[float, int | None] = (
+            -HELD_ASK_SECONDS,
+            None,
+        )  # `_writer_mid_line`'s last answer
         self._lock = lock
         self.durable = durable
         self._lines = LineIndex()
@@ -755,14 +758,16 @@ class JsonlStorage(SessionStorage):
         the one scan of the write). A write that fails part-way blanks its own bytes."""
         fd = self._fd
         assert fd is not None
-        if self._tail.kind is TailKind.TORN and not self._writer_paused_mid_line():
+        if self._tail.kind is TailKind.TORN and self._writer_mid_line() is None:
             self._set_aside_torn_tail()
         # still unfinished: being written (pending, or a torn line whose writer holds the file
         # open, or one that grew while it was being set aside and is unfinished still)
         if self._tail.kind in (TailKind.PENDING, TailKind.TORN):
+            writer = self._writer_mid_line()
+            who = f" ({holder_named(writer)} has it open for writing)" if writer is not None else ""
             raise SessionError(
                 "storage",
-                "another program is writing this file right now (its last line is unfinished);"
+                f"another program is writing this file right now{who} (its last line is unfinished);"
                 " nothing was written, try again",
                 path=self.path,
             )
@@ -808,7 +813,7 @@ class JsonlStorage(SessionStorage):
         if (
             st.st_size == self._tail.end
             and time.time() - st.st_mtime >= PENDING_SECONDS
-            and not self._writer_paused_mid_line()
+            and self._writer_mid_line() is None
         ):
             self._scan(at_open=True)
 
@@ -830,21 +835,21 @@ class JsonlStorage(SessionStorage):
             "storage", f"write failed, nothing was added: {exc.strerror or exc}", path=self.path
         ) from None
 
-    def _writer_paused_mid_line(self) -> bool:
-        """Whether another process holds the file open for writing (`writers`), so that an
-        unfinished last line may still be ended: it is left as it is, and our writes wait, as
-        for a pending line. Asked again at most once a second: a follower looks more often,
-        and the answer walks every process's descriptors."""
+    def _writer_mid_line(self) -> int | None:
+        """The pid of another process that holds the file open for writing (`writers`), so
+        that an unfinished last line may still be ended: it is left as it is, and our writes
+        wait, as for a pending line. Asked again at most once a second: a follower looks more
+        often, and the answer walks every process's descriptors."""
         fd = self._fd
         if fd is None:
-            return False
+            return None
         now = time.monotonic()
-        asked, held = self._held_asked
+        asked, pid = self._held_asked
         if now - asked >= HELD_ASK_SECONDS:
             st = os.fstat(fd)
-            held = held_for_writing_elsewhere(st.st_dev, st.st_ino)
-            self._held_asked = (now, held)
-        return held
+            pid = writer_elsewhere(st.st_dev, st.st_ino)
+            self._held_asked = (now, pid)
+        return pid
 
     def _set_aside_torn_tail(self) -> None:
         """Copy the torn final fragment to a sidecar (exact bytes, fsynced), then blank it in

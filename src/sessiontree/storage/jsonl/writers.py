@@ -8,7 +8,7 @@ into a line of garbage and loses its entry. While some process has the file open
 the line is still being written.
 
 Only processes whose `/proc/PID/fd` this user may read are seen (the user's own, or all of them
-as root); elsewhere than Linux nothing is known and the answer is False, the quiet rule alone.
+as root); elsewhere than Linux nothing is known and the answer is None, the quiet rule alone.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ PROC = "/proc"
 WRITE_MODES = 0o3  # O_WRONLY | O_RDWR in an fd's `flags:` line (octal, as fdinfo shows it)
 
 
-def held_for_writing_elsewhere(dev: int, ino: int) -> bool:
-    """Whether a process other than this one and its children has the file (`dev`, `ino`) open
-    for writing. The children are left out: they inherit this process's own descriptors (the
-    helper processes that index and check the file while the app draws)."""
+def writer_elsewhere(dev: int, ino: int) -> int | None:
+    """The pid of a process other than this one and its children that has the file (`dev`,
+    `ino`) open for writing, or None. The children are left out: they inherit this process's
+    own descriptors (the helper processes that index and check the file while the app draws)."""
     me = os.getpid()
     try:
         pids = [name for name in os.listdir(PROC) if name.isdigit() and int(name) != me]
     except OSError:
-        return False
+        return None
     for pid in pids:
         fds = f"{PROC}/{pid}/fd"
         try:
@@ -40,8 +40,8 @@ def held_for_writing_elsewhere(dev: int, ino: int) -> bool:
             except OSError:
                 continue
             if st.st_ino == ino and st.st_dev == dev and _writes(pid, name) and _parent(pid) != me:
-                return True
-    return False
+                return int(pid)
+    return None
 
 
 def _writes(pid: str, fd: str) -> bool:
