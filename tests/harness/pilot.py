@@ -103,3 +103,12 @@ async def put_cursor(app, pilot, entry_id: str) -> None:
         app.browser.action_set_filter(Filter.ALL.value)
     tree.set_cursor(row_of(app, entry_id))
     await settle(app, pilot)
+
+
+async def until(pilot, ready, seconds: float = 4.0) -> None:
+    """Pause until `ready()` is true (a worker's result delivered), or fail."""
+    for _ in range(int(seconds / 0.02)):
+        if ready():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("timed out")

@@ -8,7 +8,7 @@ import threading
 
 from textual import events
 
-from harness.pilot import settle
+from harness.pilot import settle, until
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, SqliteStorage
 from sessiontree.tui.browser import BrowserScreen
@@ -119,14 +119,6 @@ async def test_a_filter_typed_in_a_burst_keeps_every_key(tmp_path):
 
 def status(app) -> str:
     return str(app.screen.query_one("#dbpick-status").render())
-
-
-async def until(pilot, ready) -> None:
-    for _ in range(200):
-        if ready():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("timed out")
 
 
 async def test_sessions_are_listed_off_the_ui_thread(tmp_path, monkeypatch):

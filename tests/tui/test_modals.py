@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.pilot import make_app, put_cursor, screen_lines, settle
+from harness.pilot import make_app, put_cursor, screen_lines, settle, until
 from helpers import A, U
 from sessiontree.opening import create_session
 from sessiontree.tui.modals import SummaryPrompt, TextPrompt
@@ -321,3 +321,53 @@ async def test_enter_on_the_kind_already_picked_moves(demo):
         assert not isinstance(app.screen, SummaryPrompt)
         assert app.session.leaf_id == "3a7c137e"
         assert app.session.get_entry(app.session.leaf_id).type == "message"  # no summary written
+
+
+async def test_enter_on_another_kind_only_picks_it_and_keeps_what_is_written(demo):
+    """Enter on a kind not picked moved at once, without the summary written (QA: the pick
+    reaches the choices by a message, after the key, so they looked unchanged)."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = demo.read_bytes()
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("down", "enter", *"precious")  # "Write a summary", then typed
+        screen = app.screen
+        screen.query_one("#summary-kind").focus()
+        await pilot.press("up", "enter")  # "No summary" picked: no move
+        await settle(app, pilot)
+        assert app.screen is screen and demo.read_bytes() == before
+        assert screen.query_one("#summary-text").text == "precious"
+
+
+async def test_a_draft_asks_before_replacing_a_summary_written_by_hand(demo):
+    """Ctrl+D replaced a summary written by hand with a draft, unasked (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("down", "enter", *"by hand", "ctrl+d")
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.query_one("#summary-text").text == "by hand"
+        said = str(screen.query_one("#summary-status").render())
+        assert said == "Ctrl+D again replaces what is written with a draft; Ctrl+S moves with it."
+        await pilot.press("ctrl+d")
+        await until(pilot, lambda: "Draft ready" in str(screen.query_one("#summary-status").render()))
+        drafted = screen.query_one("#summary-text").text
+        assert drafted != "by hand"
+        await pilot.press("ctrl+d")  # over the draft as it came: no question
+        await until(pilot, lambda: "Draft ready" in str(screen.query_one("#summary-status").render()))
+
+
+async def test_esc_asks_for_itself_after_ctrl_q_asked(demo):
+    """After Ctrl+Q's "Ctrl+Q again quits without it", Esc discarded the summary at once (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_summary_dialog(app, pilot, "3a7c137e")
+        await pilot.press("down", "enter", *"abc", "ctrl+q")
+        await settle(app, pilot)
+        screen = app.screen
+        assert "Ctrl+Q again quits without it" in str(screen.query_one("#summary-status").render())
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.screen is screen and app.is_running
+        assert "Esc again discards it" in str(screen.query_one("#summary-status").render())

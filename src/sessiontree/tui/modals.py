@@ -103,10 +103,14 @@ class Kinds(RadioSet):
         """Enter on the kind already picked."""
 
     def action_pick_or_move(self) -> None:
-        before = self.pressed_index
-        self.action_toggle_button()
-        if self.pressed_index == before:
+        # The highlighted button, asked before the toggle: the set learns of a new pick by a
+        # message, after this returns, so comparing the picks before and after always found
+        # them equal and Enter on another kind moved at once, dropping a written summary (QA).
+        highlighted = next(iter(self.query(".-selected")), None)
+        if highlighted is not None and highlighted is self.pressed_button:
             self.post_message(self.Confirmed())
+        else:
+            self.action_toggle_button()
 
 
 SHORT_ROWS = 32  # terminals with fewer rows get the summary prompt's compact layout
@@ -144,7 +148,9 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self._drafted = False
         self._drafting = False  # a draft is being made: one at a time
         self._synced = ""  # the kind of summary the dialog's parts were last shown for
-        self._discard_asked = False  # a first Esc over written text asked before discarding it
+        self._discard_asked = ""  # what a first key over written text said before discarding it
+        self._replace_asked = ""  # the text a first Ctrl+D asked about before replacing it
+        self._draft_text = ""  # the last draft as it came, to tell a summary written by hand
         self._cancel = threading.Event()  # stops a running summarizer command (its process group)
 
     def compose(self) -> ComposeResult:
@@ -251,6 +257,14 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                 plain(f"Still drafting with {self.drafter_name}… (Esc cancels)")
             )
             return
+        written = self.query_one("#summary-text", TextArea).text
+        if written.strip() and written not in (self._draft_text, self._replace_asked):
+            # a draft replaced a summary written by hand, unasked (QA); asked once per text
+            self._replace_asked = written
+            self.query_one("#summary-status", Static).update(
+                "Ctrl+D again replaces what is written with a draft; Ctrl+S moves with it."
+            )
+            return
         if self._kind() != "kind-draft":
             self.query_one("#kind-draft", RadioButton).value = True
             self._sync_kind("kind-draft")
@@ -279,6 +293,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         self._drafting = False
         area = self.query_one("#summary-text", TextArea)
         area.text = text
+        self._draft_text = area.text
         area.focus()
         self._drafted = True
         self.query_one("#confirm", Button).disabled = False
@@ -323,15 +338,16 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
         asked about: then the status line asks (`again`: what the same key does a second time)
         and the caller stops. Esc asks here, and so does the app's Ctrl+Q."""
         text = self.query_one("#summary-text", TextArea)
-        if self._kind() == "kind-none" or not text.text.strip() or self._discard_asked:
+        # Asked by this key (Esc's question is not Ctrl+Q's: after Ctrl+Q's, Esc discarded)
+        if self._kind() == "kind-none" or not text.text.strip() or self._discard_asked == again:
             return False
-        self._discard_asked = True
+        self._discard_asked = again
         self.query_one("#summary-status", Static).update(plain(f"{again}; Ctrl+S moves with it."))
         return True
 
     @on(TextArea.Changed, "#summary-text")
     def _edited(self) -> None:
-        self._discard_asked = False  # asked about the text as it was
+        self._discard_asked = ""  # asked about the text as it was
         self._show_cursor()
 
     def _show_cursor(self) -> None:
