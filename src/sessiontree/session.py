@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 import threading
 from bisect import bisect_left
@@ -128,6 +129,13 @@ def _check(value: object, kind: type | tuple[type, ...], what: str) -> None:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise SessionError("invalid_argument", f"{what} must be {_kind_name(kind)}, not {value!r}")
+
+
+def _check_named(value: object, what: str) -> None:
+    """A name the entry is known by (a provider, a custom type): text, and not empty."""
+    _check(value, str, what)
+    if not value:
+        raise SessionError("invalid_argument", f"{what} cannot be empty")
 
 
 def _check_text(value: str, what: str) -> None:
@@ -664,7 +672,11 @@ class Session:
     def append_message(self, message: Mapping[str, Any]) -> str:
         """Append an AgentMessage (`role` required; a user, assistant or tool result message
         needs a `content`, a string or a list of parts; a missing `timestamp` is set to now)."""
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        if not isinstance(message, Mapping):
+            raise SessionError(
+                "invalid_argument", f"a message is a mapping with a string 'role', not {message!r:.60}"
+            )
+        if not isinstance(message.get("role"), str):
             raise SessionError("invalid_argument", "a message needs a string 'role'")
         _check_content(message)
         msg = dict(message)
@@ -676,13 +688,16 @@ class Session:
         return self._append("thinking_level_change", {"thinkingLevel": level})
 
     def append_model_change(self, provider: str, model_id: str) -> str:
-        _check(provider, str, "a provider")
-        _check(model_id, str, "a model id")
+        _check_named(provider, "a provider")
+        _check_named(model_id, "a model id")
         return self._append("model_change", {"provider": provider, "modelId": model_id})
 
     def append_active_tools_change(self, names: Sequence[str]) -> str:
-        if isinstance(names, str):  # a Sequence[str] to type checkers: "read" became r, e, a, d
-            raise SessionError("invalid_argument", f"active tool names are a list of names, not {names!r}")
+        # a str is a Sequence[str] to type checkers: "read" became r, e, a, d
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+            raise SessionError(
+                "invalid_argument", f"active tool names are a list of names (text), not {names!r:.60}"
+            )
         return self._append("active_tools_change", {"activeToolNames": list(names)})
 
     def append_compaction(
@@ -698,6 +713,19 @@ class Session:
         _check(summary, str, "a compaction's summary")
         _check_text(summary, "the compaction's summary")
         _check(tokens_before, (int, float), "tokens before")
+        if not 0 <= tokens_before < math.inf:
+            raise SessionError("invalid_argument", f"tokens before is a count, not {tokens_before!r}")
+        _check(from_hook, bool, "from_hook")
+        if usage is not None and not isinstance(usage, Mapping):
+            raise SessionError("invalid_argument", f"usage is a mapping or None, not {usage!r:.60}")
+        if retained_tail is not None and (
+            not isinstance(retained_tail, (list, tuple))
+            or not all(isinstance(m, Mapping) for m in retained_tail)
+        ):
+            raise SessionError(
+                "invalid_argument",
+                f"a retained tail is a list of messages (mappings), not {retained_tail!r:.60}",
+            )
         if first_kept_entry_id is not None:
             self.require_entry(first_kept_entry_id)
         payload: dict[str, Any] = {"summary": summary}
@@ -715,7 +743,7 @@ class Session:
         return self._append("compaction", payload)
 
     def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
-        _check(custom_type, str, "a custom type")
+        _check_named(custom_type, "a custom type")
         payload: dict[str, Any] = {"customType": custom_type}
         if data is not None:
             payload["data"] = data
@@ -724,8 +752,8 @@ class Session:
     def append_custom_message_entry(
         self, custom_type: str, content: str | list[Any], display: bool, details: Any = None
     ) -> str:
-        _check(custom_type, str, "a custom type")
-        _check(content, (str, list), "a custom message's content")
+        _check_named(custom_type, "a custom type")
+        _check_content({"role": "user", "content": content}, "a custom message's")
         _check(display, bool, "display")
         payload: dict[str, Any] = {
             "customType": custom_type,
@@ -914,7 +942,8 @@ def _index_in(path: list[int], position: int, relinks: int) -> int | None:
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
 
 
-def _check_content(message: Mapping[str, Any]) -> None:
+def _check_content(message: Mapping[str, Any], whose: str = "") -> None:
+    """A message's content as Pi reads it (`whose`: how the message is named, else by role)."""
     if message["role"] not in CONTENT_ROLES:  # bashExecution, custom, other harnesses' roles
         return
     content = message.get("content")
@@ -926,8 +955,9 @@ def _check_content(message: Mapping[str, Any]) -> None:
     what = "missing" if content is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
     if isinstance(content, list):
         what = "a list with a part that is not a mapping with a 'type'"
+    whose = whose or f"a {message['role']} message's"
     raise SessionError(
         "invalid_argument",
-        f"a {message['role']} message's 'content' is a string or a list of parts such as"
+        f"{whose} 'content' is a string or a list of parts such as"
         f" {{'type': 'text', 'text': ...}}; it is {what}",
     )

@@ -187,9 +187,23 @@ def test_a_value_of_the_wrong_type_is_refused_saying_so(tmp_path: Path):
             (lambda: s.append_custom_entry(None), "a custom type must be text, not None"),
             (
                 lambda: s.append_custom_message_entry("note", 3, True),
-                "content must be text or a list, not 3",
+                "a custom message's 'content' is a string or a list of parts .*; it is an int",
             ),
             (lambda: s.append_custom_message_entry("note", "x", 1), "display must be True or False, not 1"),
+            # a TypeError or ValueError from deep inside, `invalid_entry`, or written as given (QA)
+            (lambda: s.append_message(None), "a message is a mapping with a string 'role', not None"),
+            (lambda: s.append_active_tools_change(None), r"active tool names are a list of names \(text\)"),
+            (lambda: s.append_active_tools_change([1, 2]), r"a list of names \(text\), not \[1, 2\]"),
+            (lambda: s.append_compaction("s", None, 5, retained_tail="abc"), "a retained tail is a list"),
+            (lambda: s.append_compaction("s", None, 5, usage=[1]), r"usage is a mapping or None, not \[1\]"),
+            (lambda: s.append_compaction("s", None, 5, from_hook="yes"), "from_hook must be True or False"),
+            (lambda: s.append_compaction("s", None, -5), "tokens before is a count, not -5"),
+            (
+                lambda: s.append_custom_message_entry("x", [1], True),
+                "a custom message's 'content' is a string",
+            ),
+            (lambda: s.append_custom_entry(""), "a custom type cannot be empty"),
+            (lambda: s.append_model_change("", "m"), "a provider cannot be empty"),
         ):
             with pytest.raises(SessionError, match=said) as info:
                 attempt()

@@ -696,9 +696,9 @@ def test_a_number_json_cannot_hold_is_refused(backend, value):
     as damaged, and SQLite could no longer build the context. JSON has no NaN or infinity."""
     s = backend.session()
     u = s.append_message(U("hi"))
-    with pytest.raises(SessionError, match="tokensBefore is NaN or infinite") as info:
-        s.append_compaction("summary", u, value)
-    assert info.value.code == "invalid_entry"
+    with pytest.raises(SessionError, match="tokens before is a count, not") as info:
+        s.append_compaction("summary", u, value)  # refused as the argument it is, before the entry
+    assert info.value.code == "invalid_argument"
     with pytest.raises(SessionError, match=r"message\.usage\.cost\.1 is NaN or infinite"):
         s.append_message({**U("x"), "usage": {"cost": [1.0, value]}})
     assert s.entry_count() == 1 and not s.read_only and s.check() == []
