@@ -933,3 +933,26 @@ def test_check_counts_a_damaged_database_as_damage_for_each_session(tmp_path):
     assert done.stdout.endswith("3 sessions: 0 ok, 3 damaged\n")
     one = run("check", f"{db}#s-b", check=False)
     assert one.returncode == 1 and one.stdout.endswith("damaged\n") and one.stderr == ""
+
+
+@pytest.mark.parametrize("offset", [4096, 16384])
+def test_check_counts_a_database_too_damaged_to_list_as_damaged(tmp_path, offset):
+    """Garbage over the pages that list the sessions: `check` said "not a usable sessiontree
+    database" or "the database is damaged" as an error of the command, status 2 (QA)."""
+    db = tmp_path / "team.sqlite"
+    for sid in ("s-a", "s-b"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            for k in range(300):
+                s.append_message(U(f"{sid} {k} " + "x" * 500))
+    with open(db, "r+b") as f:
+        f.seek(offset)
+        f.write(bytes(range(256)) * 32)
+    done = run("check", str(db), check=False)
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+    said, verdict = done.stdout.splitlines()[-2:]
+    assert said.startswith(f"{db}: error: ") and said.endswith("[damaged_database]") and verdict == "damaged"
+    other = tmp_path / "ok.sqlite"
+    with Session(SqliteStorage.create(other, cwd="/p", session_id="fine")) as s:
+        s.append_message(U("fine"))
+    both = run("check", str(db), str(other), check=False)
+    assert both.returncode == 1 and both.stdout.endswith("2 sessions: 1 ok, 1 damaged\n"), both.stdout

@@ -201,6 +201,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Diagnostics of each file; exit 1 on damage (errors), 2 if one could not be read, else
     0. One file not found is an error of the command (exit 2), as before several were taken."""
     files: list[str] = []
+    broken: list[tuple[str, SessionError]] = []  # databases too damaged to list their sessions
     in_databases = False
     for given in args.file:
         if os.path.isdir(given):  # `check ~/.pi/agent/sessions` said "is a directory" (QA)
@@ -216,7 +217,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         # a database without `#ID`: each of its sessions, as a directory's files (it refused)
         try:
             sessions = list_sessions(address)
-        except SessionError:
+        except SessionError as exc:
+            if exc.damaged:  # damage: said as the sessions' is, counted as damage (it was status 2)
+                broken.append((address.display(), exc))
+                continue
             if len(args.file) == 1:
                 raise
             files.append(given)  # said below as not read, beside the others (they went unsaid)
@@ -228,9 +232,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         files += [str(Address(address.kind, address.location, str(s["id"]))) for s in sessions]
         in_databases = True
-    if len(files) == 1 and len(args.file) == 1:  # one session: no count line
-        return _check_one(files[0])
+    if len(files) + len(broken) == 1 and len(args.file) == 1:  # one session: no count line
+        return _check_one(files[0]) if files else _damaged_database(*broken[0])
     counts = {0: 0, 1: 0, 2: 0}
+    for location, damage in broken:
+        counts[_damaged_database(location, damage)] += 1
     noun = "session" if in_databases else "file"
     for file in files:
         try:
@@ -240,7 +246,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             status = 2
         counts[status] += 1
     out(
-        f"{counted(len(files), noun)}: {counts[0]:,} ok, {counts[1]:,} damaged"
+        f"{counted(len(files) + len(broken), noun)}: {counts[0]:,} ok, {counts[1]:,} damaged"
         + (f", {counts[2]:,} not read" if counts[2] else "")
     )
     return 2 if counts[2] else 1 if counts[1] else 0

@@ -477,7 +477,10 @@ class SqliteStorage(SessionStorage):
                     "a SQLite database, but not one of sessiontree's (it has no schema_version table)",
                     path=db_path,
                 ) from None
-            raise SessionError("storage", f"not a usable sessiontree database: {exc}", path=db_path) from None
+            damaged = getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+            raise SessionError(
+                "storage", f"not a usable sessiontree database: {exc}", path=db_path, damaged=damaged
+            ) from None
         if row is None:  # a creator killed before its schema or its version: no session yet
             conn.close()
             raise SessionError("not_found", "the database holds no sessions yet", path=db_path)
