@@ -267,6 +267,10 @@ def test_a_line_whose_writer_still_holds_the_file_is_never_set_aside(tmp_path, s
     paused_writer(path, whole[:30], whole[30:], go)
     if s is None:
         s = open_session(path)
+        (torn,) = s.diagnostics  # not the advice for a crash while it writes (QA)
+        assert (
+            torn.code == "torn_tail" and "has the file open for writing and may still end it" in torn.message
+        )
     with s:
         quiet = path.stat().st_mtime - 5
         os.utime(path, (quiet, quiet))  # five seconds without a change

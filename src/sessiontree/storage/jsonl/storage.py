@@ -410,12 +410,20 @@ class JsonlStorage(SessionStorage):
                 index_line(self._lines.index, carry, line_no)
             except LineError as exc:
                 tail.kind = TailKind.TORN
+                said = (
+                    "probably a write cut short by a crash. It is left out; before the next write"
+                    " it is copied to a .torn file next to the session and blanked"
+                )
+                writer = self._writer_mid_line()
+                if writer is not None:  # `check` gave the crash's advice while it wrote (QA)
+                    said = (
+                        f"{holder_named(writer)} has the file open for writing and may still end"
+                        " it. It is left out, and writes wait for it"
+                    )
                 self._torn = Diagnostic(
                     "warning",
                     "torn_tail",
-                    f"line {line_no} is incomplete ({len(carry)} bytes, {exc.reason}): probably a"
-                    " write cut short by a crash. It is left out; before the next write it is"
-                    " copied to a .torn file next to the session and blanked",
+                    f"line {line_no} is incomplete ({len(carry)} bytes, {exc.reason}): {said}",
                     line_no,
                 )
             else:
