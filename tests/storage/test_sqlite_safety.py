@@ -481,6 +481,7 @@ def test_the_log_of_a_database_replaced_while_open_is_not_read_into_the_new_one(
     with pytest.raises(SessionError, match="the database file was replaced"):
         writer.refresh()
     (said,) = [d.message for d in writer.diagnostics if d.code == "log_set_aside"]
+    assert "its write-ahead log is now " in writer.read_only_reason  # the app's banner says where
     assert writer.get_entry(added[-1]).id == added[-1]  # the old database still reads as it was
     writer.close()
     with open_session(f"{db}#s1") as now:

@@ -414,6 +414,7 @@ class SqliteStorage(SessionStorage):
         dbfiles.using(self._file)  # no descriptor of ours on it is closed while it is open
         self._logs = sqlitelog.log_keys(db_path)  # its -wal and -shm, while they are at their names
         self._logs_set_aside = False
+        self._logs_went: list[str] = []  # where they went, said with the read-only reason
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -888,13 +889,14 @@ class SqliteStorage(SessionStorage):
         own -wal file, over a database moved into its place (its commits lost, and `check`
         would find nothing wrong). The JSONL storage refuses the same way."""
         gone = self._gone()
+        kept = f" (its write-ahead log is now {self._logs_went[0]})" if self._logs_went else ""
         if gone == "deleted":
-            self.mark_read_only("the database file was deleted")
+            self.mark_read_only(f"the database file was deleted{kept}")
             raise SessionError(
                 "storage", "the database file was deleted; nothing was written", path=self.location
             )
         if gone:
-            self.mark_read_only("the database file was replaced on disk; reopen it to see it")
+            self.mark_read_only(f"the database file was replaced on disk{kept}; reopen it to see it")
             raise SessionError(
                 "storage",
                 "the database file was replaced on disk; nothing was written (reopen it to see it)",
@@ -918,7 +920,7 @@ class SqliteStorage(SessionStorage):
             gone = "replaced"
         if not self._logs_set_aside:
             self._logs_set_aside = True
-            went = sqlitelog.set_aside(self.db_path, self._file, self._logs)
+            went = self._logs_went = sqlitelog.set_aside(self.db_path, self._file, self._logs)
             if went:
                 self._diagnostics.append(
                     Diagnostic(
