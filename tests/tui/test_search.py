@@ -804,7 +804,7 @@ async def test_keys_in_a_view_with_no_row_say_what_is_shown(tmp_path):
         await settle(app, pilot)
         empty = "Nothing is shown under the labeled-only filter: 1 shows the default one"
         assert not len(tree(app).outline) and status(app) == empty
-        for key in ("bracketright", "bracketleft", "a", "h", "space"):
+        for key in ("bracketright", "bracketleft", "a", "h", "space", "z"):
             await pilot.press("1", "4")  # a status of another kind in between
             await pilot.press(key)
             await settle(app, pilot)

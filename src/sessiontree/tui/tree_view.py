@@ -525,8 +525,10 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             message = "Unfolded every branch (z folds the side branches again)"
         else:
             count = len(both) - len(self.folded) if self.folded else len(sides)
-            if not count:
-                confirm(self, "No side branches to fold here.")
+            if not count:  # an empty view says what is shown, as its other keys do (QA)
+                confirm(
+                    self, self.empty_text() if not len(self.outline) else "No side branches to fold here."
+                )
                 return
             self.folded = both if self.folded else sides
             # Most may be far from the screen: say what happened even when no row here changes.
