@@ -963,7 +963,7 @@ async def test_help(demo):
         # the session's own keys first; the keys every Textual screen has, said for this app, last
         sections = dict(app.screen.sections)
         assert sections["Session"][0] == ("?", "Help")
-        assert ("tab", "Focus the next pane (the tree, the preview)") in sections["Everywhere"]
+        assert ("tab", "Focus the next pane or field") in sections["Everywhere"]
         assert "Focus Next" not in rows and "Copy selected text" not in rows
         # "Everywhere" lists what the panes do not: ? and q were there again, the palette's twice
         everywhere = [key for key, _ in sections["Everywhere"]]

@@ -21,7 +21,7 @@ SIDEWAYS = {"scroll_left", "scroll_right", "page_left", "page_right"}  # horizon
 # Keys every Textual screen inherits, said for this app: listed first under the screen's own
 # keys, "Focus Next" and "Copy selected text" were the first thing a newcomer read in help.
 GENERIC = {
-    "app.focus_next": "Focus the next pane (the tree, the preview)",
+    "app.focus_next": "Focus the next pane or field",  # (the browser: the tree, the preview)
     "app.focus_previous": "Focus the previous pane",
     "screen.copy_text": "Copy the text selected with the mouse",
 }
