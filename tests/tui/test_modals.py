@@ -36,6 +36,11 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def summary_status(screen) -> str:
+    """What the summary dialog's status line says."""
+    return str(screen.query_one("#summary-status").render())
+
+
 async def open_summary_dialog(app, pilot, entry_id: str) -> None:
     """The cursor on `entry_id`, then `s`: the dialog for a move there with a summary."""
     await put_cursor(app, pilot, entry_id)
@@ -98,7 +103,7 @@ async def test_writing_a_summary_shows_the_whole_box_and_what_it_writes(demo, si
         for selector in ("#summary-text", "#summary-status", "#confirm", ".dialog-keys"):
             region = screen.query_one(selector).region
             assert region.height > 0 and body.region.union(screen.region).contains_region(region), selector
-        assert "is written after the leaf entry" in str(screen.query_one("#summary-status").render())
+        assert "is written after the leaf entry" in summary_status(screen)
         await pilot.press(*"ok", "ctrl+s")
         await settle(app, pilot)
         assert app.session.get_entry(app.session.leaf_id).type == "branch_summary"
@@ -212,7 +217,7 @@ async def test_esc_over_a_written_summary_asks_before_discarding_it(demo):
         screen = app.screen
         await pilot.press("escape")
         assert app.screen is screen
-        assert "Esc again discards" in str(screen.query_one("#summary-status").render())
+        assert "Esc again discards" in summary_status(screen)
         await pilot.press("!", "escape")  # edited since it asked: it asks again
         assert app.screen is screen and screen.query_one("#summary-text").text == "tried X!"
         await pilot.press("escape")
@@ -348,14 +353,14 @@ async def test_a_draft_asks_before_replacing_a_summary_written_by_hand(demo):
         await settle(app, pilot)
         screen = app.screen
         assert screen.query_one("#summary-text").text == "by hand"
-        said = str(screen.query_one("#summary-status").render())
+        said = summary_status(screen)
         assert said == "Ctrl+D again replaces what is written with a draft; Ctrl+S moves with it."
         await pilot.press("ctrl+d")
-        await until(pilot, lambda: "Draft ready" in str(screen.query_one("#summary-status").render()))
+        await until(pilot, lambda: "Draft ready" in summary_status(screen))
         drafted = screen.query_one("#summary-text").text
         assert drafted != "by hand"
         await pilot.press("ctrl+d")  # over the draft as it came: no question
-        await until(pilot, lambda: "Draft ready" in str(screen.query_one("#summary-status").render()))
+        await until(pilot, lambda: "Draft ready" in summary_status(screen))
 
 
 async def test_esc_asks_for_itself_after_ctrl_q_asked(demo):
@@ -366,8 +371,8 @@ async def test_esc_asks_for_itself_after_ctrl_q_asked(demo):
         await pilot.press("down", "enter", *"abc", "ctrl+q")
         await settle(app, pilot)
         screen = app.screen
-        assert "Ctrl+Q again quits without it" in str(screen.query_one("#summary-status").render())
+        assert "Ctrl+Q again quits without it" in summary_status(screen)
         await pilot.press("escape")
         await settle(app, pilot)
         assert app.screen is screen and app.is_running
-        assert "Esc again discards it" in str(screen.query_one("#summary-status").render())
+        assert "Esc again discards it" in summary_status(screen)

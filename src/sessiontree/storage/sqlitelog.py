@@ -20,6 +20,7 @@ import contextlib
 import os
 
 from .dbfiles import Key
+from .procfs import PROC, descriptors
 
 LOG_SUFFIXES = ("-wal", "-shm")
 
@@ -59,18 +60,9 @@ def set_aside(db_path: str, database: Key, opened: dict[str, Key]) -> list[str]:
 def _current_path(database: Key) -> str | None:
     """Where the file `database` now is, from a descriptor of it this process holds; None when
     it was deleted or cannot be told."""
-    fds = "/proc/self/fd"
-    try:
-        names = os.listdir(fds)
-    except OSError:
-        return None
-    for name in names:
-        link = f"{fds}/{name}"
+    for fd in descriptors("self", database):
         try:
-            st = os.stat(link)
-            if (st.st_dev, st.st_ino) != database:
-                continue
-            path = os.readlink(link)
+            path = os.readlink(f"{PROC}/self/fd/{fd}")
         except OSError:
             continue
         if path.endswith(" (deleted)") or not os.path.isabs(path):

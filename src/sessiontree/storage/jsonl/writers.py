@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-PROC = "/proc"
+from ..procfs import PROC, descriptors
+
 WRITE_MODES = 0o3  # O_WRONLY | O_RDWR in an fd's `flags:` line (octal, as fdinfo shows it)
 
 
@@ -29,17 +30,8 @@ def writer_elsewhere(dev: int, ino: int) -> int | None:
     except OSError:
         return None
     for pid in pids:
-        fds = f"{PROC}/{pid}/fd"
-        try:
-            names = os.listdir(fds)
-        except OSError:  # gone, or not ours to read
-            continue
-        for name in names:
-            try:
-                st = os.stat(f"{fds}/{name}")
-            except OSError:
-                continue
-            if st.st_ino == ino and st.st_dev == dev and _writes(pid, name) and _parent(pid) != me:
+        for fd in descriptors(pid, (dev, ino)):
+            if _writes(pid, fd) and _parent(pid) != me:
                 return int(pid)
     return None
 
