@@ -302,9 +302,9 @@ def _check_one(file: str) -> int:
 
 
 def _damaged_database(location: str, exc: SessionError) -> int:
-    """A damaged database page met while checking one of its sessions: said as the session's
-    damage, in the shape of every other problem (it was "cannot be checked", status 2, once per
-    session of the database and naming none of them; QA)."""
+    """Damage SQLite met in a database while checking it (`location`: the database, or one of
+    its sessions): said in the shape of every other problem, and counted as damage (it was
+    "cannot be checked", status 2, once per session and naming none of them; QA)."""
     out(Diagnostic("error", "damaged_database", exc.detail).format(inert_name(location)))
     out("damaged")
     return 1
