@@ -15,6 +15,7 @@ from rich.style import Style
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 
+from harness.pilot import settle
 from helpers import PI_FIXTURES, A, U, zero_usage
 from sessiontree import JsonlStorage, Session
 from sessiontree.calls import diff_lines
@@ -37,7 +38,7 @@ from sessiontree.tui.preview import (
     split_code,
     split_markdown,
 )
-from sessiontree.tui.preview_pane import PREVIEW_DELAY, PreviewPane
+from sessiontree.tui.preview_pane import PreviewPane
 from sessiontree.tui.tree_view import SessionTreeView
 
 pytestmark = pytest.mark.usefixtures("utc")
@@ -71,12 +72,6 @@ def parse(text: str) -> int:
 def make_app(path: Path, **kw: Any) -> SessionTreeApp:
     session, note = open_for_browsing(path, read_only=kw.pop("read_only", False))
     return SessionTreeApp(session, note=note, follow=kw.pop("follow", False), **kw)
-
-
-async def settle(app: SessionTreeApp, pilot: Any) -> None:
-    await pilot.pause(PREVIEW_DELAY + 0.05)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def view(app: SessionTreeApp) -> PreviewView:

@@ -1492,7 +1492,7 @@ async def test_a_leaf_moved_onto_an_entry_the_filter_hides_says_so(demo):
         assert app.session.tree.type_name(app.session.tree.pos[leaf]) == "label"
         said = status(app)
         assert said.startswith(f"Leaf moved to {leaf} · copied the text to re-send: ")
-        assert said.endswith(", a label entry the filter hides (5 shows it)")
+        assert said.endswith(" · the leaf is a label entry the filter hides (5 shows it)")
         await pilot.press("5")
         await settle(app, pilot)
         await pilot.press("a")
