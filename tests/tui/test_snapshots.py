@@ -65,6 +65,9 @@ def test_snapshot_summary_prompt(snap_compare, demo_app):
         await pilot.click("#instructions")
         await pilot.press("enter")
         await settle_picture(pilot)
+        # the text cursor drawn, not caught mid-blink (it was, on a loaded CI run)
+        pilot.app.screen.query_one("#summary-text").cursor_blink = False
+        await settle_picture(pilot)
 
     assert snap_compare(demo_app, terminal_size=(120, 44), run_before=before)
 
