@@ -1151,6 +1151,38 @@ async def test_live_follow(demo):
         assert any("appended by another process" in r for r in rows(app))
 
 
+async def test_following_an_agents_turns_rebuilds_the_preview_at_most_twice_a_second(demo):
+    """With the cursor on the leaf, every turn an agent appended rebuilt the preview of the new
+    leaf: a context and its frames, 60-100 ms of CPU a turn, half a core at 20 turns a second
+    for a viewer left open beside the agent (QA). Rebuilt at most every half second now, for
+    the newest turn; a key still rebuilds at once."""
+    from sessiontree.tui import preview_pane
+
+    every = getattr(preview_pane, "FOLLOW_PREVIEW_SECONDS", 0.5)  # (named so on the old code too)
+    app = make_app(demo, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        pane = app.browser.query_one(PreviewPane)
+        writer = open_session(demo)
+        before, start = pane._generation, time.monotonic()
+        last = ""
+        for k in range(30):  # 20 turns a second, for 1.5 s
+            last = writer.append_message(U(f"turn {k}"))
+            await pilot.pause(0.05)
+        await pilot.pause(every + 0.3)
+        await settle(app, pilot)
+        writer.close()
+        rebuilt = pane._generation - before
+        most = (time.monotonic() - start) / every + 2
+        assert cursor_id(app) == last and 1 <= rebuilt <= most, (rebuilt, most)
+        assert pane.target is not None and pane.target.entry_id == last
+        assert "turn 29" in preview_text(app)  # the newest turn is what it shows
+        generation = pane._generation
+        await pilot.press("k")  # a key: at once, as before
+        await settle(app, pilot)
+        assert pane._generation == generation + 1 and "turn 28" in preview_text(app)
+
+
 async def test_follow_goes_on_after_the_database_server_did_not_answer(demo, monkeypatch):
     """Two seconds of a PostgreSQL server down stopped live follow for good, in readers and
     writers ("Live follow cannot resume: … open the session again"), though the next look

@@ -281,7 +281,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
 
     @on(SessionTreeView.Highlighted)
     def _highlighted(self, event: SessionTreeView.Highlighted) -> None:
-        self.query_one(PreviewPane).show(event.target)
+        self.query_one(PreviewPane).show(event.target, followed=event.followed)
         if self._new_entries and self._tree().at_leaf():
             self._new_entries = 0  # caught up with what arrived
             self._update_header()

@@ -49,6 +49,10 @@ from .preview import (
 from .tree_view import RowTarget
 
 PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt, while keys repeat
+# While the cursor follows an agent's turns to the leaf, the preview is rebuilt at most this
+# often: once a turn, a context and its frames cost 60-100 ms of CPU a turn, half a core at 20
+# turns a second (QA, a viewer left open beside the agent).
+FOLLOW_PREVIEW_SECONDS = 0.5
 SLOW_PREVIEW = 0.3  # seconds without a row of a rebuild before its title says it is working
 WORKING = "working… "  # put before the title meanwhile: a cut title keeps it in view
 
@@ -87,6 +91,8 @@ class PreviewPane(Vertical):
         self.target: RowTarget | None = None
         self._timer: Timer | None = None
         self._last_show = 0.0
+        self._last_rebuild = 0.0  # when the preview was last rebuilt (`show(followed=True)`)
+        self._follow_timer: Timer | None = None  # a rebuild due for the turns that came meanwhile
         self._generation = 0
         self._shown: tuple[object, ...] | None = None  # the `view` of the rows on screen
         self._title_text = ""  # the title as the last rebuild set it
@@ -114,11 +120,21 @@ class PreviewPane(Vertical):
     def _theme_changed(self, theme: Theme) -> None:
         self.rebuild()  # code is highlighted with a dark or a light palette
 
-    def show(self, target: RowTarget) -> None:
+    def show(self, target: RowTarget, *, followed: bool = False) -> None:
         """The cursor is on `target`. A move after a pause rebuilds at once; moves in quick
         succession (a held key) rebuild once the cursor has rested for PREVIEW_DELAY. A render
-        still running for the previous entry stops now, not when the next one starts."""
+        still running for the previous entry stops now, not when the next one starts.
+        `followed`: the cursor followed new entries to the leaf (live follow): rebuilt at most
+        every FOLLOW_PREVIEW_SECONDS, for the newest of them."""
         self.target = target
+        if followed:
+            if self._follow_timer is None:
+                wait = self._last_rebuild + FOLLOW_PREVIEW_SECONDS - time.monotonic()
+                self._follow_timer = self.set_timer(max(wait, 0.0), self._followed)
+            return
+        if self._follow_timer is not None:  # a key: its own rebuild replaces the one due
+            self._follow_timer.stop()
+            self._follow_timer = None
         if self._timer is not None:
             self._timer.stop()
         self.workers.cancel_group(self, "preview")
@@ -130,6 +146,11 @@ class PreviewPane(Vertical):
             self.rebuild()
         else:
             self._timer = self.set_timer(PREVIEW_DELAY, self.rebuild)
+
+    def _followed(self) -> None:
+        self._follow_timer = None
+        self.workers.cancel_group(self, "preview")
+        self.rebuild()
 
     def rebuild(self) -> None:
         target = self.target
@@ -147,6 +168,7 @@ class PreviewPane(Vertical):
         self._title_text = self._title(target, title.size.width or view.size.width)
         title.update(Text(self._title_text), layout=False)
         self._generation += 1
+        self._last_rebuild = time.monotonic()
         # The whole context expanded on a deep session is seconds of work before its first row:
         # the title says so meanwhile, where the rows of the last view stayed without a word.
         self._waiting = self._generation
@@ -214,7 +236,7 @@ class PreviewPane(Vertical):
         self.rebuild()
 
     def stop(self) -> None:
-        for timer in (self._timer, self._slow):
+        for timer in (self._timer, self._slow, self._follow_timer):
             if timer is not None:
                 timer.stop()
         self.workers.cancel_group(self, "preview")

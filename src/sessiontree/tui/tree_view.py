@@ -155,9 +155,10 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
     class Highlighted(Message):
         """The cursor is on another entry (the preview follows it)."""
 
-        def __init__(self, target: RowTarget) -> None:
+        def __init__(self, target: RowTarget, *, followed: bool = False) -> None:
             super().__init__()
             self.target = target
+            self.followed = followed  # moved by live follow (`appended`), not by a key
 
     def __init__(self, session: Session, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -165,6 +166,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         # A plain attribute, not a reactive: a reactive repaints the whole view on every move,
         # while `set_cursor` repaints only the two rows that change (and scrolling repaints all).
         self.cursor_row = 0
+        self._following = False  # `set_cursor` called by `appended`: the cursor follows the leaf
         self.filter = Filter.DEFAULT
         self.folded = Folds()  # a value, replaced on each fold: outlines keep it without a copy
         self.matches: set[int] = set()
@@ -309,7 +311,15 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         """Entries arrived from another writer (live follow). When they only lengthen the chain
         drawn last, their rows are added at the end without laying out the tree again, so an
         agent's next turn reaches the screen in O(new entries) on any session; otherwise this
-        is `rebuild`. The cursor moves to `keep` if given, else stays on its row."""
+        is `rebuild`. The cursor moves to `keep` if given, else stays on its row, and the
+        preview is told the move followed the leaf (`Highlighted.followed`)."""
+        self._following = True
+        try:
+            self._append_rows(keep)
+        finally:
+            self._following = False
+
+    def _append_rows(self, keep: int | None) -> None:
         tree = self.session.tree
         if self._runs.index is not tree:
             self.rebuild(keep)
@@ -433,7 +443,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         target = self.current_target()
         if target is not None and target.position != self._last_highlight:
             self._last_highlight = target.position
-            self.post_message(self.Highlighted(target))
+            self.post_message(self.Highlighted(target, followed=self._following))
 
     def _refresh_row(self, row: int) -> None:
         y = row - int(self.scroll_offset.y)
