@@ -1183,6 +1183,38 @@ async def test_following_an_agents_turns_rebuilds_the_preview_at_most_twice_a_se
         assert pane._generation == generation + 1 and "turn 28" in preview_text(app)
 
 
+async def test_a_writer_going_on_from_elsewhere_than_the_leaf_moved_here_is_said(demo):
+    """The leaf moved here, then the agent appended from its own last entry: the header showed
+    the agent's leaf while the status line still said "Leaf moved to …" (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        agents = app.session.leaf_id
+        await put_cursor(app, pilot, "3a7c137e")
+        await pilot.press("enter")
+        await settle(app, pilot)
+        moved = app.session.leaf_id
+        assert status(app).startswith("Leaf moved to") and moved != agents
+        record = {
+            "type": "message",
+            "id": "feed0002",
+            "parentId": agents,  # Pi goes on from its own last entry
+            "timestamp": "2026-03-14T10:00:00.000Z",
+            "message": {"role": "user", "content": "the agent's next turn", "timestamp": 1},
+        }
+        with open(demo, "ab") as f:
+            f.write(json.dumps(record).encode() + b"\n")
+        for _ in range(30):
+            await pilot.pause(0.1)
+            if app.session.leaf_id == "feed0002":
+                break
+        await settle(app, pilot)
+        said = (
+            f"Another writer went on from {agents}, not from the leaf {moved}: the leaf is its feed0002 now"
+        )
+        assert status(app) == said
+
+
 async def test_follow_goes_on_after_the_database_server_did_not_answer(demo, monkeypatch):
     """Two seconds of a PostgreSQL server down stopped live follow for good, in readers and
     writers ("Live follow cannot resume: … open the session again"), though the next look

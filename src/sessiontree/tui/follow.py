@@ -50,6 +50,28 @@ class FollowMixin(BrowserBase):
         self._update_header()
         confirm(self, WRITER_GONE if gone else WRITER_BACK, timeout=10)
 
+    def _say_leaf_taken(self, old_leaf: int, first_new: int) -> None:
+        """Another writer's entries, arrived from position `first_new` on, went on from
+        somewhere else than the leaf as it was (an agent appends from its own last entry,
+        whatever this app moved): said, as the leaf this app had moved is no longer the leaf.
+        The header showed the agent's leaf while the status line still said "Leaf moved to …"
+        (QA). Walks the new entries only."""
+        index = self.session.tree
+        leaf = index.leaf
+        if leaf < first_new or old_leaf < 0:
+            return  # not a new entry's doing (a `leaf` record moves it, and is no entry of its own)
+        anchor = leaf
+        while anchor >= first_new:
+            anchor = index.parent[anchor]
+        if anchor == old_leaf or anchor < 0:
+            return  # it went on from the leaf: the usual turn
+        ids = index.ids
+        confirm(
+            self,
+            f"Another writer went on from {ids[anchor]}, not from the leaf {ids[old_leaf]}:"
+            f" the leaf is its {ids[leaf]} now",
+        )
+
     def action_toggle_follow(self) -> None:
         if self._follow_stopped is not None:  # it said "Live follow on" and stopped again (QA)
             confirm(self, f"Live follow cannot resume: {self._follow_stopped}; open the session again")
@@ -72,6 +94,7 @@ class FollowMixin(BrowserBase):
             return
         followed_leaf = tree.at_leaf()
         was_read_only = session.read_only
+        old_leaf = session.tree.leaf
         try:
             added = session.refresh()
         except SessionError as exc:
@@ -99,6 +122,7 @@ class FollowMixin(BrowserBase):
         start = time.monotonic()
         tree.appended(keep=session.tree.leaf if followed_leaf else None)
         self._entries_arrived(len(session.tree) - added)
+        self._say_leaf_taken(old_leaf, len(session.tree) - added)
         self._new_entries = 0 if followed_leaf else self._new_entries + added
         self._update_header()
         cost = time.monotonic() - start
