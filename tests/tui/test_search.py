@@ -679,6 +679,8 @@ async def test_entries_live_follow_brings_in_join_the_search_in_effect(demo, key
         shown = {tree(app).outline.rows_pos[r] for r in range(len(tree(app).outline))}
         if key == "ampersand":
             assert new in shown and app.session.tree.pos["feed0002"] not in shown and len(shown) == 4
+            # the count `&` said follows (it stayed at 3 beside the header's "match 4/4"; QA)
+            assert status(app).startswith("4 matches shown") and status(app).endswith("Esc restores the tree")
         tree(app).set_cursor(tree(app).outline.row_for(app.browser._matches[0]))
         await pilot.press("N")  # back over the first: the last match is the new entry
         assert cursor_id(app) == "feed0001"

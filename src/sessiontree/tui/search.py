@@ -30,13 +30,16 @@ from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
-from .notices import confirm, withdraw
+from .notices import StatusLine, confirm, withdraw
 from .preview_pane import PreviewPane
 from .search_box import Mode, SearchBox
 
 PROGRESS_EVERY = 2000  # entries between two progress reports
 PARTIAL_EVERY = 0.5  # seconds before a running find first shows its matches so far (then 1, 2, 4…)
 WRAPPED = "Search wrapped"  # what `n` and `N` say past the last or first match
+
+
+FILTERED_END = " · Esc restores the tree"  # how `&`'s count ends (`_filtered_said`)
 
 
 class SearchMixin(BrowserBase):
@@ -273,6 +276,18 @@ class SearchMixin(BrowserBase):
             tree.rebuild()
         if found:
             self._set_matches(sorted({*self._matches, *found}), partial=self._matches_partial)
+            line = self.query_one(StatusLine)
+            if tree.restrict is not None and line.message.endswith(FILTERED_END):
+                # the count said when `&` ended, now short of the header's "match 5/5" (QA)
+                confirm(self, self._filtered_said())
+
+    def _filtered_said(self, note: str = "") -> str:
+        """What `&` says of the tree narrowed to the matches: how many are shown, and what
+        hides the others."""
+        shown = len(self._match_rows())
+        hidden = _hidden_note(self._matches, shown, self._tree().outline.vis)
+        more = f" · {hidden}" if hidden else ""
+        return f"{counted(shown, 'match', 'matches')} shown{note}{more}{FILTERED_END}"
 
     def _search_partial(self, worker: Worker[None], outline: Outline, found: list[int]) -> None:
         """Matches so far of a find still running: highlighted and counted, and the cursor on
@@ -340,11 +355,7 @@ class SearchMixin(BrowserBase):
             tree.rebuild(keep=min(near, key=lambda i: (abs(i - here), i < here)))
             self._filter_landed = tree.current_position()
             self._set_matches(found)
-            shown = len(self._match_rows())
-            hidden = _hidden_note(found, shown, tree.outline.vis)
-            matches = counted(shown, "match", "matches")
-            more = f" · {hidden}" if hidden else ""
-            confirm(self, f"{matches} shown{note}{more} · Esc restores the tree")
+            confirm(self, self._filtered_said(note))
             self._catch_up(query, searched)
             return
         self._set_matches(found)
