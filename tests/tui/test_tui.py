@@ -2054,3 +2054,35 @@ async def test_a_move_says_when_entries_arrived_unseen(demo):
         assert said.startswith("Leaf moved to 3a7c137e") and "1 entry had arrived unseen" in said, said
     last = json.loads(demo.read_bytes().splitlines()[-1])
     assert last["type"] == "leaf" and last["parentId"] == "feed0001"
+
+
+@pytest.mark.parametrize("how", ["at open", "while following"])
+async def test_a_read_only_viewer_says_the_damage_too(demo, how):
+    """A viewer opened with --read-only (or locked out by the writer) said only why it was
+    read-only, never the damaged line another writer appended, which the writer's banner said
+    (QA soak: an id used twice)."""
+    leaf = open_session(demo, read_only=True).leaf_id
+    twice = {
+        "type": "message",
+        "id": leaf,  # the leaf's id again
+        "parentId": leaf,
+        "timestamp": "2026-03-14T10:00:00.000Z",
+        "message": {"role": "user", "content": "an id used twice", "timestamp": 1},
+    }
+    if how == "at open":
+        with open(demo, "ab") as f:
+            f.write(json.dumps(twice).encode() + b"\n")
+    app = make_app(demo, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        if how == "while following":
+            with open(demo, "ab") as f:
+                f.write(json.dumps(twice).encode() + b"\n")
+            for _ in range(30):
+                await pilot.pause(0.1)
+                if app.session.diagnostics:
+                    break
+            await settle(app, pilot)
+        banner = str(app.browser.query_one("#banner", Static).render())
+        assert banner.startswith("READ-ONLY: opened with --read-only"), banner
+        assert "the session has damage (" in banner and "is used again" in banner, banner

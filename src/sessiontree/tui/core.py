@@ -180,12 +180,24 @@ class BrowserBase(Screen[None]):
                     text = "READ-ONLY: another process is writing this session again (o)"
                 elif session.locked_out:  # the library's reason names no key
                     text += " (o)"
+                if "damage" not in (session.read_only_reason or ""):
+                    text += self._damage_said()
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text
                 banner.update(Text(text))
             banner.display = True
         else:
             banner.display = False
+
+    def _damage_said(self) -> str:
+        """Damage the session has, for a banner that gives another reason for being read-only:
+        a viewer opened with --read-only, or locked out by the writer, never said a damaged line
+        (the writer's banner did; QA)."""
+        errors = [d for d in self.session.diagnostics if d.severity == "error"]
+        if not errors:
+            return ""
+        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        return f"; the session has damage ({errors[0].said()}{more}): `sessiontree check` lists it"
 
     def upgrade_blocked(self) -> str | None:
         """Why an old-format file cannot be upgraded by this user (a rewrite next to the file,

@@ -95,6 +95,7 @@ class FollowMixin(BrowserBase):
         followed_leaf = tree.at_leaf()
         was_read_only = session.read_only
         old_leaf = session.tree.leaf
+        problems = len(session.diagnostics)
         try:
             added = session.refresh()
         except SessionError as exc:
@@ -117,6 +118,8 @@ class FollowMixin(BrowserBase):
             confirm(self, "The database answers again: following")
         if session.read_only and not was_read_only:  # a damaged line arrived: said now, keys off
             tree.post_message(tree.Damaged())
+        elif len(session.diagnostics) > problems:  # read-only already: the banner says it too
+            self._update_header()
         if not added:
             return
         start = time.monotonic()
