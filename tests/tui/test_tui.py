@@ -1164,6 +1164,9 @@ async def test_following_an_agents_turns_rebuilds_the_preview_at_most_twice_a_se
         await settle(app, pilot)
         pane = app.browser.query_one(PreviewPane)
         writer = open_session(demo)
+        # rested past the throttle: the first turn's rebuild is due at once (a timer of 0 s,
+        # which Textual's timer divided by, rebuilt nothing at all)
+        await pilot.pause(every + 0.2)
         before, start = pane._generation, time.monotonic()
         last = ""
         for k in range(30):  # 20 turns a second, for 1.5 s

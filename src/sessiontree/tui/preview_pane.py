@@ -53,6 +53,7 @@ PREVIEW_DELAY = 0.05  # seconds of cursor rest before the preview is rebuilt, wh
 # often: once a turn, a context and its frames cost 60-100 ms of CPU a turn, half a core at 20
 # turns a second (QA, a viewer left open beside the agent).
 FOLLOW_PREVIEW_SECONDS = 0.5
+FOLLOW_SOONEST = 0.01  # the shortest wait for that rebuild
 SLOW_PREVIEW = 0.3  # seconds without a row of a rebuild before its title says it is working
 WORKING = "working… "  # put before the title meanwhile: a cut title keeps it in view
 
@@ -130,7 +131,9 @@ class PreviewPane(Vertical):
         if followed:
             if self._follow_timer is None:
                 wait = self._last_rebuild + FOLLOW_PREVIEW_SECONDS - time.monotonic()
-                self._follow_timer = self.set_timer(max(wait, 0.0), self._followed)
+                # never 0: Textual's timer divides by its delay (a ZeroDivisionError in its
+                # task, and no rebuild at all)
+                self._follow_timer = self.set_timer(max(wait, FOLLOW_SOONEST), self._followed)
             return
         if self._follow_timer is not None:  # a key: its own rebuild replaces the one due
             self._follow_timer.stop()
