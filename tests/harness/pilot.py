@@ -14,7 +14,7 @@ from sessiontree.tui.launch import open_for_browsing
 from sessiontree.tui.loading import LoadingScreen
 from sessiontree.tui.notices import StatusLine
 from sessiontree.tui.preview import PreviewView
-from sessiontree.tui.preview_pane import PREVIEW_DELAY
+from sessiontree.tui.preview_pane import PREVIEW_DELAY, PreviewPane
 from sessiontree.tui.tree_view import SessionTreeView
 
 # Themes for comparing what the app draws with what Textual would: light and dark, an ANSI theme
@@ -54,6 +54,10 @@ async def settle(app, pilot) -> None:
             break
         await pilot.pause(0.01)
     await pilot.pause(PREVIEW_DELAY + 0.05)  # let the preview's debounce timer fire
+    for _ in range(100):  # and a rebuild due for turns live follow brought (at most 0.5 s away)
+        if all(p._follow_timer is None for p in app.screen.query(PreviewPane)):
+            break
+        await pilot.pause(0.02)
     for _ in range(100):
         try:
             await app.workers.wait_for_complete()

@@ -1241,7 +1241,7 @@ async def test_follow_goes_on_after_the_database_server_did_not_answer(demo, mon
         record = {
             "type": "message",
             "id": "feed0001",
-            "parentId": "3a7c59aa",
+            "parentId": app.session.leaf_id,  # the agent's next turn
             "timestamp": "2026-03-14T10:00:00Z",
         }
         record["message"] = {"role": "user", "content": "appended while it was away", "timestamp": 1}
