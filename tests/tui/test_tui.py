@@ -1198,24 +1198,30 @@ async def test_a_writer_going_on_from_elsewhere_than_the_leaf_moved_here_is_said
         await settle(app, pilot)
         moved = app.session.leaf_id
         assert status(app).startswith("Leaf moved to") and moved != agents
-        record = {
-            "type": "message",
-            "id": "feed0002",
-            "parentId": agents,  # Pi goes on from its own last entry
-            "timestamp": "2026-03-14T10:00:00.000Z",
-            "message": {"role": "user", "content": "the agent's next turn", "timestamp": 1},
-        }
-        with open(demo, "ab") as f:
-            f.write(json.dumps(record).encode() + b"\n")
-        for _ in range(30):
-            await pilot.pause(0.1)
-            if app.session.leaf_id == "feed0002":
-                break
-        await settle(app, pilot)
+        await agent_appends(app, pilot, demo, agents, "the agent's next turn")  # from its last entry
         said = (
             f"Another writer went on from {agents}, not from the leaf {moved}: the leaf is its feed0002 now"
         )
         assert status(app) == said
+
+
+async def agent_appends(app, pilot, path: Path, parent: str, text: str, eid: str = "feed0002") -> None:
+    """Another writer (Pi, which takes no lock) appends a user message `eid` after `parent`;
+    back once live follow has made it the leaf."""
+    record = {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-03-14T10:00:00.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1},
+    }
+    with open(path, "ab") as f:
+        f.write(json.dumps(record).encode() + b"\n")
+    for _ in range(30):
+        await pilot.pause(0.1)
+        if app.session.leaf_id == eid:
+            break
+    await settle(app, pilot)
 
 
 async def test_follow_goes_on_after_the_database_server_did_not_answer(demo, monkeypatch):
@@ -1287,20 +1293,7 @@ async def test_follow_goes_on_when_the_leaf_is_an_entry_the_filter_hides(demo):
         await settle(app, pilot)
         label = app.session.leaf_id
         assert app.session.tree.kind[app.session.tree.leaf] == LABEL
-        record = {
-            "type": "message",
-            "id": "feed0002",
-            "parentId": label,
-            "timestamp": "2026-03-14T10:00:00.000Z",
-            "message": {"role": "user", "content": "after the label", "timestamp": 1},
-        }
-        with open(demo, "ab") as f:
-            f.write(json.dumps(record).encode() + b"\n")
-        for _ in range(30):
-            await pilot.pause(0.1)
-            if app.session.leaf_id == "feed0002":
-                break
-        await settle(app, pilot)
+        await agent_appends(app, pilot, demo, label, "after the label")
         assert cursor_id(app) == "feed0002" and "new" not in app.browser.sub_title
 
 
