@@ -413,8 +413,7 @@ class SqliteStorage(SessionStorage):
         self._file = (st.st_dev, st.st_ino)  # the database this connection has open (`_same_file`)
         dbfiles.using(self._file)  # no descriptor of ours on it is closed while it is open
         self._logs = sqlitelog.log_keys(db_path)  # its -wal and -shm, while they are at their names
-        self._logs_set_aside = False
-        self._logs_went: list[str] = []  # where they went, said with the read-only reason
+        self._logs_went: list[str] | None = None  # where they went, once set aside (`_gone`)
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -918,8 +917,7 @@ class SqliteStorage(SessionStorage):
                     self._logs = sqlitelog.log_keys(self.db_path)
                 return ""
             gone = "replaced"
-        if not self._logs_set_aside:
-            self._logs_set_aside = True
+        if self._logs_went is None:
             went = self._logs_went = sqlitelog.set_aside(self.db_path, self._file, self._logs)
             if went:
                 self._diagnostics.append(
