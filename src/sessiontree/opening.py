@@ -211,8 +211,8 @@ def _by_id_or_prefix(
         raise SessionError(
             "invalid_argument", f"{sid!r} starts {len(hits)} sessions' ids ({_few(hits)})", path=where
         )
-    newest = f"newest: {_few(ids)}" if ids else "it holds none"
-    raise SessionError("not_found", f"no session {sid!r} in the database ({newest})", path=where)
+    some = f"the last active: {_few(ids)}" if ids else "it holds none"
+    raise SessionError("not_found", f"no session {sid!r} in the database ({some})", path=where)
 
 
 def _few(ids: list[str]) -> str:
@@ -224,12 +224,13 @@ def _which_session(sessions: list[dict[str, Any]]) -> str:
     """The message for a database's address without `#SESSION_ID`, naming a few sessions."""
     if not sessions:
         return "the address names no session (add #SESSION_ID), and the database holds none"
-    return f"the address names no session: add #SESSION_ID (newest: {_few([s['id'] for s in sessions])})"
+    some = _few([s["id"] for s in sessions])
+    return f"the address names no session: add #SESSION_ID (the last active: {some})"
 
 
 def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, Any]]:
-    """The sessions of a database (SQLite path or PostgreSQL URL), newest first: id,
-    created_at, cwd, name, entry_count, first_message."""
+    """The sessions of a database (SQLite path or PostgreSQL URL), the last active first: id,
+    created_at, last_active, cwd, name, entry_count, first_message."""
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
         from .storage.postgres import PostgresStorage  # loaded only for that kind of address

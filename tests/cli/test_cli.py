@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -425,7 +426,7 @@ def test_a_session_in_a_database_is_found_by_the_start_of_its_id(tmp_path):
     assert several.returncode == 2 and several.stderr.count("\n") == 1
     assert "'alpha' starts 2 sessions' ids (alpha-" in several.stderr
     none = run("context", f"{db}#nope", check=False)
-    assert none.returncode == 2 and "no session 'nope' in the database (newest: " in none.stderr
+    assert none.returncode == 2 and "no session 'nope' in the database (the last active: " in none.stderr
     assert all(sid in none.stderr for sid in ("alpha-1", "alpha-2", "beta-1"))
 
 
@@ -935,18 +936,22 @@ def test_check_counts_a_damaged_database_as_damage_for_each_session(tmp_path):
     assert one.returncode == 1 and one.stdout.endswith("damaged\n") and one.stderr == ""
 
 
-@pytest.mark.parametrize("offset", [4096, 16384])
-def test_check_counts_a_database_too_damaged_to_list_as_damaged(tmp_path, offset):
-    """Garbage over the pages that list the sessions: `check` said "not a usable sessiontree
-    database" or "the database is damaged" as an error of the command, status 2 (QA)."""
+@pytest.mark.parametrize("table", ["sessions", "session_state"])
+def test_check_counts_a_database_too_damaged_to_list_as_damaged(tmp_path, table):
+    """Garbage over a page that the list of sessions reads: `check` said "not a usable
+    sessiontree database" or "the database is damaged" as an error of the command, status 2
+    (QA)."""
     db = tmp_path / "team.sqlite"
     for sid in ("s-a", "s-b"):
         with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
             for k in range(300):
                 s.append_message(U(f"{sid} {k} " + "x" * 500))
+    with closing(sqlite3.connect(db)) as conn:
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        (page,) = conn.execute("PRAGMA page_size").fetchone()
     with open(db, "r+b") as f:
-        f.seek(offset)
-        f.write(bytes(range(256)) * 32)
+        f.seek((root - 1) * page)
+        f.write(bytes(range(256)) * (page // 256))
     done = run("check", str(db), check=False)
     assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
     said, verdict = done.stdout.splitlines()[-2:]

@@ -62,7 +62,8 @@ def test_bad_input_is_one_line_and_exit_2(pg_url, pg_database):
     with Session(PostgresStorage.create(pg_database, cwd="/p", session_id="known")) as s:
         s.append_message(U("x"))
     one_line_error(
-        run("context", f"{pg_database}#unknown"), "no session 'unknown' in the database (newest: known)"
+        run("context", f"{pg_database}#unknown"),
+        "no session 'unknown' in the database (the last active: known)",
     )
     assert run("context", f"{pg_database}#KN").returncode == 0  # the start of its id, either case
     one_line_error(run("tree", pg_database), "add #SESSION_ID", "known")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,20 @@ def test_an_imported_session_keeps_its_header(tmp_path, target):
         assert imported.header.to_dict() == header
     listed = {s["id"]: s for s in list_sessions(target)}
     assert str(listed[header["id"]]["created_at"]) == header["timestamp"]
+
+
+def test_the_last_active_session_is_listed_first(tmp_path, target):
+    """Sessions were listed by creation: one worked on today sank under every session started
+    after it. The list (the database picker's, and the ids an unknown id suggests) is by the
+    time of each session's last entry, as the file picker sorts by modified time."""
+    for sid in ("s-old", "s-mid", "s-new"):
+        with create_session("/p", path=address(target, sid)) as s:
+            s.append_message(U(f"start {sid}"))
+        time.sleep(0.01)  # timestamps are to the millisecond
+    assert [x["id"] for x in list_sessions(target)] == ["s-new", "s-mid", "s-old"]
+    with open_session(address(target, "s-old")) as s:
+        s.append_message(A("back to it"))
+        last = s.get_entries()[-1].timestamp
+    listed = list_sessions(target)
+    assert [x["id"] for x in listed] == ["s-old", "s-new", "s-mid"]
+    assert listed[0]["last_active"] == last and listed[0]["created_at"] < last

@@ -7,10 +7,11 @@ from __future__ import annotations
 import threading
 
 from textual import events
+from textual.widgets import Static
 
 from harness.pilot import settle, until
 from helpers import A, U
-from sessiontree import JsonlStorage, Session, SqliteStorage
+from sessiontree import JsonlStorage, Session, SqliteStorage, open_session
 from sessiontree.tui.browser import BrowserScreen
 from sessiontree.tui.database_picker import DatabasePickerScreen
 from sessiontree.tui.launch import build_app
@@ -82,6 +83,20 @@ async def test_choosing_a_session_of_a_database(tmp_path):
         assert isinstance(app.screen, BrowserScreen) and app.session.session_id == "s-gamma"
         await pilot.press("q")
     assert not app.is_running
+
+
+async def test_the_session_worked_on_last_is_on_top(tmp_path):
+    """The list was newest first by creation: the session just worked on sat under every one
+    started after it. It is by the last entry's time now, and the title says so."""
+    db = team_db(tmp_path)
+    with open_session(f"{db}#s-alpha") as s:  # the first one created
+        s.append_message(U("back to alpha"))
+    app = build_app(str(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert rows(app)[0] == "s-alpha" and len(rows(app)) == 3
+        title = str(app.screen.query_one("#dbpick-title", Static).render())
+        assert "last active first" in title
 
 
 async def test_esc_with_nothing_behind_the_list_never_quits(tmp_path):
@@ -225,7 +240,8 @@ async def test_every_column_is_seen_at_80_columns(tmp_path):
         def screen_lines() -> list[str]:
             return [table.render_line(y).text for y in range(table.size.height)]
 
-        assert all(label in screen_lines()[0] for label in ("Name", "Id", "Project", "Entries", "Created"))
+        labels = ("Name", "Id", "Project", "Entries", "Last active")
+        assert all(label in screen_lines()[0] for label in labels)
         assert all(len(line.rstrip()) <= 80 for line in screen_lines())
         await pilot.press("down")
         highlighted = rows(app)[table.cursor_row]
@@ -233,10 +249,10 @@ async def test_every_column_is_seen_at_80_columns(tmp_path):
         await pilot.pause(0.1)
         assert rows(app)[table.cursor_row] == highlighted
         assert long_cwd[-36:] in "\n".join(screen_lines())  # more of a path, with room
-        # at 60 columns Created was reached by scrolling sideways: it is left out there
+        # at 60 columns the date was reached by scrolling sideways: it is left out there
         await pilot.resize_terminal(60, 20)
         await pilot.pause(0.1)
-        assert "Created" not in screen_lines()[0] and "Entries" in screen_lines()[0]
+        assert "Last active" not in screen_lines()[0] and "Entries" in screen_lines()[0]
         assert table.virtual_size.width <= table.size.width
 
 

@@ -601,16 +601,19 @@ class SqliteStorage(SessionStorage):
 
     @staticmethod
     def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count and
-        first_message (the start of its first user message)."""
+        """Sessions in the database, the last active first: id, created_at, last_active (the
+        timestamp of its last entry, else created_at), cwd, name, entry_count and first_message
+        (the start of its first user message)."""
         conn = SqliteStorage._connect(os.fspath(db_path), create=False, durable=False, read_only=True)
         try:
             rows = conn.execute(
                 "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count,"
                 " (SELECT e.data FROM entries e WHERE e.session_id = s.id AND e.role = 'user'"
-                "  ORDER BY e.seq LIMIT 1)"
+                "  ORDER BY e.seq LIMIT 1),"
+                " COALESCE((SELECT e.timestamp FROM entries e WHERE e.seq = st.last_seq), s.created_at)"
+                " AS last_active"
                 " FROM sessions s LEFT JOIN session_state st ON st.session_id = s.id"
-                " ORDER BY s.created_at DESC"
+                " ORDER BY last_active DESC, s.id"
             ).fetchall()
         except sqlite3.Error as exc:
             raise _storage_error(exc, os.fspath(db_path)) from None
@@ -620,6 +623,7 @@ class SqliteStorage(SessionStorage):
             {
                 "id": r[0],
                 "created_at": r[1],
+                "last_active": r[6],
                 "cwd": r[2],
                 "name": r[3],
                 "entry_count": r[4] or 0,

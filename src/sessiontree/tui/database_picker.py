@@ -2,7 +2,8 @@
 `sessiontree db.sqlite` shows when the database holds several, and `o` from a session kept
 there. After an import of a directory the ids were only to be found with `psql` (QA).
 
-A table of name (or first message), id, project, entries and creation time, newest first;
+A table of name (or first message), id, project, entries and the time of the last entry, the
+last active first (as the file picker sorts by the time a file was last written to);
 typing filters it (by name, first message, id or project, words ANDed, case-insensitive);
 Enter opens the highlighted session, Esc clears the filter, then goes back (or quits when
 there is nothing to go back to).
@@ -29,14 +30,14 @@ FILTER_HINT = "type to filter (/ for a q): name, message, id, project"  # whole 
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
 ID_WHOLE_FROM = 120  # columns from which ids are shown whole (up to ID_MOST): typed after `#`
 ID_MOST = 40
-CREATED_SHOWN = 16  # `2025-01-01 10:00`
-CREATED_FROM = 72  # columns from which Created is shown: at 60 it was reached by scrolling sideways
+ACTIVE_SHOWN = 16  # `2025-01-01 10:00`
+ACTIVE_FROM = 72  # columns from which Last active is shown: at 60 it was reached by scrolling sideways
 # Seconds between two listings while the list is shown: a session imported or created meanwhile
 # appears (the list kept its count; QA), as the file picker notices new files.
 RELIST_SECONDS = 10.0
 NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
 PROJECT_MOST = 40
-COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Created"))
+COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Last active"))
 
 
 class DatabasePickerScreen(Screen[str | None]):
@@ -97,7 +98,7 @@ class DatabasePickerScreen(Screen[str | None]):
         table = self.query_one(DataTable)
         self.query_one("#dbpick-title", Static).update(
             Text(
-                f"Sessions in {inert(self.label)} · newest first · Enter opens",
+                f"Sessions in {inert(self.label)} · last active first · Enter opens",
                 no_wrap=True,
                 overflow="ellipsis",
             )
@@ -138,7 +139,7 @@ class DatabasePickerScreen(Screen[str | None]):
             self._fill("")
 
     def on_resize(self) -> None:
-        """The columns share the new width (at 80 columns, Entries and Created were reached by
+        """The columns share the new width (at 80 columns, Entries and the date were reached by
         scrolling sideways)."""
         self._fill(self.query_one("#dbpick-filter", Input).value)
 
@@ -148,10 +149,10 @@ class DatabasePickerScreen(Screen[str | None]):
         at = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
         self._shown = [s for s in self.sessions if all(w in _haystack(s) for w in words)]
         counts = [f"{int(s.get('entry_count') or 0):,}" for s in self._shown]
-        columns = COLUMNS if self.size.width >= CREATED_FROM else COLUMNS[:-1]
+        columns = COLUMNS if self.size.width >= ACTIVE_FROM else COLUMNS[:-1]
         name_width, project_width = self._widths(columns, max(map(len, counts), default=0))
         table.clear(columns=True)
-        widths = (name_width, self._id_width(), project_width, None, CREATED_SHOWN)
+        widths = (name_width, self._id_width(), project_width, None, ACTIVE_SHOWN)
         for (key, label), width in zip(columns, widths, strict=False):
             table.add_column(label, key=key, width=width)
         for s, count in zip(self._shown, counts, strict=True):
@@ -162,7 +163,7 @@ class DatabasePickerScreen(Screen[str | None]):
                 Text(inert(str(s["id"])[: self._id_width()])),  # as the file picker shows ids; found whole
                 Text(ending(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
                 Text(count, justify="right"),
-                Text(short_time(str(s.get("created_at") or ""))),
+                Text(short_time(str(s.get("last_active") or s.get("created_at") or ""))),
             ]
             table.add_row(*cells[: len(columns)], key=str(s["id"]))
         ids = [str(s["id"]) for s in self._shown]
@@ -190,8 +191,8 @@ class DatabasePickerScreen(Screen[str | None]):
     def _widths(self, columns: tuple[tuple[str, str], ...], entries: int) -> tuple[int, int]:
         """The name and project columns' widths: what the others leave of the screen's width
         (two cells of padding per column, one for the scrollbar), three parts to the name."""
-        created = CREATED_SHOWN if len(columns) == len(COLUMNS) else 0
-        fixed = self._id_width() + max(entries, len("Entries")) + created + 2 * len(columns) + 2
+        active = ACTIVE_SHOWN if len(columns) == len(COLUMNS) else 0
+        fixed = self._id_width() + max(entries, len("Entries")) + active + 2 * len(columns) + 2
         room = self.size.width - fixed
         least, most = NAME_WIDTHS
         name = min(most, max(least, room * 3 // 5, room - PROJECT_MOST))

@@ -228,9 +228,10 @@ class PostgresStorage(SessionStorage):
 
     @staticmethod
     def list_sessions(url: str) -> list[dict[str, Any]]:
-        """Sessions in the database, newest first: id, created_at, cwd, name, entry_count and
-        first_message (the start of its first user message). A database without sessiontree's
-        tables holds none."""
+        """Sessions in the database, the last active first: id, created_at, last_active (the
+        timestamp of its last entry, else created_at), cwd, name, entry_count and first_message
+        (the start of its first user message). A database without sessiontree's tables holds
+        none."""
         conn = connect(url, read_only=True, durable=False)
         try:
             with _errors("could not list the sessions", redact(url)):
@@ -244,9 +245,11 @@ class PostgresStorage(SessionStorage):
                     f"SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count,"
                     f" (SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
                     "   ON d.session_id = e.session_id AND d.seq = e.seq"
-                    "   WHERE e.session_id = s.id AND e.role = 'user' ORDER BY e.seq LIMIT 1)"
+                    "   WHERE e.session_id = s.id AND e.role = 'user' ORDER BY e.seq LIMIT 1),"
+                    f" COALESCE((SELECT e.timestamp FROM {S}.entries e"
+                    "   WHERE e.session_id = s.id AND e.seq = st.last_seq), s.created_at) AS last_active"
                     f" FROM {S}.sessions s LEFT JOIN {S}.state st ON st.session_id = s.id"
-                    " ORDER BY s.created_at DESC, s.id"
+                    " ORDER BY last_active DESC, s.id"
                 ).fetchall()
         finally:
             conn.close()
@@ -254,6 +257,7 @@ class PostgresStorage(SessionStorage):
             {
                 "id": r[0],
                 "created_at": r[1],
+                "last_active": r[6],
                 "cwd": r[2],
                 "name": _unpack(r[3]),
                 "entry_count": r[4] or 0,
