@@ -103,12 +103,18 @@ def open_session(
     durable: bool = False,
     progress: Progress | None = None,
     verify: str = "now",
+    lock: str = "open",
 ) -> Session:
     """Open the session at an address (`file.jsonl`, `db.sqlite#<id>`; `session_id=` overrides
     the address's id). Writers take the single-writer lock; `locked` if another process holds
-    it (see `open_or_read_only` for the browser's fallback)."""
+    it (see `open_or_read_only` for the browser's fallback). `lock="write"`: a session of a
+    database is refused the same way, but its lock is taken only at the first write, and a
+    refusal then turns it read-only (what the browser asks for: a viewer never keeps a writer
+    out); a file's writer always takes it at the open."""
     if verify not in ("now", "later"):
         raise SessionError("invalid_argument", f"verify is 'now' or 'later', not {verify!r}")
+    if lock not in ("open", "write"):
+        raise SessionError("invalid_argument", f"lock is 'open' or 'write', not {lock!r}")
     address = target if isinstance(target, Address) else parse_address(target)
     if address.kind == "postgres":
         sid = session_id or address.session_id
@@ -120,7 +126,7 @@ def open_session(
         url = address.location
         return Session(
             _by_id_or_prefix(
-                lambda i: PostgresStorage.open(url, i, read_only=read_only, durable=durable),
+                lambda i: PostgresStorage.open(url, i, read_only=read_only, durable=durable, lock_at=lock),
                 lambda: PostgresStorage.list_sessions(url),
                 sid,
                 redact(url),
@@ -138,7 +144,7 @@ def open_session(
             sid = sessions[0]["id"]
         return Session(
             _by_id_or_prefix(
-                lambda i: SqliteStorage.open(db, i, read_only=read_only, durable=durable),
+                lambda i: SqliteStorage.open(db, i, read_only=read_only, durable=durable, lock_at=lock),
                 lambda: SqliteStorage.list_sessions(db),
                 sid,
                 db,
@@ -244,12 +250,17 @@ def list_sessions(target: str | os.PathLike[str] | Address) -> list[dict[str, An
 
 
 def open_or_read_only(
-    target: str | os.PathLike[str] | Address, *, progress: Progress | None = None, verify: str = "now"
+    target: str | os.PathLike[str] | Address,
+    *,
+    progress: Progress | None = None,
+    verify: str = "now",
+    lock: str = "open",
 ) -> Session:
     """Open for writing when possible; when another process holds the writer lock, open
-    read-only instead, with `read_only_reason` naming the holder. Other errors are raised."""
+    read-only instead, with `read_only_reason` naming the holder. Other errors are raised.
+    `lock` as for `open_session`."""
     try:
-        return open_session(target, progress=progress, verify=verify)
+        return open_session(target, progress=progress, verify=verify, lock=lock)
     except SessionError as exc:
         if exc.code != "locked":
             raise

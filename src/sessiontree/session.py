@@ -654,6 +654,7 @@ class Session:
 
     def _append(self, etype: str, payload: dict[str, Any]) -> str:
         with self._writing:
+            self.storage.begin_write()  # a database's writer lock, when it is taken at the first write
             self.storage.refresh()  # the parent must be the leaf as it is on disk now
             entry = self._make(etype, payload, self.storage.leaf_id)
             self.storage.append([entry])
@@ -798,6 +799,7 @@ class Session:
     def _move(
         self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None
     ) -> str | None:
+        self.storage.begin_write()
         self.storage.refresh()
         if entry_id is not None:
             self.require_entry(entry_id)

@@ -10,6 +10,7 @@ from textual import events
 from textual.widgets import Static
 
 from harness.pilot import settle, until
+from harness.pilot import status as status_line
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, SqliteStorage, open_session
 from sessiontree.tui.browser import BrowserScreen
@@ -359,3 +360,36 @@ async def test_a_session_added_while_the_list_is_shown_appears(tmp_path, monkeyp
             s.append_message(U("arrived while the list was open"))
         await until(pilot, lambda: len(rows(app)) == 4)
         assert "s-delta" in rows(app) and rows(app)[table.cursor_row] == highlighted
+
+
+async def test_browsing_a_session_keeps_no_writer_out_until_it_writes(tmp_path, monkeypatch):
+    """The app took a database session's writer lock at the open: a teammate browsing it kept
+    the owner's agent and imports out until they quit (QA). The lock is taken at the first
+    write now; refused there, the write says so, the banner says why the session is read-only,
+    the write keys go, and the banner says when that writer has quit."""
+    from sessiontree.tui import follow
+
+    monkeypatch.setattr(follow, "WRITER_LOOK_SECONDS", 0.1)
+    db = team_db(tmp_path)
+    app = build_app(f"{db}#s-beta")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert not app.session.read_only
+        count = app.session.entry_count()
+        agent = open_session(f"{db}#s-beta")  # refused before: the app held the lock
+        agent.append_message(U("the agent's next turn"))
+        await until(pilot, lambda: app.session.entry_count() == count + 1)  # followed
+        await pilot.press("home", "enter")  # a move: the app's first write
+        await settle(app, pilot)
+        said = [n.message for n in app._notifications]
+        assert any("nothing was written, and the session is read-only here now" in m for m in said)
+        banner = str(app.browser.query_one("#banner", Static).render())
+        assert banner.startswith("READ-ONLY: session s-beta in") and banner.endswith("(o)")
+        assert "Move" not in [
+            b.description for _, b, enabled, _ in app.screen.active_bindings.values() if enabled
+        ]
+        agent.close()
+        await until(pilot, lambda: status_line(app) == follow.WRITER_GONE)
+        assert "has quit" in str(app.browser.query_one("#banner", Static).render())
+    with open_session(f"{db}#s-beta", read_only=True) as after:
+        assert after.get_entries()[-1].type == "message"  # the agent's turn, and no move of the app's

@@ -18,6 +18,7 @@ from ..model.errors import Diagnostic, SessionError
 from ..model.header import SessionHeader
 from ..model.ids import new_entry_id
 from .index import TreeIndex
+from .lock import ADVICE
 from .scan import encode_line, non_finite
 
 CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a line
@@ -111,6 +112,27 @@ class SessionStorage(ABC):
         writer has quit. A storage without locks has no writer elsewhere. Implementations must
         not take the lock for longer than the question, and answer True when they cannot tell."""
         return False
+
+    def begin_write(self) -> None:  # noqa: B027 - optional hook
+        """Called by `Session` before each write, before it refreshes and builds the entries. A
+        database storage opened with `lock="write"` takes its writer lock here, at the first
+        write, so that a viewer who never writes never keeps a writer out; when another process
+        holds it, the storage turns read-only (`refused_at_write`) and `locked` is raised.
+        Storages that lock at the open, or never, have nothing to do."""
+
+    def refused_at_write(self, exc: SessionError) -> SessionError:
+        """The writer lock, asked for at the first write (`begin_write`), is held by another
+        process: this storage turns read-only and `locked_out`, as `open_or_read_only` leaves
+        a session it found locked, and the error to raise says that nothing was written."""
+        detail = exc.detail.removesuffix(ADVICE)
+        self.mark_read_only(
+            f"{detail}, since after it was opened here. Read-only now; once it quits, opening it"
+            " again opens it for writing"
+        )
+        self.locked_out = True
+        return SessionError(
+            "locked", f"{detail}: nothing was written, and the session is read-only here now", path=exc.path
+        )
 
     def mark_read_only(self, reason: str) -> None:
         """Refuse every write from now on, saying `reason` (e.g. another writer holds the lock)."""

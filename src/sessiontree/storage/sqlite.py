@@ -557,7 +557,10 @@ class SqliteStorage(SessionStorage):
         *,
         read_only: bool = False,
         durable: bool = False,
+        lock_at: str = "open",
     ) -> SqliteStorage:
+        """`lock_at="write"`: the writer lock is tried here, refused as at any open when another
+        process holds it, but taken only at the first write (`begin_write`)."""
         db_path = os.fspath(db_path)
         reason = None
         if not read_only and os.path.isfile(db_path) and not os.access(db_path, os.W_OK):
@@ -584,7 +587,9 @@ class SqliteStorage(SessionStorage):
                 raise SessionError("not_found", f"no session {session_id!r} in the database", path=db_path)
             if not read_only:
                 lock = RangeLock(session_slot(session_id))
-                _take_lock(lock, conn, db_path, session_id)
+                _take_lock(lock, conn, db_path, session_id, record=lock_at == "open")
+                if lock_at == "write":
+                    lock.release()  # kept, not held: `begin_write` takes it
             storage = cls(db_path, conn, session_id, lock)
             if reason is not None:
                 storage.read_only_reason = reason
@@ -1101,6 +1106,19 @@ class SqliteStorage(SessionStorage):
             return False  # the writer is this storage
         return range_held_elsewhere(self.db_path, session_slot(self.session_id))
 
+    def begin_write(self) -> None:
+        lock = self._lock
+        if lock is None or lock.held or self.read_only:
+            return  # read-only, or the writer since the open or an earlier write
+        with self._mutex:
+            try:
+                _take_lock(lock, self._db(), self.db_path, self.session_id)
+            except SessionError as exc:
+                if exc.code != "locked":
+                    raise
+                self._lock = None
+                raise self.refused_at_write(exc) from None
+
     def close(self) -> None:
         super().close()
         with self._mutex:
@@ -1210,9 +1228,12 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-def _take_lock(lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str) -> None:
+def _take_lock(
+    lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str, *, record: bool = True
+) -> None:
     """Lock the session's byte of the database file (see `lock.RangeLock`), then record our pid
-    in the `writers` table, which is how a refused writer learns who holds the lock."""
+    in the `writers` table, which is how a refused writer learns who holds the lock (not when
+    the lock is only tried, `record=False`: that would write to the database)."""
 
     def holder() -> int | None:
         try:
@@ -1222,6 +1243,8 @@ def _take_lock(lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_
         return None if row is None else int(row[0])
 
     lock.acquire(db_path, f"session {session_id} in {db_path}", holder)
+    if not record:
+        return
     try:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS writers"

@@ -118,7 +118,7 @@ class SessionTreeApp(App[None]):
         self.database = database
         self._database_sessions = database_sessions
         # address -> (session, a note to show): how a session chosen in `database` is opened
-        self.address_opener = address_opener or (lambda text: (open_or_read_only(text), None))
+        self.address_opener = address_opener or (lambda text: (open_or_read_only(text, lock="write"), None))
         self._first_session = session
         self._opening = opening
         # An open that cannot be stopped (connecting to a server that does not answer) is still
@@ -133,7 +133,9 @@ class SessionTreeApp(App[None]):
         self.picker_dir = picker_dir
         self.note = note
         # Path -> Session, for a picked session and a reopened (upgraded) one.
-        self.opener: Callable[[Path], Session] = opener or (lambda path: open_or_read_only(path))
+        self.opener: Callable[[Path], Session] = opener or (
+            lambda path: open_or_read_only(path, lock="write")
+        )
         self.keymap_path = keymap_path
         # Where the theme chosen is remembered (`tui/settings.py`); None: not remembered
         self.settings_path: Path | None = None

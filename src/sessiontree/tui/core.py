@@ -243,6 +243,8 @@ class BrowserBase(Screen[None]):
             already = ("nothing was written", "nothing was added", "nothing was changed")
             note = "" if any(words in said for words in already) else " (nothing was written)"
             self.notify(f"{said}{note}", title="Not done", severity="error", markup=False)
+            if self.session.locked_out:  # refused the writer lock at this first write
+                self._locked_out_now()
             return False
         for diagnostic in self._set_aside()[len(aside) :]:
             self.app.clear_notifications()  # the warning that it would be is out of date
@@ -253,6 +255,12 @@ class BrowserBase(Screen[None]):
                 timeout=15,
             )
         return True
+
+    def _locked_out_now(self) -> None:
+        """Another process holds the writer lock this session was to take at its first write:
+        the banner says why it is read-only now, and the write keys go."""
+        self._update_header()
+        self.refresh_bindings()
 
     def _set_aside(self) -> list[Diagnostic]:
         return [d for d in self.session.diagnostics if d.code == "tail_set_aside"]

@@ -38,6 +38,11 @@ class FollowMixin(BrowserBase):
         if self.session.locked_out:
             self._writer_watch = self.set_interval(WRITER_LOOK_SECONDS, self._look_for_writer)
 
+    def _locked_out_now(self) -> None:
+        super()._locked_out_now()
+        if self._writer_watch is None:  # and the banner says when that writer quits
+            self._writer_watch = self.set_interval(WRITER_LOOK_SECONDS, self._look_for_writer)
+
     def _look_for_writer(self) -> None:
         """Say when the writer that made this session read-only has quit (the banner went on
         naming its pid, and only choosing the session again told), and when a writer came back

@@ -60,11 +60,13 @@ def open_for_browsing(
     path: str | Path, *, read_only: bool, progress: Progress | None = None
 ) -> tuple[Session, str | None]:
     """Open writable when possible; a session locked by another writer opens read-only, with a
-    note saying why. The UTF-8 check of message text is left for after the first paint
-    (`SessionTreeApp` runs it in a worker; writes wait for it anyway)."""
+    note saying why. A session of a database takes its writer lock at the first write: a
+    teammate browsing a session kept the owner's agent and imports out until they quit (QA).
+    The UTF-8 check of message text is left for after the first paint (`SessionTreeApp` runs it
+    in a worker; writes wait for it anyway)."""
     if read_only:
         return open_session(path, read_only=True, verify="later", progress=progress), None
-    session = open_or_read_only(path, verify="later", progress=progress)
+    session = open_or_read_only(path, verify="later", progress=progress, lock="write")
     return session, session.read_only_reason
 
 

@@ -127,6 +127,7 @@ class PostgresStorage(SessionStorage):
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._ids: set[str] | None = None  # see has_id
         self._writer = writer
+        self._locked = writer  # holds the writer lock (a writer opened with lock_at="write": not yet)
         self._durable = False  # as opened: a new connection after a lost one is made the same
         self._last_load = -1  # the seq `_load` was last asked for (reading in order, or not)
         self._looked = 0.0  # when a writer's `refresh` last asked the database
@@ -203,8 +204,17 @@ class PostgresStorage(SessionStorage):
 
     @classmethod
     def open(
-        cls, url: str, session_id: str, *, read_only: bool = False, durable: bool = False
+        cls,
+        url: str,
+        session_id: str,
+        *,
+        read_only: bool = False,
+        durable: bool = False,
+        lock_at: str = "open",
     ) -> PostgresStorage:
+        """`lock_at="write"`: the writer lock is tried here, refused as at any open when another
+        process holds it, but taken only at the first write (`begin_write`): a teammate who
+        opens a session to look at it never keeps its owner's agent or import out."""
         where = f"{redact(url)}#{session_id}"
         conn = connect(url, read_only=read_only, durable=durable)
         try:
@@ -217,7 +227,10 @@ class PostgresStorage(SessionStorage):
                     )
                 if not read_only:
                     try_lock(conn, session_id, f"session {session_id} in {redact(url)}")
+                    if lock_at == "write":
+                        unlock(conn, session_id)  # `begin_write` takes it
                 storage = cls(url, conn, session_id, writer=not read_only)
+                storage._locked = not read_only and lock_at == "open"
                 storage._durable = durable
                 storage.header = SessionHeader.from_dict(full_decode(row[0]), path=where)
                 storage._read_state()
@@ -349,12 +362,12 @@ class PostgresStorage(SessionStorage):
         read-only, saying so. What was appended meanwhile comes with the next `refresh`, and a
         write built on the state before it is refused by the log-position check."""
         conn = connect(self.url, read_only=not self._writer, durable=self._durable)
-        if self._writer:
+        if self._locked:
             try:
                 with _errors("could not take the session again", self.location):
                     try_lock(conn, self.session_id, f"session {self.session_id} in {redact(self.url)}")
             except SessionError as exc:
-                self._writer = False
+                self._writer = self._locked = False
                 self.mark_read_only(f"the connection to the server was lost, and now {exc.detail}")
                 with suppress(Exception):
                     conn.execute("SET default_transaction_read_only = on")
@@ -548,7 +561,7 @@ class PostgresStorage(SessionStorage):
         now = time.monotonic()
         conn = self._conn
         healthy = conn is not None and not (conn.closed or conn.broken)
-        if self._writer and healthy and now - self._looked < WRITER_LOOK_SECONDS:
+        if self._locked and healthy and now - self._looked < WRITER_LOOK_SECONDS:
             return 0
         self._looked = now
         try:
@@ -760,13 +773,31 @@ class PostgresStorage(SessionStorage):
         return problems
 
     def writer_elsewhere(self) -> bool:
-        if self._writer:
+        if self._locked:
             return False  # the writer is this storage
         try:
             with self._mutex, _errors("could not ask for the session's writer", self.location):
                 return held(self._db(), self.session_id)
         except SessionError:  # the server is away: it cannot tell
             return True
+
+    def begin_write(self) -> None:
+        if self._locked or not self._writer or self.read_only:
+            return  # read-only, or the writer since the open or an earlier write
+        what = f"session {self.session_id} in {redact(self.url)}"
+        with self._mutex:
+            try:
+                with _errors("could not take the session's writer lock", self.location):
+                    try_lock(self._db(), self.session_id, what)
+            except SessionError as exc:
+                if exc.code != "locked":
+                    raise
+                self._writer = False
+                with suppress(Exception):
+                    self._db().execute("SET default_transaction_read_only = on")
+                raise self.refused_at_write(exc) from None
+            self._locked = True
+            self._looked = 0.0  # the refresh that follows asks the database
 
     def close(self) -> None:
         """Release the writer lock, then close the connection (which releases it too, but only
@@ -775,7 +806,7 @@ class PostgresStorage(SessionStorage):
         super().close()
         with self._mutex:
             if self._conn is not None:
-                if self._writer and not (self._conn.closed or self._conn.broken):
+                if self._locked and not (self._conn.closed or self._conn.broken):
                     with contextlib.suppress(Exception):  # a lost connection released it already
                         unlock(self._conn, self.session_id)
                 self._conn.close()
