@@ -393,3 +393,22 @@ async def test_browsing_a_session_keeps_no_writer_out_until_it_writes(tmp_path, 
         assert "has quit" in str(app.browser.query_one("#banner", Static).render())
     with open_session(f"{db}#s-beta", read_only=True) as after:
         assert after.get_entries()[-1].type == "message"  # the agent's turn, and no move of the app's
+
+
+async def test_a_long_list_scrolls_inside_its_table(tmp_path):
+    """With more sessions than rows, the table took the height of its rows: the whole screen
+    scrolled, the title, the filter and the count out of view (QA, 300 sessions)."""
+    db = tmp_path / "many.sqlite"
+    for k in range(40):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=f"s-{k:02d}")) as s:
+            s.append_message(U(f"question {k}"))
+    app = build_app(str(db))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        title, count = screen.query_one("#dbpick-title"), screen.query_one("#dbpick-status")
+        assert title.region.y == 0 and 0 < count.region.y < 23 and count.region.height == 1
+        assert "40 sessions" in status(app)
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert title.region.y == 0  # the list scrolled, not the screen

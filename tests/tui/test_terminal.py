@@ -108,3 +108,35 @@ def test_a_big_file_that_cannot_open_ends_as_a_small_one_does(tmp_path):
         os.waitpid(pid, 0)
     assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 2
     assert b"sessiontree: " in said and b"[invalid_session]" in said
+
+
+def two_sessions(tmp_path: Path) -> Path:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        shutil.copyfile(FIXTURE, folder / name)
+    return folder
+
+
+def test_q_typed_before_the_picker_is_up_quits(tmp_path):
+    """Keys typed in the first ~0.7 s of `sessiontree DIR` went into the search box, which had
+    the focus until the list took it (QA): `q` typed at once left "q" in the box."""
+    pid, fd = start(two_sessions(tmp_path))
+    try:
+        os.write(fd, b"q")  # before the app has started: the terminal keeps it
+        assert exited_within(pid, 30), "q was not taken as the list's key"
+    finally:
+        os.close(fd)
+
+
+def test_enter_typed_before_the_picker_is_up_opens_the_session(tmp_path):
+    """Enter typed before the app has the terminal arrives as a line feed (the terminal turns
+    a carriage return into one until the app sets it raw), Ctrl+J to the app: it was lost."""
+    pid, fd = start(two_sessions(tmp_path))
+    try:
+        os.write(fd, b"\r")
+        assert b"Find" in read_until(fd, b"Find", 30), "the session did not open"  # the tree's footer
+        os.write(fd, b"q")
+        assert exited_within(pid, 15)
+    finally:
+        os.close(fd)

@@ -26,7 +26,9 @@ from ..model.errors import SessionError
 from . import deliver
 from .cells import ending
 
-FILTER_HINT = "type to filter (/ for a q): name, message, id, project"  # whole at 60 columns
+# Whole at 60 columns. It said "(/ for a q)", for `/` then `q` to filter by a q (QA: cryptic);
+# help says it.
+FILTER_HINT = "type to filter by name, message, id or project (q quits)"
 ID_SHOWN = 13  # a UUID's first two groups: room for Name and Project at 80 columns
 ID_WHOLE_FROM = 120  # columns from which ids are shown whole (up to ID_MOST): typed after `#`
 ID_MOST = 40
@@ -43,6 +45,8 @@ COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entr
 class DatabasePickerScreen(Screen[str | None]):
     """Dismissed with the chosen session's id, or None (Esc back to the session behind it)."""
 
+    AUTO_FOCUS = "#dbpick-table"  # not the filter, first in the layout: as the file picker's list
+
     BINDINGS: ClassVar[list[BindingType]] = [
         # Esc leaves the list back to the session open behind it; with none it never quits (q
         # does), as in the file picker: a k9s user backing out with Esc lost the app (QA).
@@ -50,7 +54,11 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("escape", "back('clear')", "Clear"),
         Binding("escape", "back('back')", "Back"),
         Binding("escape", "back('none')", "Nothing to clear (q quits)", show=False),
-        Binding("slash", "search", "Find", show=False),
+        Binding("slash", "search", "Filter (then q and ? are typed too)", show=False),
+        # The list's Enter, said in help; typed before the app has the terminal, Enter is a
+        # line feed, Ctrl+J (see `picker.py`)
+        Binding("enter", "open", "Open the session", show=False),
+        Binding("ctrl+j", "open", "", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark", "app.help", "Help"),
     ]
@@ -216,6 +224,10 @@ class DatabasePickerScreen(Screen[str | None]):
     def _chosen(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
             self.dismiss(event.row_key.value)
+
+    def action_open(self) -> None:
+        """The highlighted session, as Enter opens it."""
+        self._open_first()
 
     def on_key(self, event: Any) -> None:
         """A printable key typed on the table starts the filter with it (as in lazygit's lists)."""
