@@ -654,10 +654,13 @@ class Session:
 
     def _append(self, etype: str, payload: dict[str, Any]) -> str:
         with self._writing:
-            self.storage.begin_write()  # a database's writer lock, when it is taken at the first write
-            self.storage.refresh()  # the parent must be the leaf as it is on disk now
-            entry = self._make(etype, payload, self.storage.leaf_id)
-            self.storage.append([entry])
+            self.storage.begin_write()  # a database's writer lock, when it is taken per write
+            try:
+                self.storage.refresh()  # the parent must be the leaf as it is on disk now
+                entry = self._make(etype, payload, self.storage.leaf_id)
+                self.storage.append([entry])
+            finally:
+                self.storage.end_write()
             return entry.id
 
     def _make(self, etype: str, payload: dict[str, Any], parent_id: str | None) -> Entry:
@@ -800,6 +803,14 @@ class Session:
         self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None
     ) -> str | None:
         self.storage.begin_write()
+        try:
+            return self._move_now(entry_id, summary)
+        finally:
+            self.storage.end_write()
+
+    def _move_now(
+        self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None
+    ) -> str | None:
         self.storage.refresh()
         if entry_id is not None:
             self.require_entry(entry_id)

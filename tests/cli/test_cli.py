@@ -961,3 +961,25 @@ def test_check_counts_a_database_too_damaged_to_list_as_damaged(tmp_path, table)
         s.append_message(U("fine"))
     both = run("check", str(db), str(other), check=False)
     assert both.returncode == 1 and both.stdout.endswith("2 sessions: 1 ok, 1 damaged\n"), both.stdout
+
+
+def test_check_finds_an_index_that_does_not_match_its_table(tmp_path):
+    """`quick_check` does not compare an index with its table: a database whose indexes had
+    lost entries checked ok, while every import into it failed on an id "already there" (QA).
+    The check is SQLite's `integrity_check`, once for the database however many sessions."""
+    db = tmp_path / "team.sqlite"
+    for sid in ("s-a", "s-b"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            for k in range(20):
+                s.append_message(U(f"{sid} {k}"))
+    with closing(sqlite3.connect(db)) as conn:  # the index no longer holds what its table does
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute(
+            "UPDATE sqlite_master SET sql = replace(sql, 'parent_id', 'timestamp')"
+            " WHERE name = 'entries_by_parent'"
+        )
+        conn.commit()
+    done = run("check", str(db), check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count("missing from index entries_by_parent") >= 2  # said for each session
+    assert done.stdout.endswith("2 sessions: 0 ok, 2 damaged\n")

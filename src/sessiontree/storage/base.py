@@ -114,20 +114,24 @@ class SessionStorage(ABC):
         return False
 
     def begin_write(self) -> None:  # noqa: B027 - optional hook
-        """Called by `Session` before each write, before it refreshes and builds the entries. A
-        database storage opened with `lock="write"` takes its writer lock here, at the first
-        write, so that a viewer who never writes never keeps a writer out; when another process
-        holds it, the storage turns read-only (`refused_at_write`) and `locked` is raised.
-        Storages that lock at the open, or never, have nothing to do."""
+        """Called by `Session` before each write, before it refreshes and builds the entries;
+        `end_write` after it, however it ended. A database storage opened with `lock="write"`
+        takes its writer lock here and lets go of it there, so that a viewer never keeps a
+        writer out for longer than its own writes; when another process holds it, the storage
+        turns read-only (`refused_at_write`) and `locked` is raised. Storages that lock at the
+        open, or never, have nothing to do."""
+
+    def end_write(self) -> None:  # noqa: B027 - optional hook
+        """See `begin_write`. Must not raise: it runs after the write, whatever happened."""
 
     def refused_at_write(self, exc: SessionError) -> SessionError:
-        """The writer lock, asked for at the first write (`begin_write`), is held by another
-        process: this storage turns read-only and `locked_out`, as `open_or_read_only` leaves
-        a session it found locked, and the error to raise says that nothing was written."""
+        """The writer lock, asked for at a write (`begin_write`), is held by another process:
+        this storage turns read-only and `locked_out`, as `open_or_read_only` leaves a session
+        it found locked, and the error to raise says that nothing was written."""
         detail = exc.detail.removesuffix(ADVICE)
         self.mark_read_only(
-            f"{detail}, since after it was opened here. Read-only now; once it quits, opening it"
-            " again opens it for writing"
+            f"{detail} (it began after this session was opened): read-only from now on; once"
+            " that writer quits, opening it again opens it for writing"
         )
         self.locked_out = True
         return SessionError(

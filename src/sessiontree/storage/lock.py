@@ -126,7 +126,9 @@ def holder_named(pid: int | None) -> str:
     return holder if command is None else f"{holder}: {command}"
 
 
-def _refusal(what: str, pid: int | None) -> SessionError:
+def locked_refusal(what: str, pid: int | None) -> SessionError:
+    """The `locked` error of a writer refused because process `pid` (None: unknown) writes
+    `what`."""
     if pid == os.getpid():
         return SessionError("locked", f"{what} is already open for writing in this process (pid {pid})")
     return SessionError(
@@ -172,7 +174,7 @@ class FileLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise _refusal(what, flock_holder(fd)) from None
+            raise locked_refusal(what, flock_holder(fd)) from None
         except OSError as exc:
             if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
                 # a file system without flock (some network mounts): a second sessiontree writer
@@ -228,7 +230,7 @@ class RangeLock:
         except OSError as exc:
             dbfiles.give_back(key, os.O_RDWR, fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
-                raise _refusal(what, holder()) from None
+                raise locked_refusal(what, holder()) from None
             raise
         self._fd, self._key = fd, key
 

@@ -50,7 +50,7 @@ from .index import (
     fold_entry,
     state_slot,
 )
-from .lock import RangeLock, range_held_elsewhere, session_slot
+from .lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot
 from .projection import path_via_active
 from .scan import (
     LONE_SURROGATE,
@@ -404,6 +404,7 @@ class SqliteStorage(SessionStorage):
         self.session_id = session_id
         self._conn: sqlite3.Connection | None = conn
         self._lock = lock
+        self._per_write = False  # the lock is taken for each write only (`open(lock_at="write")`)
         self._mutex = threading.RLock()
         self._index: TreeIndex | None = None
         self._seqs = array("q")  # index position -> row seq
@@ -559,8 +560,9 @@ class SqliteStorage(SessionStorage):
         durable: bool = False,
         lock_at: str = "open",
     ) -> SqliteStorage:
-        """`lock_at="write"`: the writer lock is tried here, refused as at any open when another
-        process holds it, but taken only at the first write (`begin_write`)."""
+        """`lock_at="write"`: refused as any writer is when another process holds the writer
+        lock (asked without taking it), which is then taken for each write only
+        (`begin_write`, `end_write`)."""
         db_path = os.fspath(db_path)
         reason = None
         if not read_only and os.path.isfile(db_path) and not os.access(db_path, os.W_OK):
@@ -581,24 +583,34 @@ class SqliteStorage(SessionStorage):
                 " SQLite shares with its writers (its -shm), so their later changes are not followed"
             )
         lock = None
+        storage = None
         try:
             row = conn.execute("SELECT header FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 raise SessionError("not_found", f"no session {session_id!r} in the database", path=db_path)
             if not read_only:
                 lock = RangeLock(session_slot(session_id))
-                _take_lock(lock, conn, db_path, session_id, record=lock_at == "open")
-                if lock_at == "write":
-                    lock.release()  # kept, not held: `begin_write` takes it
+                if lock_at == "open":
+                    _take_lock(lock, conn, db_path, session_id)
             storage = cls(db_path, conn, session_id, lock)
+            storage._per_write = lock is not None and lock_at == "write"
+            # Asked only now that `cls` has the file in use (`dbfiles`): a descriptor of ours on
+            # it closed before dropped every lock SQLite held on it in this process, and the next
+            # writer to quit took itself for the last user and removed the log under this
+            # connection: its entries were lost and the indexes damaged (QA).
+            if storage._per_write and storage.writer_elsewhere():
+                raise locked_refusal(f"session {session_id} in {db_path}", _writer_pid(conn, session_id))
             if reason is not None:
                 storage.read_only_reason = reason
             storage.header = SessionHeader.from_dict(_json(row[0], "header", storage.location), path=db_path)
             storage._state, storage._last_seq = storage._stored_projection()
         except BaseException as exc:
-            if lock is not None:
-                lock.release()
-            conn.close()
+            if storage is not None:
+                storage.close()  # its lock, its connection and its use of the file (`dbfiles`)
+            else:
+                if lock is not None:
+                    lock.release()
+                conn.close()
             if isinstance(exc, sqlite3.Error):
                 raise _storage_error(exc, db_path) from None
             raise
@@ -1032,6 +1044,31 @@ class SqliteStorage(SessionStorage):
 
     # --- checking -----------------------------------------------------------------------------
 
+    def _file_damage(self) -> list[str]:
+        """SQLite's `integrity_check` of the whole database file (up to 5 findings; ["ok"]).
+        Not `quick_check`, which does not compare an index with its table: a database whose
+        indexes had lost entries checked ok, and every import after it failed (QA). It takes
+        some 0.5 s per 100k entries, so it is done once per state of the file (its size and
+        time, and its log's) in this process, not once for each of a database's sessions."""
+        state: list[tuple[int, int, int] | None] = []
+        for path in (self.db_path, self.db_path + "-wal"):
+            try:
+                st = os.stat(path)
+                state.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except OSError:
+                state.append(None)
+        key = (self.db_path, tuple(state))
+        with _FILE_CHECKS_MUTEX:
+            known = _FILE_CHECKS.get(key)
+        if known is not None:
+            return known
+        with self._reading() as conn:
+            damage = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
+        with _FILE_CHECKS_MUTEX:
+            _FILE_CHECKS.clear()  # one file's latest only: a check runs over one database at a time
+            _FILE_CHECKS[key] = damage
+        return damage
+
     def verify_state(self) -> list[str]:
         """Differences between what the database stores and a fold of the entries' data (empty
         = consistent): the columns kept next to each entry's JSON (the tree is built from them),
@@ -1040,8 +1077,7 @@ class SqliteStorage(SessionStorage):
 
         Damage to the database file itself, even in pages no read of this session touches (an
         index, another session), is a SessionError, as it is when a read meets it."""
-        with self._reading() as conn:
-            damage = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        damage = self._file_damage()
         if damage != ["ok"]:
             what = "; ".join(" ".join(line.split()) for line in damage)  # one line
             raise SessionError(
@@ -1109,7 +1145,7 @@ class SqliteStorage(SessionStorage):
     def begin_write(self) -> None:
         lock = self._lock
         if lock is None or lock.held or self.read_only:
-            return  # read-only, or the writer since the open or an earlier write
+            return  # read-only, or the writer since the open
         with self._mutex:
             try:
                 _take_lock(lock, self._db(), self.db_path, self.session_id)
@@ -1118,6 +1154,10 @@ class SqliteStorage(SessionStorage):
                     raise
                 self._lock = None
                 raise self.refused_at_write(exc) from None
+
+    def end_write(self) -> None:
+        if self._per_write and self._lock is not None:
+            self._lock.release()  # parked, not closed: the file is in use (`dbfiles`)
 
     def close(self) -> None:
         super().close()
@@ -1137,6 +1177,9 @@ class SqliteStorage(SessionStorage):
 
 
 _MAX_COLUMN_REPORTS = 20
+# `SqliteStorage._file_damage`'s last finding, by the database's path and the state of its files
+_FILE_CHECKS: dict[tuple[str, tuple[tuple[int, int, int] | None, ...]], list[str]] = {}
+_FILE_CHECKS_MUTEX = threading.Lock()
 IDS_PER_QUERY = 500  # ids bound in one `IN (...)`: under SQLite's oldest limit of 999 variables
 
 
@@ -1228,23 +1271,20 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
 
 
-def _take_lock(
-    lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str, *, record: bool = True
-) -> None:
+def _writer_pid(conn: sqlite3.Connection, session_id: str) -> int | None:
+    """The pid the session's last writer recorded (`_take_lock`), to name it in a refusal."""
+    try:
+        row = conn.execute("SELECT pid FROM writers WHERE session_id = ?", (session_id,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _take_lock(lock: RangeLock, conn: sqlite3.Connection, db_path: str, session_id: str) -> None:
     """Lock the session's byte of the database file (see `lock.RangeLock`), then record our pid
-    in the `writers` table, which is how a refused writer learns who holds the lock (not when
-    the lock is only tried, `record=False`: that would write to the database)."""
+    in the `writers` table, which is how a refused writer learns who holds the lock."""
 
-    def holder() -> int | None:
-        try:
-            row = conn.execute("SELECT pid FROM writers WHERE session_id = ?", (session_id,)).fetchone()
-        except sqlite3.Error:
-            return None
-        return None if row is None else int(row[0])
-
-    lock.acquire(db_path, f"session {session_id} in {db_path}", holder)
-    if not record:
-        return
+    lock.acquire(db_path, f"session {session_id} in {db_path}", lambda: _writer_pid(conn, session_id))
     try:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS writers"

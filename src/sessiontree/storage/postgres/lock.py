@@ -33,10 +33,19 @@ def try_lock(conn: Any, session_id: str, what: str) -> None:
     key = lock_key(session_id)
     if conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
         return
-    raise SessionError(
-        "locked",
-        f"{what} is open for writing in another process ({holder(conn, key)}){ADVICE}",
-    )
+    raise _refusal(conn, key, what)
+
+
+def refuse_if_held(conn: Any, session_id: str, what: str) -> None:
+    """Raise `try_lock`'s refusal when another connection holds the session's writer lock,
+    without taking it: taken for an instant, it refused a writer opening at that instant."""
+    if held(conn, session_id):
+        raise _refusal(conn, lock_key(session_id), what)
+
+
+def _refusal(conn: Any, key: int, what: str) -> SessionError:
+    who = holder(conn, key)
+    return SessionError("locked", f"{what} is open for writing in another process ({who}){ADVICE}")
 
 
 def held(conn: Any, session_id: str) -> bool:

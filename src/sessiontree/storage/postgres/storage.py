@@ -41,7 +41,7 @@ from ..projection import Projection, advance, differences, fold
 from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode, message_words
 from . import schema
 from .connection import connect, database_error, redact
-from .lock import held, try_lock, unlock
+from .lock import held, refuse_if_held, try_lock, unlock
 
 S = schema.SCHEMA
 CACHE_ENTRIES = 2048  # decoded on demand; a few MB of wire JSON at typical entry sizes
@@ -127,7 +127,8 @@ class PostgresStorage(SessionStorage):
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._ids: set[str] | None = None  # see has_id
         self._writer = writer
-        self._locked = writer  # holds the writer lock (a writer opened with lock_at="write": not yet)
+        self._locked = writer  # holds the writer lock (opened with lock_at="write": while writing)
+        self._per_write = False  # the lock is taken for each write only (`open(lock_at="write")`)
         self._durable = False  # as opened: a new connection after a lost one is made the same
         self._last_load = -1  # the seq `_load` was last asked for (reading in order, or not)
         self._looked = 0.0  # when a writer's `refresh` last asked the database
@@ -212,9 +213,10 @@ class PostgresStorage(SessionStorage):
         durable: bool = False,
         lock_at: str = "open",
     ) -> PostgresStorage:
-        """`lock_at="write"`: the writer lock is tried here, refused as at any open when another
-        process holds it, but taken only at the first write (`begin_write`): a teammate who
-        opens a session to look at it never keeps its owner's agent or import out."""
+        """`lock_at="write"`: refused as any writer is when another process holds the writer
+        lock (asked without taking it), which is then taken for each write only
+        (`begin_write`, `end_write`): a teammate who opens a session to look at it, or moves
+        its leaf once, never keeps its owner's agent or import out."""
         where = f"{redact(url)}#{session_id}"
         conn = connect(url, read_only=read_only, durable=durable)
         try:
@@ -225,11 +227,13 @@ class PostgresStorage(SessionStorage):
                     raise SessionError(
                         "not_found", f"no session {session_id!r} in the database", path=redact(url)
                     )
-                if not read_only:
-                    try_lock(conn, session_id, f"session {session_id} in {redact(url)}")
-                    if lock_at == "write":
-                        unlock(conn, session_id)  # `begin_write` takes it
+                what = f"session {session_id} in {redact(url)}"
+                if not read_only and lock_at == "write":
+                    refuse_if_held(conn, session_id, what)
+                elif not read_only:
+                    try_lock(conn, session_id, what)
                 storage = cls(url, conn, session_id, writer=not read_only)
+                storage._per_write = not read_only and lock_at == "write"
                 storage._locked = not read_only and lock_at == "open"
                 storage._durable = durable
                 storage.header = SessionHeader.from_dict(full_decode(row[0]), path=where)
@@ -783,7 +787,7 @@ class PostgresStorage(SessionStorage):
 
     def begin_write(self) -> None:
         if self._locked or not self._writer or self.read_only:
-            return  # read-only, or the writer since the open or an earlier write
+            return  # read-only, or the writer since the open
         what = f"session {self.session_id} in {redact(self.url)}"
         with self._mutex:
             try:
@@ -798,6 +802,16 @@ class PostgresStorage(SessionStorage):
                 raise self.refused_at_write(exc) from None
             self._locked = True
             self._looked = 0.0  # the refresh that follows asks the database
+
+    def end_write(self) -> None:
+        if not (self._per_write and self._locked):
+            return
+        with self._mutex:
+            self._locked = False
+            conn = self._conn
+            if conn is not None and not (conn.closed or conn.broken):
+                with contextlib.suppress(Exception):  # a lost connection released it already
+                    unlock(conn, self.session_id)
 
     def close(self) -> None:
         """Release the writer lock, then close the connection (which releases it too, but only
