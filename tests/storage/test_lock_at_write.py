@@ -71,7 +71,8 @@ def test_a_write_after_another_took_the_lock_is_refused_and_turns_read_only(sess
             assert refused.value.code == "locked"
             assert "nothing was written, and the session is read-only here now" in str(refused.value)
             assert viewer.read_only and viewer.locked_out and viewer.writer_elsewhere()
-            assert "(it began after this session was opened): read-only from now on" in (viewer.read_only_reason or "")
+            reason = viewer.read_only_reason or ""
+            assert "(it began after this session was opened): read-only from now on" in reason
             assert viewer.entry_count() == count
             agent.append_message(U("the agent was not disturbed"))
         finally:

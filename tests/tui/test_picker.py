@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from harness.pilot import screen_lines
 from helpers import A, U, as_nobody
-from sessiontree import JsonlStorage, Session, create_session, open_session
+from sessiontree import JsonlStorage, Session, SqliteStorage, create_session, open_session
 from sessiontree.catalog import FIRST_WORDS, Catalog, describe, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
@@ -903,6 +903,22 @@ async def test_rows_beyond_the_limit_are_counted_not_listed(root, monkeypatch):
         await pilot.press("slash", *"helm")
         await settle(app, pilot)
         assert names(app) == ["api.jsonl"] and "listed" not in text_of(app, "#picker-status")
+
+
+async def test_a_folder_of_databases_says_how_to_open_them(tmp_path):
+    """A folder holding only SQLite databases said "No session files found", and nothing of
+    the databases, which the list does not show (QA)."""
+    folder = tmp_path / "dbs"
+    folder.mkdir()
+    for name in ("team.sqlite", "mine.db"):
+        with Session(SqliteStorage.create(folder / name, cwd="/p")) as s:
+            s.append_message(U("a question"))
+    app = picker_app(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        said = " ".join(preview(app).split())
+        assert "It holds 2 SQLite databases, each opened as" in said
+        assert f"sessiontree {folder / 'mine.db'} sessiontree {folder / 'team.sqlite'}" in said
 
 
 async def test_empty_and_missing_directories(tmp_path):

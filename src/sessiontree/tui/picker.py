@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from textual.worker import get_current_worker
 
 from ..catalog import Catalog, Hit, SessionListing, listing_key, listing_match, text_match
 from ..display import counted, inert, one_line
+from ..opening import SQLITE_SUFFIXES
 from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .cells import ending, shortened
@@ -708,7 +710,10 @@ class PickerScreen(Screen[Path | None]):
         if self.has_class("-no-preview"):
             return
         if key is None:
-            body.update(Text("No session here." if not self.listings else "No session matches.", style="dim"))
+            said = "No session here." if not self.listings else "No session matches."
+            if not self.listings:  # the list holds session files only, and said nothing of these (QA)
+                said += _databases_said(self.directory.expanduser())
+            body.update(Text(said, style="dim"))
             return
         listing = self.listings[key]
         if not listing.described:
@@ -1058,6 +1063,22 @@ def _size(n: int) -> str:
             return f"{value:.1f}{unit}" if value < 9.95 else f"{value:.0f}{unit}"
         value /= 1024
     return f"{n}B"
+
+
+def _databases_said(directory: Path) -> str:
+    """What the empty list says of the SQLite databases in `directory` (known by their
+    suffix), which it does not list: how to open one."""
+    try:
+        names = sorted(
+            p.name for p in directory.iterdir() if p.name.endswith(SQLITE_SUFFIXES) and p.is_file()
+        )
+    except OSError:
+        return ""
+    if not names:
+        return ""
+    shown = "\n".join(f"  sessiontree {inert(shlex.quote(str(directory / name)))}" for name in names[:5])
+    more = f"\n  and {len(names) - 5:,} more" if len(names) > 5 else ""
+    return f"\n\nIt holds {counted(len(names), 'SQLite database')}, each opened as\n{shown}{more}"
 
 
 def _unread(directories: list[Path]) -> str:
