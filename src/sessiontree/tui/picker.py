@@ -244,7 +244,9 @@ class PickerScreen(Screen[Path | None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="picker-title")
         yield Input(
-            placeholder='search: words, "a phrase", re:regex, cwd:dir',
+            # `/` first: typed on the list, letters are its keys (s sorts); it looked like a box
+            # to type in, as the database list's filter is (QA)
+            placeholder='/ to search: words, "a phrase", re:regex, cwd:dir',
             id="picker-search",
             compact=True,
             select_on_focus=False,  # `action_search` selects at once: a late selection ate a burst
