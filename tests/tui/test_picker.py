@@ -21,6 +21,7 @@ from sessiontree import JsonlStorage, Session, SqliteStorage, create_session, op
 from sessiontree.catalog import FIRST_WORDS, Catalog, describe, listing_match, read_messages, text_match
 from sessiontree.query import compile_query
 from sessiontree.tui.app import SessionTreeApp
+from sessiontree.tui.browser import BrowserScreen
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app, open_for_browsing
 from sessiontree.tui.picker import PickerScreen, SessionTable, preview_text
@@ -1251,3 +1252,18 @@ async def test_the_session_open_behind_the_picker_is_marked(root):
         t = table(app)
         assert str(t.get_row(str(weather))[0]).startswith("● Weather: flaky dates")
         assert str(t.get_row(str(fork))[0]).startswith("Weather: flaky dates")
+
+
+async def test_an_error_of_an_earlier_pick_goes_when_a_session_opens(root):
+    """Enter on a damaged file says why it cannot be opened; that error then stayed over the
+    next session opened, for seconds, as if of it (QA)."""
+    app = picker_app(root)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("G", "enter")  # broken.jsonl, listed last
+        await settle(app, pilot)
+        assert any("broken.jsonl" in n.message for n in app._notifications)
+        await pilot.press("g", "enter")  # weather.jsonl
+        await settle(app, pilot)
+        assert isinstance(app.screen, BrowserScreen)
+        assert not any("broken.jsonl" in n.message for n in app._notifications)

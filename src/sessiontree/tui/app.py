@@ -356,6 +356,8 @@ class SessionTreeApp(App[None]):
             self._pick(directory, can_go_back=browser is not None, search_again=True)
             return
         if session is not None:
+            # an earlier pick's error ("not a readable session file") stayed over this session (QA)
+            self.clear_notifications()
             self._show(session)
 
     def _open_again(self, open_it: Callable[[], Session | None]) -> Session | None:
