@@ -384,7 +384,8 @@ async def test_browsing_a_session_keeps_no_writer_out_until_it_writes(tmp_path, 
         said = [n.message for n in app._notifications]
         assert any("nothing was written, and the session is read-only here now" in m for m in said)
         banner = str(app.browser.query_one("#banner", Static).render())
-        assert banner.startswith("READ-ONLY: session s-beta in") and banner.endswith("(o)")
+        assert banner.startswith("READ-ONLY: this session is already open for writing in this process (pid")
+        assert banner.endswith("(o)")
         assert "Move" not in [
             b.description for _, b, enabled, _ in app.screen.active_bindings.values() if enabled
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,9 @@ NOT_THE_NAME = 40  # header columns a long session name leaves to the rest (`_up
 NAME_MOST = 48  # columns a session's name keeps whatever the rest (`_update_header`)
 HEADER_CHROME = 8  # the header's columns that are neither name nor the rest: icon, " — ", the right margin
 NAME_LEAST = 16  # columns a session's name keeps whatever the state beside it
+# A database's refusal names the session and the database ("session ID in postgresql://… is
+# open for writing"), which the header names already: the banner says "this session".
+THIS_SESSION = re.compile(r"^session .+? in .+? is ((already )?open for writing in (another|this) process)")
 
 
 class BrowserBase(Screen[None]):
@@ -170,6 +174,8 @@ class BrowserBase(Screen[None]):
                 reason = session.read_only_reason
                 if reason in (None, "opened read-only"):  # the storage's word for what was asked
                     reason = "opened with --read-only; nothing is written to the session"
+                if session.locked_out:  # the header names the session: five rows at 80 columns
+                    reason = THIS_SESSION.sub(r"this session is \1", reason, count=1)
                 text = f"READ-ONLY: {inert(reason)}"
                 if session.locked_out and self.writer_gone:
                     text = (
