@@ -12,6 +12,7 @@ import pytest
 from helpers import A, U, roles, texts, zero_usage
 from sessiontree import BranchSummary, JsonlStorage, Session, SessionError, SqliteStorage, open_session
 from sessiontree.model.entries import BranchSummaryEntry, Entry, LabelEntry, LeafEntry, entry_from_dict
+from sessiontree.storage.index import TOOL_ONLY
 
 
 def check_both(backend, session: Session, check) -> Session:
@@ -866,5 +867,38 @@ def test_entries_appended_away_from_the_leaf_move_it_as_in_pi_files(backend):
         assert [e.id for e in x.get_branch()] == [u1, "a0000002"]
         if hasattr(x.storage, "verify_state"):
             assert x.storage.verify_state() == []
+
+    check_both(backend, s, check)
+
+
+def test_turns_that_only_call_tools_are_marked_for_the_default_filter(backend):
+    """Pi's /tree hides an assistant turn without text that did not fail: a turn that only
+    calls tools. Sessions kept in SQLite or PostgreSQL showed them all under the default
+    filter (their tree was built from columns without that mark; QA)."""
+    s = backend.session()
+    s.append_message(U("run the tests"))
+    call = A("", stop="toolUse")
+    call["content"] = [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "pytest"}}]
+    calls = s.append_message(call)
+    s.append_message(
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "bash",
+            "content": [{"type": "text", "text": "3 passed"}],
+            "isError": False,
+            "timestamp": 3,
+        }
+    )
+    blank = s.append_message(A("  \n", stop="stop"))  # no text: hidden as well
+    failed = A("", stop="error")  # an error stays in view
+    failed["content"] = [{"type": "toolCall", "id": "c2", "name": "bash", "arguments": {}}]
+    s.append_message(failed)
+    s.append_message(A("All tests pass."))
+
+    def check(x: Session) -> None:
+        tree = x.tree
+        marked = {tree.ids[i] for i in range(len(tree)) if tree.flags[i] & TOOL_ONLY}
+        assert marked == {calls, blank}
 
     check_both(backend, s, check)

@@ -101,6 +101,23 @@ def tool_only_assistant(content: Any, stop_reason: Any) -> bool:
     return True
 
 
+class _MessageHead(msgspec.Struct, gc=False):
+    message: _Head
+
+
+_message_head = msgspec.json.Decoder(_MessageHead).decode
+
+
+def tool_only_line(line: bytes) -> bool:
+    """Whether a stored message entry (its JSON) is an assistant turn Pi's /tree hides
+    (`tool_only_assistant`), judged from the bytes as the JSONL scan judges a line: for the
+    databases, which keep the tree's columns but not this flag."""
+    try:
+        return _message_head(line).message.tool_only
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False  # an entry that cannot be read as a message stays visible
+
+
 class _Row(msgspec.Struct, tag_field="type", gc=False):
     id: NonEmpty
     parentId: str | None

@@ -60,6 +60,7 @@ from .scan import (
     encode_line,
     full_decode,
     message_words,
+    tool_only_line,
 )
 
 SCHEMA_VERSION = 1
@@ -149,7 +150,9 @@ class _Row(NamedTuple):
             int(etype == "compaction" and data.get("retainedTail") is not None),
         )
 
-    def index_into(self, index: TreeIndex) -> int:
+    def index_into(self, index: TreeIndex, data: bytes | None) -> int:
+        """`data`: the entry's JSON where it is an assistant message (whether Pi's /tree hides
+        it is judged from it), else None."""
         return index.add(
             self.id,
             self.parent_id,
@@ -160,6 +163,7 @@ class _Row(NamedTuple):
             name=self.name,
             first_kept=self.first_kept,
             has_tail=bool(self.has_tail),
+            tool_only=data is not None and tool_only_line(data),
         )
 
 
@@ -741,15 +745,17 @@ class SqliteStorage(SessionStorage):
         index = TreeIndex() if index is None else index
         seqs = array("q")
         with self._reading() as conn:
+            # an assistant message's data too: the default filter hides the turns that only
+            # call tools, and sessions kept here showed them all (QA)
             cursor = conn.execute(
-                f"SELECT seq, {_COLUMNS} FROM entries"
+                f"SELECT seq, {_COLUMNS}, CASE WHEN role = 'assistant' THEN data END FROM entries"
                 " WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
                 (self.session_id, after_seq, upto_seq),
             )
             # a live index must not keep half of the rows when a read fails halfway; a fresh
             # one is dropped on failure, so it can be filled as rows arrive
-            for seq, *columns in cursor if fresh else cursor.fetchall():
-                _Row(*columns).index_into(index)
+            for seq, *columns, data in cursor if fresh else cursor.fetchall():
+                _Row(*columns).index_into(index, data)
                 seqs.append(seq)
         self._seqs.extend(seqs)
         if after_seq == 0:
@@ -973,8 +979,8 @@ class SqliteStorage(SessionStorage):
                 ) from None
             # committed: only now does memory change
             if self._index is not None:
-                for row, seq in zip(rows, seqs, strict=True):
-                    row.index_into(self._index)
+                for row, seq, line in zip(rows, seqs, encoded, strict=True):
+                    row.index_into(self._index, line if row.role == "assistant" else None)
                     self._seqs.append(seq)
             self._state = new
             self._last_seq = seqs[-1]
@@ -1196,7 +1202,7 @@ def _check_columns(rows: list[tuple[Any, ...]], fresh: TreeIndex) -> list[str]:
             data = decode_entry_dict(blob)
         except LineError as exc:
             problems.append(f"entry #{n} ({stored.id!r}): its data {exc.reason}")
-            stored.index_into(fresh)
+            stored.index_into(fresh, None)
             continue
         add_dict(fresh, data, None)
         expected = _Row.of(data)

@@ -38,7 +38,15 @@ from ...model.ids import iso_now, session_id_or_new
 from ..base import SessionStorage
 from ..index import TreeIndex
 from ..projection import Projection, advance, differences, fold
-from ..scan import LineError, add_dict, decode_entry_dict, encode_line, full_decode, message_words
+from ..scan import (
+    LineError,
+    add_dict,
+    decode_entry_dict,
+    encode_line,
+    full_decode,
+    message_words,
+    tool_only_line,
+)
 from . import schema
 from .connection import connect, database_error, redact
 from .lock import held, refuse_if_held, try_lock, unlock
@@ -402,9 +410,13 @@ class PostgresStorage(SessionStorage):
             after = len(index)
             while after < upto_seq:
                 upto = min(upto_seq, after + 50 * PAGE)
+                # an assistant message's data too: the default filter hides the turns that only
+                # call tools, and sessions kept here showed them all (QA)
                 rows = conn.execute(
-                    f"SELECT {_ENTRY_COLUMNS} FROM {S}.entries"
-                    " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                    f"SELECT {_ENTRY_COLUMNS}, CASE WHEN e.role = 'assistant' THEN"
+                    f" (SELECT d.data FROM {S}.entry_data d WHERE d.session_id = e.session_id"
+                    f" AND d.seq = e.seq) END FROM {S}.entries e"
+                    " WHERE e.session_id = %s AND e.seq > %s AND e.seq <= %s ORDER BY e.seq",
                     (self.session_id, after, upto),
                 ).fetchall()
                 if len(rows) != upto - after:
@@ -412,7 +424,7 @@ class PostgresStorage(SessionStorage):
                         "invalid_session", "the session's entries are not numbered 1..n", path=self.location
                     )
                 add = index.add
-                for eid, parent, etype, role, target, label, name, first_kept, has_tail in rows:
+                for eid, parent, etype, role, target, label, name, first_kept, has_tail, data in rows:
                     add(
                         eid,
                         parent,
@@ -423,6 +435,7 @@ class PostgresStorage(SessionStorage):
                         name=_unpack(name),
                         first_kept=first_kept,
                         has_tail=has_tail,
+                        tool_only=data is not None and tool_only_line(bytes(data)),
                     )
                 after = upto
 
