@@ -880,3 +880,15 @@ async def test_the_palettes_keys_command_is_this_apps_help_and_it_closes_with_es
         await pilot.press("escape")
         await settle(app, pilot)
         assert not isinstance(app.screen, HelpScreen) and app.is_running
+
+
+async def test_a_binding_id_is_taken_with_either_separator(demo, tmp_path):
+    """The ids mix Textual's spelling and ours (`next_fork`, `next-match`): a user had to guess
+    which (QA). Either is taken for either."""
+    app = remapped(demo, tmp_path, '[keys]\nnext-fork = "f3"\nnext_match = "f4"\n')
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await settle(app, pilot)
+        assert not app._notifications  # no "no binding has this id"
+        rows = HelpScreen.for_screen(app.screen).sections
+        keys_of = {what: keys for _, section in rows for keys, what in section}
+        assert "f3" in keys_of["Next fork"] and "f4" in keys_of["Next match"]

@@ -202,7 +202,7 @@ async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_f
         await search(app, pilot, "slash", "Asia/Tokyo")
         # two rows, and the two calling turns the filter hides are counted, not left unsaid
         assert len(app.browser._match_rows()) == 2 and len(app.browser._matches) == 4
-        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5)"
+        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all)"
         assert status(app) == said + " · search wrapped: none below the cursor"  # from the leaf
         row = tree(app).cursor_row
         assert "[bash: TZ=Asia/Tokyo" in rows(app)[row - int(tree(app).scroll_offset.y)]
@@ -537,7 +537,7 @@ async def test_a_find_says_what_hides_its_matches_and_n_says_why_it_does_nothing
         assert len(app.browser._match_rows()) == 1 and "match" in app.browser.sub_title
         await pilot.press("3")  # user messages only
         await search(app, pilot, "slash", '"Found it"')
-        assert status(app) == "No shown entry matches '\"Found it\"': 1 filtered out (5)"
+        assert status(app) == "No shown entry matches '\"Found it\"': 1 filtered out (5 shows all)"
         await pilot.press("5")  # the matches follow the filter: no search again
         await settle(app, pilot)
         assert len(app.browser._match_rows()) == 1
@@ -609,7 +609,9 @@ async def test_after_a_search_filter_the_matches_follow_the_filter_and_the_heade
         shown = len(app.browser._match_rows())
         assert everywhere > shown
         await search(app, pilot, "ampersand", "pytest")
-        assert status(app).endswith(f"shown · {everywhere - shown} filtered out (5) · Esc restores the tree")
+        assert status(app).endswith(
+            f"shown · {everywhere - shown} filtered out (5 shows all) · Esc restores the tree"
+        )
         await pilot.press("escape")
         await pilot.press("5")
         await settle(app, pilot)
@@ -702,7 +704,7 @@ async def test_a_find_from_below_its_last_match_says_it_went_round(demo):
 
 
 async def test_a_filter_key_under_the_search_view_shows_the_matches_it_shows(demo):
-    """Under `&`, "10 matches shown · 2 filtered out (5)": 5 still showed the 10, the view
+    """Under `&`, "10 matches shown · 2 filtered out (5 shows all)": 5 still showed the 10, the view
     keeping the matches of the filter it was made under (QA). `h` there sent the user to `f`,
     which changes nothing in that view."""
     app = make_app(demo)
@@ -713,7 +715,7 @@ async def test_a_filter_key_under_the_search_view_shows_the_matches_it_shows(dem
         await search(app, pilot, "ampersand", "UTC")
         shown = len(tree(app).outline)
         assert shown < everywhere and status(app).endswith(
-            f"{everywhere - shown} filtered out (5) · Esc restores the tree"
+            f"{everywhere - shown} filtered out (5 shows all) · Esc restores the tree"
         )
         await pilot.press("5")
         await settle(app, pilot)

@@ -56,6 +56,16 @@ def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple
     (Textual's names are lower case), and a misspelt id did nothing, all without a word."""
     bindings = list(bindings)
     by_id = {b.id: b for b in bindings if b.id}
+    # The ids mix Textual's spelling and ours ("page_down", "next-match"): either is taken for
+    # either, where it names one binding (a user had to guess which; QA).
+    spelled: dict[str, str | None] = {}
+    for binding_id in by_id:
+        key = binding_id.replace("-", "_")
+        spelled[key] = binding_id if key not in spelled else None
+    keymap = {
+        (name if name in by_id else spelled.get(name.replace("-", "_")) or name): keys
+        for name, keys in keymap.items()
+    }
     problems = [
         f"keys.{name}: no binding has this id; the ids: {', '.join(sorted(by_id))}"
         for name in keymap

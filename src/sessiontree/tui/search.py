@@ -441,9 +441,10 @@ class SearchMixin(BrowserBase):
 
 
 def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray) -> str:
-    """What hides the matches without a row ("2 folded (z), 1 filtered out (5)": the keys
-    that show them), or "": a find said "No entry matches" where a fold or the filter hid the
-    one that did (QA). `vis`: what the filter shows, folded or not."""
+    """What hides the matches without a row ("2 folded (z), 1 filtered out (5 shows all)": the
+    keys that show them; a bare "(5)" said nothing to a newcomer, QA), or "": a find said "No
+    entry matches" where a fold or the filter hid the one that did (QA). `vis`: what the filter
+    shows, folded or not."""
     hidden = len(found) - shown
     if hidden <= 0:
         return ""
@@ -457,7 +458,7 @@ def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray) -> str:
     if hidden - filtered > 0:
         parts.append(f"{hidden - filtered:,} folded (z)")
     if filtered:
-        parts.append(f"{filtered:,} filtered out (5)")
+        parts.append(f"{filtered:,} filtered out (5 shows all)")
     return ", ".join(parts)
 
 
