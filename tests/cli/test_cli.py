@@ -983,3 +983,17 @@ def test_check_finds_an_index_that_does_not_match_its_table(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.count("missing from index entries_by_parent") >= 2  # said for each session
     assert done.stdout.endswith("2 sessions: 0 ok, 2 damaged\n")
+
+
+def test_check_counts_a_file_named_twice_once(tmp_path):
+    """`check demo.jsonl .` reported "2 files: 2 ok" for one file (QA)."""
+    path, _u1, _a1 = make(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiontree", "check", path.name, ".", f"./{path.name}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(f"{path.name}: format v3") == 1
+    assert done.stdout.endswith("1 file: 1 ok, 0 damaged\n")

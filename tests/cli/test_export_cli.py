@@ -88,7 +88,10 @@ def test_existing_output_is_refused_unless_forced(tmp_path):
     target.write_text("precious")
     done = run("export", str(path), "-o", str(target), check=False)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and "already exists; --force (force=True) replaces it" in done.stderr
+    assert (
+        done.stderr.count("\n") == 1
+        and "already exists; --force replaces it (`force=True` in Python)" in done.stderr
+    )
     assert target.read_text() == "precious"
     run("export", str(path), "-o", str(target), "--force")
     assert target.read_text().startswith("# Session")

@@ -25,7 +25,8 @@ def parser(commands: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument(
         "path",
         nargs="?",
-        help="a session file, a SQLite db (db.sqlite#id), or a directory"
+        help="a session file, a SQLite db (db.sqlite#id), a PostgreSQL URL (postgresql://…#id),"
+        " or a directory"
         f" (default: the bundled demo; Pi keeps sessions in {DEFAULT_SESSIONS_DIR})",
     )
     p.add_argument("--read-only", action="store_true", help="never write to the session")

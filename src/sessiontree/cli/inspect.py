@@ -39,7 +39,12 @@ def register(sub: Any) -> None:
         type=_filter,
         help=f"which entries to show: {', '.join(f.value for f in Filter)} (default: all, every entry)",
     )
-    p.add_argument("--width", type=at_least(40), default=100, help="preview width (40 or more)")
+    p.add_argument(
+        "--width",
+        type=at_least(40),
+        default=100,
+        help="characters of each entry's text shown on its line (40 or more)",
+    )
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser(
@@ -197,6 +202,21 @@ def cmd_tree(args: argparse.Namespace) -> int:
         return damaged
 
 
+def _once(files: list[str]) -> list[str]:
+    """`files` without a second mention of a file (however it was spelt), in order."""
+    seen: set[str] = set()
+    kept = []
+    for name in files:
+        address = parse_address(name)
+        key = str(Address(address.kind, os.path.realpath(address.location), address.session_id))
+        if address.kind == "postgres":
+            key = name
+        if key not in seen:
+            seen.add(key)
+            kept.append(name)
+    return kept
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Diagnostics of each file; exit 1 on damage (errors), 2 if one could not be read, else
     0. One file not found is an error of the command (exit 2), as before several were taken."""
@@ -232,6 +252,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         files += [str(Address(address.kind, address.location, str(s["id"]))) for s in sessions]
         in_databases = True
+    files = _once(files)  # `check demo.jsonl .` checked and counted demo.jsonl twice (QA)
     if len(files) + len(broken) == 1 and len(args.file) == 1:  # one session: no count line
         return _check_one(files[0]) if files else _damaged_database(*broken[0])
     counts = {0: 0, 1: 0, 2: 0}

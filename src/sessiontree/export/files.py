@@ -26,6 +26,10 @@ PURPOSE = "export"
 Chunk = bytes | bytearray | memoryview
 
 
+# the command line's word for it, and the library's
+EXISTS = "already exists; --force replaces it (`force=True` in Python)"
+
+
 def write_file(
     target: str | os.PathLike[str],
     chunks: Chunk | Iterable[Chunk],
@@ -47,7 +51,7 @@ def write_file(
             "invalid_argument", "holds the session being read; name another file to write", path=path
         )
     if not force and os.path.lexists(path):
-        raise SessionError("invalid_argument", "already exists; --force (force=True) replaces it", path=path)
+        raise SessionError("invalid_argument", EXISTS, path=path)
     if force:
         _replaceable(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -78,9 +82,7 @@ def write_file(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, FileExistsError):
-            raise SessionError(
-                "invalid_argument", "already exists; --force (force=True) replaces it", path=path
-            ) from None
+            raise SessionError("invalid_argument", EXISTS, path=path) from None
         if isinstance(exc, OSError):
             raise SessionError("storage", f"cannot write: {exc.strerror or exc}", path=path) from None
         raise
