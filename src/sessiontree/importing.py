@@ -140,6 +140,7 @@ class _Source:
         self.path = path
         self._storage: JsonlStorage | None = None
         self._legacy: list[tuple[int | None, Entry]] | None = None
+        self._legacy_ids: set[str] | None = None
         if is_sqlite(path):  # "the first line is not valid JSON" said nothing useful (QA)
             raise SessionError(
                 "invalid_session", "is a SQLite database; import reads Pi's session files (.jsonl)", path=path
@@ -173,9 +174,19 @@ class _Source:
             return
         storage = self._storage
         assert storage is not None
-        ids = storage.index.ids
+        ids, winner = storage.index.ids, storage.index.pos
         for i in range(self.count):
-            line = storage.line_number(ids[i])
+            line = storage.line_at(i)
+            if winner.get(ids[i], i) != i:  # its id is used again further down
+                problems.append(
+                    Problem(
+                        self.path,
+                        line,
+                        f"skipped, entry id {ids[i]!r} is used again further down, and the later entry"
+                        " wins (as the file is read)",
+                    )
+                )
+                continue
             try:
                 entry = storage.load_entry(i)
             except SessionError as exc:  # damage found only when decoding in full
@@ -183,6 +194,15 @@ class _Source:
                 problems.append(Problem(self.path, exc.line or line, f"skipped, the line {text}"))
                 continue
             yield line, entry
+
+    def has_id(self, entry_id: str) -> bool:
+        """Whether an entry of the file has this id (a damaged line's entry has none)."""
+        if self._legacy is not None:
+            if self._legacy_ids is None:
+                self._legacy_ids = {entry.id for _, entry in self._legacy}
+            return entry_id in self._legacy_ids
+        assert self._storage is not None
+        return entry_id in self._storage.index.pos
 
     def close(self) -> None:
         if self._storage is not None:
@@ -379,7 +399,7 @@ def _copy(
             batch.clear()
 
     done = 0
-    for line, entry in source.entries(result.problems):
+    for line, entry in _parents_first(source.entries(result.problems), source.has_id):
         done += 1
         if done % 1000 == 0:
             tell(done, source.count)
@@ -424,6 +444,31 @@ def _copy(
         raise _Diverged(
             f"the target's session has {existing} entries, but the file gives only {compared} of them"
         )
+
+
+def _parents_first(
+    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool]
+) -> Iterator[tuple[int | None, Entry]]:
+    """The file's entries, each one whose parent comes further down held back until that
+    parent has been given. The file is read with such a child under its parent (as Pi reads
+    it); imported in file order, it was cut loose as a root, and the model's context with it
+    (QA). One whose parent never comes (a damaged line) is given at the end, to be imported as
+    a root. A function of the file's bytes, as every import must see the same sequence."""
+    given: set[str] = set()
+    waiting: dict[str, list[tuple[int | None, Entry]]] = {}
+    for line, entry in entries:
+        parent = entry.parent_id
+        if parent is not None and parent not in given and in_file(parent):
+            waiting.setdefault(parent, []).append((line, entry))
+            continue
+        ready = [(line, entry)]
+        while ready:
+            item = ready.pop(0)
+            given.add(item[1].id)
+            yield item
+            ready.extend(waiting.pop(item[1].id, ()))
+    for held in waiting.values():
+        yield from held
 
 
 def _admit(

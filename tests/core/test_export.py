@@ -873,3 +873,20 @@ def test_a_fork_writes_the_labels_pis_own_fork_writes(tmp_path):
             ]
         assert any(row[0] == "label" for row in theirs), leaf
         assert ours == theirs, leaf
+
+
+def test_a_fork_of_a_postgresql_session_names_it_without_the_password(tmp_path, pg_url):
+    """A fork or a JSONL export of a session kept in PostgreSQL wrote no `parentSession`: the
+    copy did not say where it came from (QA). The URL, its password masked, then `#id`."""
+    from sessiontree.storage.postgres import PostgresStorage
+
+    with Session(PostgresStorage.create(pg_url, cwd="/p")) as s:
+        s.append_message(U("q"))
+        a = s.append_message(A("a"))
+        sid = s.session_id
+    with open_session(f"{pg_url}#{sid}", read_only=True) as s:
+        result = fork_session(s, a, output=tmp_path / "fork.jsonl")
+    with open_session(result.path, read_only=True) as fork:
+        named = fork.header.parent_session or ""
+    password = pg_url.split("@")[0].rsplit(":", 1)[1]
+    assert named.endswith(f"#{sid}") and named.startswith("postgresql://") and password not in named

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PI_FIXTURES, A, U
+from helpers import PI_FIXTURES, A, U, texts
 from sessiontree import JsonlStorage, Session, open_session
 from sessiontree.importing import Target, find_sources, import_file, import_sessions
 from sessiontree.model.entries import entry_from_dict
@@ -305,3 +305,64 @@ def test_the_last_active_session_is_listed_first(tmp_path, target):
     listed = list_sessions(target)
     assert [x["id"] for x in listed] == ["s-old", "s-new", "s-mid"]
     assert listed[0]["last_active"] == last and listed[0]["created_at"] < last
+
+
+def _raw_session(path: Path, sid: str, entries: list[dict]) -> Path:
+    """A file written line by line, in the order given (not as a writer would order it)."""
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": sid,
+        "timestamp": "2026-02-01T00:00:00.000Z",
+        "cwd": "/p",
+    }
+    stamp = {"timestamp": "2026-02-01T00:00:01.000Z"}
+    path.write_text("".join(json.dumps(x) + "\n" for x in [header, *({**stamp, **e} for e in entries)]))
+    return path
+
+
+def _message(eid: str, parent: str | None, message: dict) -> dict:
+    return {"type": "message", "id": eid, "parentId": parent, "message": message}
+
+
+def test_an_entry_written_before_its_parent_is_imported_under_it(tmp_path, target):
+    """The file is read with a child written above its parent under that parent, as Pi reads
+    it; the import cut it loose as a root ("hangs off p9, which is not in the import"), and
+    the database's context lost the turns above it (QA)."""
+    path = _raw_session(
+        tmp_path / "odd.jsonl",
+        "odd-1",
+        [
+            _message("u1", None, U("first")),
+            _message("c2", "p9", A("the child")),
+            _message("p9", "u1", U("the parent, written late")),
+            {"type": "leaf", "id": "l1", "parentId": "c2", "targetId": "c2"},
+        ],
+    )
+    done = import_file(path, target)
+    assert not done.problems, done.problems
+    with open_session(path, read_only=True) as file, open_session(address(target, "odd-1")) as kept:
+        assert kept.get_entry("c2").parent_id == "p9"
+        assert texts(kept.build_context().messages) == texts(file.build_context().messages)
+    assert import_file(path, target).status == "unchanged"  # the same order the next time
+
+
+def test_an_id_used_twice_keeps_the_later_entry_as_the_file_is_read(tmp_path, target):
+    """The file is read with the later of two entries of one id (Pi's index keeps the last);
+    the import kept the first, and the database's context said another answer (QA)."""
+    path = _raw_session(
+        tmp_path / "dup.jsonl",
+        "dup-1",
+        [
+            _message("u1", None, U("first")),
+            _message("a1", "u1", A("answer one")),
+            _message("a1", "u1", A("answer two")),
+            _message("u2", "a1", U("after")),
+        ],
+    )
+    done = import_file(path, target)
+    assert [(p.line, p.kind) for p in done.problems] == [(3, "skipped")]
+    assert "is used again further down, and the later entry wins" in done.problems[0].message
+    with open_session(path, read_only=True) as file, open_session(address(target, "dup-1")) as kept:
+        assert texts(kept.build_context().messages) == texts(file.build_context().messages)
+        assert texts(kept.build_context().messages) == ["first", "answer two", "after"]

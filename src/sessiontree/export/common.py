@@ -203,12 +203,16 @@ def file_part(text: str) -> str:
 
 def source_name(session: Session) -> str | None:
     """How a copy names its source in `parentSession`: the absolute path of the session file
-    (for SQLite, of the database, followed by `#id`); None for a session only in memory."""
+    (for SQLite, of the database, followed by `#id`); for PostgreSQL its URL, the password
+    masked, and `#id` (a fork of one named no source; QA); None for a session only in memory."""
     from ..storage.sqlite import SqliteStorage
 
     file = source_file(session)
     if file is not None and isinstance(session.storage, SqliteStorage):
         return f"{file}#{session.storage.session_id}"
+    location = session.storage.location
+    if file is None and location is not None and location.startswith(("postgresql://", "postgres://")):
+        return location  # `PostgresStorage.location`: the URL as messages show it, then `#id`
     return file
 
 

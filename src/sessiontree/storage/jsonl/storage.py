@@ -583,7 +583,12 @@ class JsonlStorage(SessionStorage):
 
     def line_number(self, entry_id: str) -> int | None:
         i = self._lines.index.pos.get(entry_id)
-        return None if i is None or i >= len(self._lines.lines) else self._lines.lines[i]
+        return None if i is None else self.line_at(i)
+
+    def line_at(self, i: int) -> int | None:
+        """The physical line of the entry at position `i` (of two entries of one id, the id
+        names the later: this is how the earlier is found)."""
+        return self._lines.lines[i] if 0 <= i < len(self._lines.lines) else None
 
     def lines_containing(
         self,
