@@ -413,3 +413,30 @@ async def test_a_long_list_scrolls_inside_its_table(tmp_path):
         await pilot.press("end")
         await pilot.pause(0.1)
         assert title.region.y == 0  # the list scrolled, not the screen
+
+
+async def test_a_burst_ending_in_enter_opens_what_it_typed(tmp_path):
+    """`gam` and Enter typed at once opened the first session of the whole list (Enter reached
+    the list before the filter's change did), `xyz` and Enter too, and a q typed inside a
+    filter ("aqueued") was dropped (QA)."""
+    db = team_db(tmp_path)
+    for burst, opened in (("gam", "s-gamma"), ("xyz", None)):
+        app = build_app(str(db))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            for key in [*burst, "enter"]:
+                app.post_message(events.Key(key, None if key == "enter" else key))
+            await pilot.pause(0.3)
+            await settle(app, pilot)
+            if opened is None:
+                assert isinstance(app.screen, DatabasePickerScreen)
+                assert app.screen.query_one("#dbpick-filter").value == burst
+            else:
+                assert isinstance(app.screen, BrowserScreen) and app.session.session_id == opened
+    app = build_app(str(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for character in "aqueued":
+            app.post_message(events.Key(character, character))
+        await pilot.pause(0.3)
+        assert app.is_running and app.screen.query_one("#dbpick-filter").value == "aqueued"

@@ -86,6 +86,7 @@ class DatabasePickerScreen(Screen[str | None]):
         self.problem: str | None = None  # why the sessions could not be listed
         self.current = current
         self._shown: list[dict[str, Any]] = []
+        self._filled = ""  # the filter `_shown` is of
 
     @property
     def is_modal(self) -> bool:
@@ -152,6 +153,7 @@ class DatabasePickerScreen(Screen[str | None]):
         self._fill(self.query_one("#dbpick-filter", Input).value)
 
     def _fill(self, query: str) -> None:
+        self._filled = query
         words = query.casefold().split()
         table = self.query_one(DataTable)
         at = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
@@ -215,6 +217,7 @@ class DatabasePickerScreen(Screen[str | None]):
     def _open_first(self) -> None:
         """Enter in the filter opens the highlighted (first) match, as the title says."""
         table = self.query_one(DataTable)
+        self._caught_up()
         if not self._shown:
             table.focus()
             return
@@ -222,8 +225,21 @@ class DatabasePickerScreen(Screen[str | None]):
 
     @on(DataTable.RowSelected, "#dbpick-table")
     def _chosen(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
+        if self._caught_up():  # the row was of a list the filter typed since has changed
+            self._open_first()
+        elif event.row_key.value is not None:
             self.dismiss(event.row_key.value)
+
+    def _caught_up(self) -> bool:
+        """Fill the list for the filter as typed, if it is not yet (the box's change is a
+        message behind the keys): `ffae` and Enter typed at once opened the first session of
+        the whole list, and `xyz` and Enter, matching nothing, opened it too (QA). Whether it
+        had to."""
+        typed = self.query_one("#dbpick-filter", Input).value
+        if typed == self._filled:
+            return False
+        self._fill(typed)
+        return True
 
     def action_open(self) -> None:
         """The highlighted session, as Enter opens it."""
@@ -235,7 +251,10 @@ class DatabasePickerScreen(Screen[str | None]):
         # Keys of a burst were all sent to the list before the first moved the focus, so each
         # is added here, not only the first (QA: "bench" typed fast left "b").
         box = self.query_one("#dbpick-filter", Input)
-        if event.is_printable and event.character not in (None, "q", "/", "?"):
+        # Once a filter is being typed, q, / and ? are characters of it: "aqueued" typed fast
+        # left "aueued" (QA).
+        keys = (None,) if box.value else (None, "q", "/", "?")
+        if event.is_printable and event.character not in keys:
             self.set_focus(box)
             box.insert_text_at_cursor(event.character)
             event.stop()
