@@ -892,3 +892,17 @@ async def test_a_binding_id_is_taken_with_either_separator(demo, tmp_path):
         rows = HelpScreen.for_screen(app.screen).sections
         keys_of = {what: keys for _, section in rows for keys, what in section}
         assert "f3" in keys_of["Next fork"] and "f4" in keys_of["Next match"]
+
+
+async def test_notes_name_the_keys_as_remapped(demo, tmp_path):
+    """With filter 5 on `0`, a find said "2 filtered out (5 shows all)", and 5 did nothing
+    (QA). Notes that name a key name the user's."""
+    app = remapped(demo, tmp_path, '[keys]\nfilter-5 = "0"\nfold = "o"\n')
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash", *"Asia/Tokyo", "enter")
+        await settle(app, pilot)
+        assert "2 filtered out (0 shows all)" in status(app)
+        tree = app.browser.query_one(SessionTreeView)
+        hidden = next(i for i in range(len(app.session.tree)) if not tree.filter_shows(i))
+        assert tree.hidden_reason(hidden).endswith("the filter hides (0 shows it)")

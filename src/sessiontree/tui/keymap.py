@@ -15,9 +15,13 @@ import string
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.keys import Keys, _character_to_key, format_key
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 def default_keymap_path() -> Path:
@@ -46,6 +50,13 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
         else:
             problems.append(f"{path}: keys.{binding_id} must be a non-empty string")
     return keymap, problems
+
+
+def key_of(app: App[object], binding_id: str, default: str) -> str:
+    """The key of a binding as the footer shows it: keys.toml's first for it, else `default`.
+    For messages that name a key ("5 shows all"): they named the default after a remap (QA)."""
+    keys = (app._keymap or {}).get(binding_id, "")
+    return app.get_key_display(Binding(keys.split(",")[0].strip() or default, ""))
 
 
 def checked_keymap(keymap: dict[str, str], bindings: Iterable[Binding]) -> tuple[dict[str, str], list[str]]:

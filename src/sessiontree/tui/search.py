@@ -30,6 +30,7 @@ from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .core import BrowserBase
 from .input_gate import gated
+from .keymap import key_of
 from .notices import StatusLine, confirm, withdraw
 from .preview_pane import PreviewPane
 from .search_box import Mode, SearchBox
@@ -49,6 +50,10 @@ class SearchMixin(BrowserBase):
     _query: Query | None = None  # the last find's or filter's query: its words marked in the preview
     _filter_after = False  # `&` came for the words of a find still running: narrow when it ends
     _filter_landed: int | None = None  # the entry a search filter put the cursor on
+
+    def _show_keys(self) -> tuple[str, str]:
+        """The keys that show hidden matches: fold every side branch (z), and filter 5 (all)."""
+        return key_of(self.app, "fold_sides", "z"), key_of(self.app, "filter-5", "5")
 
     def action_search(self) -> None:
         self._open_search("find", 'find entries: words, "a phrase", re:regex (Enter; Esc closes)')
@@ -285,7 +290,7 @@ class SearchMixin(BrowserBase):
         """What `&` says of the tree narrowed to the matches: how many are shown, and what
         hides the others."""
         shown = len(self._match_rows())
-        hidden = _hidden_note(self._matches, shown, self._tree().outline.vis)
+        hidden = _hidden_note(self._matches, shown, self._tree().outline.vis, self._show_keys())
         more = f" · {hidden}" if hidden else ""
         return f"{counted(shown, 'match', 'matches')} shown{note}{more}{FILTERED_END}"
 
@@ -337,7 +342,7 @@ class SearchMixin(BrowserBase):
                 self._restore_position = None
                 self._set_matches(found)  # to be stepped through once the filter shows them
                 self.app.bell()
-                hidden = _hidden_note(found, 0, tree.outline.vis)
+                hidden = _hidden_note(found, 0, tree.outline.vis, self._show_keys())
                 said = (
                     f"No shown entry matches '{query.source}': {hidden}"
                     if found
@@ -360,7 +365,7 @@ class SearchMixin(BrowserBase):
             return
         self._set_matches(found)
         shown = len(self._match_rows())
-        hidden = _hidden_note(found, shown, tree.outline.vis)
+        hidden = _hidden_note(found, shown, tree.outline.vis, self._show_keys())
         if not shown:
             self.app.bell()
             if found:
@@ -411,7 +416,7 @@ class SearchMixin(BrowserBase):
         if not rows:
             self.app.bell()  # and why, as less says "No previous regular expression"
             if self._matches:
-                hidden = _hidden_note(self._matches, 0, self._tree().outline.vis)
+                hidden = _hidden_note(self._matches, 0, self._tree().outline.vis, self._show_keys())
                 confirm(self, f"No match is shown: {hidden}")
             else:
                 confirm(self, "No search to step through: / finds")
@@ -440,11 +445,12 @@ class SearchMixin(BrowserBase):
             confirm(self, where[0].upper() + where[1:])
 
 
-def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray) -> str:
+def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray, keys: tuple[str, str]) -> str:
     """What hides the matches without a row ("2 folded (z), 1 filtered out (5 shows all)": the
     keys that show them; a bare "(5)" said nothing to a newcomer, QA), or "": a find said "No
     entry matches" where a fold or the filter hid the one that did (QA). `vis`: what the filter
-    shows, folded or not."""
+    shows, folded or not; `keys`: those of "fold every side branch" and of filter 5, as the
+    user has them (`_show_keys`)."""
     hidden = len(found) - shown
     if hidden <= 0:
         return ""
@@ -456,9 +462,9 @@ def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray) -> str:
     filtered = int(np.count_nonzero(shows[at] == 0)) + len(found) - len(at)
     parts = []  # short: after "N matches for 'query' (n / N)" at 80 columns (QA)
     if hidden - filtered > 0:
-        parts.append(f"{hidden - filtered:,} folded (z)")
+        parts.append(f"{hidden - filtered:,} folded ({keys[0]})")
     if filtered:
-        parts.append(f"{filtered:,} filtered out (5 shows all)")
+        parts.append(f"{filtered:,} filtered out ({keys[1]} shows all)")
     return ", ".join(parts)
 
 

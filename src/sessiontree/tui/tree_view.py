@@ -40,6 +40,7 @@ from . import deliver
 from .cells import shortened
 from .direct_lines import DirectLines
 from .input_gate import gated
+from .keymap import key_of
 from .notices import confirm, withdraw
 from .scroll_bar import QuickScrollBars
 from .scroll_size import set_virtual_size
@@ -393,8 +394,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         if self.restrict is not None and not self.restrict[i]:
             return f"a {kind} entry not among the matches shown (Esc shows the tree)"
         if not self.filter_shows(i):
-            return f"a {kind} entry the filter hides (5 shows it)"
-        return f"a {kind} entry folded away (space on its fold opens it)"
+            return f"a {kind} entry the filter hides ({key_of(self.app, 'filter-5', '5')} shows it)"
+        return f"a {kind} entry folded away ({key_of(self.app, 'fold', 'space')} on its fold opens it)"
 
     def unfold_to(self, i: int) -> int:
         """Open the folds and archived stubs that hide entry `i` (as an editor opens the folds
