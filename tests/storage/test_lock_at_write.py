@@ -132,3 +132,24 @@ def test_agents_in_other_processes_lose_nothing_beside_a_viewer(session_address,
         db = session_address.split("#")[0]
         with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def test_a_refusal_never_names_this_process_after_its_own_write(tmp_path):
+    """SQLite: the viewer's pid stayed in `writers` after its write, and a writer that had
+    taken the lock but not yet recorded itself was named as "this process" (QA)."""
+    from sessiontree.storage.lock import RangeLock, session_slot
+
+    db = str(tmp_path / "team.sqlite")
+    with Session(SqliteStorage.create(db, cwd="/p", session_id="s1")) as s:
+        s.append_message(U("question"))
+    with open_or_read_only(f"{db}#s1", lock="write") as viewer:
+        first = viewer.get_entries()[0].id
+        viewer.append_label(first, "mine")  # recorded itself, then let go
+        other = RangeLock(session_slot("s1"))
+        other.acquire(db, "session s1")  # another writer, between its lock and its record
+        try:
+            with pytest.raises(SessionError) as refused:
+                viewer.append_label(first, "again")
+        finally:
+            other.release()
+    assert refused.value.code == "locked" and "this process" not in str(refused.value)

@@ -1162,8 +1162,16 @@ class SqliteStorage(SessionStorage):
                 raise self.refused_at_write(exc) from None
 
     def end_write(self) -> None:
-        if self._per_write and self._lock is not None:
-            self._lock.release()  # parked, not closed: the file is in use (`dbfiles`)
+        lock = self._lock
+        if not (self._per_write and lock is not None and lock.held):
+            return
+        # Our pid out of `writers` first: left there, it was read as the holder's by a refusal
+        # between another writer's lock and its own record, which named this process (QA).
+        with suppress(sqlite3.Error, SessionError), self._mutex:
+            self._db().execute(
+                "DELETE FROM writers WHERE session_id = ? AND pid = ?", (self.session_id, os.getpid())
+            )
+        lock.release()  # parked, not closed: the file is in use (`dbfiles`)
 
     def close(self) -> None:
         super().close()
