@@ -366,3 +366,11 @@ def test_an_id_used_twice_keeps_the_later_entry_as_the_file_is_read(tmp_path, ta
     with open_session(path, read_only=True) as file, open_session(address(target, "dup-1")) as kept:
         assert texts(kept.build_context().messages) == texts(file.build_context().messages)
         assert texts(kept.build_context().messages) == ["first", "answer two", "after"]
+
+
+def test_sessions_are_listed_by_the_instant_of_their_last_entry(tmp_path, target):
+    """Sorted as text, 13:00+05:00 (08:00 UTC) came before 10:00Z (QA)."""
+    for sid, stamp in (("east", "2026-03-01T13:00:00+05:00"), ("west", "2026-03-01T10:00:00.000Z")):
+        entry = {**_message(f"{sid}-1", None, U(sid)), "timestamp": stamp}
+        import_file(_raw_session(tmp_path / f"{sid}.jsonl", sid, [entry]), target)
+    assert [s["id"] for s in list_sessions(target)] == ["west", "east"]

@@ -34,7 +34,7 @@ import msgspec
 from ..model.entries import Entry, entry_from_dict
 from ..model.errors import Diagnostic, SessionError
 from ..model.header import CURRENT_VERSION, SessionHeader
-from ..model.ids import iso_now, session_id_or_new
+from ..model.ids import iso_now, iso_to_ms, session_id_or_new
 from . import dbfiles, sqlitelog
 from .base import SessionStorage
 from .index import (
@@ -640,7 +640,7 @@ class SqliteStorage(SessionStorage):
             raise _storage_error(exc, os.fspath(db_path)) from None
         finally:
             conn.close()
-        return [
+        listed = [
             {
                 "id": r[0],
                 "created_at": r[1],
@@ -652,6 +652,9 @@ class SqliteStorage(SessionStorage):
             }
             for r in rows
         ]
+        # by the instant, not the text: a "+05:00" time sorted as if it were UTC (QA)
+        listed.sort(key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
+        return listed
 
     def _stored_projection(self) -> tuple[Projection, int]:
         """The stored projection and the log position it is of (what `open` and `refresh`
