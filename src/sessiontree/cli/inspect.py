@@ -233,6 +233,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         address = parse_address(given)
         if address.kind == "jsonl" or address.session_id is not None:
             files.append(given)
+            in_databases = in_databases or address.kind != "jsonl"  # counted as sessions (QA: "2 files")
             continue
         # a database without `#ID`: each of its sessions, as a directory's files (it refused)
         try:

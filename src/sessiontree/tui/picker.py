@@ -1080,7 +1080,8 @@ def _databases_said(directory: Path) -> str:
         return ""
     shown = "\n".join(f"  sessiontree {inert(shlex.quote(str(directory / name)))}" for name in names[:5])
     more = f"\n  and {len(names) - 5:,} more" if len(names) > 5 else ""
-    return f"\n\nIt holds {counted(len(names), 'SQLite database')}, each opened as\n{shown}{more}"
+    each = "each opened as" if len(names) > 1 else "opened as"
+    return f"\n\nIt holds {counted(len(names), 'SQLite database')}, {each}\n{shown}{more}"
 
 
 def _unread(directories: list[Path]) -> str:
