@@ -997,3 +997,13 @@ def test_check_counts_a_file_named_twice_once(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(f"{path.name}: format v3") == 1
     assert done.stdout.endswith("1 file: 1 ok, 0 damaged\n")
+
+
+def test_check_of_sessions_given_by_address_counts_sessions(tmp_path):
+    """`check db#a db#b` ended "2 files: …" of two sessions of one database (QA)."""
+    db = tmp_path / "team.sqlite"
+    for sid in ("s-a", "s-b"):
+        with Session(SqliteStorage.create(db, cwd="/p", session_id=sid)) as s:
+            s.append_message(U(sid))
+    done = run("check", f"{db}#s-a", f"{db}#s-b")
+    assert done.stdout.endswith("2 sessions: 2 ok, 0 damaged\n")
