@@ -374,3 +374,12 @@ def test_sessions_are_listed_by_the_instant_of_their_last_entry(tmp_path, target
         entry = {**_message(f"{sid}-1", None, U(sid)), "timestamp": stamp}
         import_file(_raw_session(tmp_path / f"{sid}.jsonl", sid, [entry]), target)
     assert [s["id"] for s in list_sessions(target)] == ["west", "east"]
+
+
+def test_the_list_gives_as_much_of_the_first_message_as_the_file_picker(tmp_path, target):
+    """The database's list gave 200 characters of the first message, the file picker 2,000:
+    a word further on was found in one list and not in the other (QA)."""
+    text = "word " * 100 + "needle"
+    import_file(_raw_session(tmp_path / "long.jsonl", "long-1", [_message("u1", None, U(text))]), target)
+    (listed,) = list_sessions(target)
+    assert listed["first_message"].endswith("needle")

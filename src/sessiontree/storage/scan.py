@@ -245,7 +245,10 @@ def full_decode(raw: bytes | memoryview) -> Any:
             raise exc from None
 
 
-LISTED_WORDS = 200  # characters of a session's first user message a database's list gives
+# Characters of a session's first user message a database's list gives: as many as the file
+# picker keeps (`catalog.FIRST_WORDS`), as its filter searches them (with 200, a word further
+# on was found in the file's list and not in the database's; QA).
+LISTED_WORDS = 2000
 
 
 def message_words(raw: bytes | memoryview | None) -> str:
