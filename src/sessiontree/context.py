@@ -334,12 +334,45 @@ def _reported_usage(msg: Any) -> int:
 
 def estimate_context_tokens(messages: Sequence[Message]) -> int:
     """The last usable assistant usage total plus estimates of the messages after it; the sum of
-    all estimates when no assistant reported usage."""
+    all estimates when no assistant reported usage. A usage reported before the latest
+    compaction is not usable: it measured the context the compaction replaced (175k where the
+    compacted context held 26k; QA). Pi says so too (`getContextUsage` in pi-coding-agent's
+    `core/agent-session.ts` shows the size as unknown then, judging by the timestamps): the
+    messages are estimated instead."""
+    since = _compacted_at(messages)
     for k in range(len(messages) - 1, -1, -1):
         total = _reported_usage(messages[k])
         if total > 0:
+            if not _reported_since(messages[k], since):
+                break
             return total + sum(estimate_tokens(m) for m in messages[k + 1 :])
     return sum(estimate_tokens(m) for m in messages)
+
+
+def _stamp(msg: Any) -> float | None:
+    """A message's `timestamp` (Unix milliseconds), None if it has none."""
+    value = msg.get("timestamp") if isinstance(msg, dict) else None
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _compacted_at(messages: Sequence[Message]) -> float | None:
+    """When the compaction that starts `messages` was made (its summary's timestamp): the
+    first summary, as a retained tail may carry an older one after it."""
+    for msg in messages:
+        if _is_compaction(msg):
+            return _stamp(msg)
+    return None
+
+
+def _is_compaction(msg: Any) -> bool:
+    return isinstance(msg, dict) and msg.get("role") == "compactionSummary"
+
+
+def _reported_since(msg: Message, since: float | None) -> bool:
+    """Whether an assistant's usage was reported after the compaction made at `since` (true
+    when either time is unknown: nothing says it is older)."""
+    at = _stamp(msg)
+    return since is None or at is None or at > since
 
 
 def reports_usage(messages: Sequence[Message]) -> bool:
@@ -355,16 +388,30 @@ class TokenTally:
     def __init__(self) -> None:
         self._usage = 0
         self._after: list[Message] = []
+        # After a compaction (`estimate_context_tokens`): its time, every message's estimate
+        # since, and whether the last usage reported was older than it (then that sum counts).
+        self._compacted = False
+        self._since: float | None = None
+        self._all = 0
+        self._stale = False
 
     def add(self, msg: Message) -> None:
+        if not self._compacted and _is_compaction(msg):
+            self._compacted, self._since = True, _stamp(msg)
+        if self._compacted:
+            self._all += estimate_tokens(msg)
         total = _reported_usage(msg)
         if total > 0:
-            self._usage, self._after = total, []
-        else:
-            self._after.append(msg)
+            self._stale = not _reported_since(msg, self._since)
+            if not self._stale:
+                self._usage, self._after = total, []
+                return
+        self._after.append(msg)
 
     @property
     def total(self) -> int:
+        if self._stale:
+            return self._all
         return self._usage + sum(estimate_tokens(m) for m in self._after)
 
 

@@ -8,7 +8,8 @@ parent:
 
 - an assistant message that reported usage: its usage total (what the model was actually sent
   and produced), whatever came before;
-- a compaction: the size of the context it starts (its summary and kept messages), built once;
+- a compaction: the size of the context it starts (its summary and kept messages), built once
+  and estimated: a usage its kept messages reported measured the context it replaced;
 - any other entry: the size at its parent plus the estimate of the message it adds (0 for
   entries that add none: settings, labels, leaf moves).
 

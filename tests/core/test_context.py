@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from helpers import A, U, zero_usage
 from sessiontree import convert_to_llm, estimate_context_tokens, estimate_tokens
+from sessiontree.context import TokenTally
 
 
 def test_summary_wrappers_byte_for_byte():
@@ -100,3 +101,21 @@ def test_context_estimate_uses_last_usage():
     aborted = A("r", usage=zero_usage(totalTokens=5000), stop="aborted")
     assert estimate_context_tokens([U("x" * 8), aborted]) == 2 + estimate_tokens(aborted)
     assert estimate_context_tokens([U("x" * 8)]) == 2
+
+
+def test_a_usage_reported_before_the_compaction_is_not_the_size_after_it():
+    """A kept message's usage measured the context the compaction replaced: the size at the
+    compaction and after it said 175k where the compacted context held some 26k (QA). As Pi's
+    `getContextUsage` does, such a usage is not trusted: the messages are estimated, until an
+    assistant answers after the compaction."""
+    summary = {"role": "compactionSummary", "summary": "s" * 400, "tokensBefore": 175_000, "timestamp": 1_000}
+    kept = {**A("k" * 40, usage=zero_usage(input=175_000)), "timestamp": 500}
+    after = {**U("u" * 80), "timestamp": 2_000}
+    messages = [summary, kept, after]
+    assert estimate_context_tokens(messages) == sum(estimate_tokens(m) for m in messages)
+    answer = {**A("a" * 8, usage=zero_usage(input=30_000)), "timestamp": 3_000}
+    assert estimate_context_tokens([*messages, answer, after]) == 30_000 + estimate_tokens(after)
+    tally = TokenTally()
+    for m in messages:
+        tally.add(m)
+    assert tally.total == estimate_context_tokens(messages)
