@@ -328,7 +328,9 @@ async def test_a_cut_context_counts_every_message_and_cuts_after_its_summary(tmp
         note = next(k for k, line in enumerate(lines) if "older context entries not shown" in line)
         assert summary < note < next(k for k, line in enumerate(lines) if "question" in line)
     with Session(JsonlStorage.open(path)) as s:  # an answer that reports its usage, at the end
-        s.append_message(A("reported", usage=zero_usage(input=90_000, totalTokens=90_000)))
+        # answered after the compaction (a usage from before it measured the context it replaced)
+        answer = A("reported", usage=zero_usage(input=90_000, totalTokens=90_000))
+        s.append_message({**answer, "timestamp": int(time.time() * 1000)})
     app = make_app(path)
     async with app.run_test(size=(120, 30)) as pilot:
         await settle(app, pilot)
@@ -1142,3 +1144,18 @@ async def test_a_tool_calls_long_path_wraps_under_its_name(tmp_path):
         assert rows[k + 1][2], (title, after)  # the title's own line, wrapped
         arrow = title.index("→")
         assert after[: arrow + 2].strip() == "" and after[arrow + 2] != " ", (title, after)
+
+
+def test_a_cut_that_leaves_out_only_a_last_newline_says_nothing():
+    """An answer of exactly as many lines as are shown, ending in a newline, said "… 1 more
+    characters (e: expand)", and e showed nothing more (QA)."""
+    from sessiontree.tui.preview import _cut
+
+    text = "".join(f"line {k}\n" for k in range(8))
+    assert _cut(text, 8) == (text.rstrip("\n"), None)
+    _, more = _cut(text + "x", 8)
+    assert more is not None and more.startswith("… 1 more line")
+    from sessiontree.tui.preview import BODY_CHARS
+
+    _, more = _cut("a" * (BODY_CHARS + 1), 8)  # one line, one character past the cut
+    assert more is not None and more.startswith("… 1 more character ")

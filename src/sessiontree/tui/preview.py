@@ -619,15 +619,17 @@ def _cut(text: str, max_lines: int) -> tuple[str, str | None]:
     if len(lines) > max_lines:
         lines = lines[:max_lines]
     shown = "\n".join(lines)
-    if len(shown) == total:
-        return text, None
+    if len(shown) == total or text[len(shown) :].isspace():
+        # only a last newline or blanks left out: "… 1 more characters" promised nothing (QA)
+        return shown, None
     hidden_lines = all_lines - len(lines)
     if hidden_lines:
         more = f"… {hidden_lines:,} more {'line' if hidden_lines == 1 else 'lines'}"
         if total > BODY_CHARS:  # a long text: how much of it is left out too
             more += f" ({total - len(shown):,} characters)"
     else:
-        more = f"… {total - len(shown):,} more characters"
+        left = total - len(shown)
+        more = f"… {left:,} more {'character' if left == 1 else 'characters'}"
     return shown, more + "  (e: expand · v: entry)"
 
 
