@@ -1199,9 +1199,7 @@ async def test_a_writer_going_on_from_elsewhere_than_the_leaf_moved_here_is_said
         moved = app.session.leaf_id
         assert status(app).startswith("Leaf moved to") and moved != agents
         await agent_appends(app, pilot, demo, agents, "the agent's next turn")  # from its last entry
-        said = (
-            f"Another writer went on from {agents}, not from the leaf {moved}: the leaf is its feed0002 now"
-        )
+        said = f"Another writer went on from {agents}, not the leaf {moved}: leaf is feed0002"
         assert status(app) == said
 
 
@@ -2082,3 +2080,15 @@ async def test_a_read_only_viewer_says_the_damage_too(demo, how):
         banner = str(app.browser.query_one("#banner", Static).render())
         assert banner.startswith("READ-ONLY: opened with --read-only"), banner
         assert "the session has damage (" in banner and "is used again" in banner, banner
+
+
+async def test_ctrl_d_and_ctrl_u_move_half_a_page(demo):
+    """Half a page down and up, as in vim and less (QA: a k9s user reached for them)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 24)) as pilot:
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press("g", "ctrl+d")
+        half = tree.size.height // 2
+        assert tree.cursor_row == half
+        await pilot.press("ctrl+d", "ctrl+u")
+        assert tree.cursor_row == half

@@ -94,6 +94,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         Binding("down,j", "cursor(1)", "Down", show=False, id="down"),
         Binding("pageup,ctrl+b", "page(-1)", "Page up", show=False, id="page_up"),
         Binding("pagedown,ctrl+f", "page(1)", "Page down", show=False, id="page_down"),
+        # half a page, as in vim and less (QA: a k9s user reached for them)
+        Binding("ctrl+u", "half_page(-1)", "Half page up", show=False, id="half_page_up"),
+        Binding("ctrl+d", "half_page(1)", "Half page down", show=False, id="half_page_down"),
         Binding("home,g", "first", "Top", show=False, id="top"),
         Binding("end,G", "last", "Bottom", show=False, id="bottom"),
         Binding("left,h", "parent", "Parent", show=False, id="parent"),
@@ -456,6 +459,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
     def action_page(self, step: int) -> None:
         self.set_cursor(self.cursor_row + step * max(self.size.height - 1, 1))
+
+    def action_half_page(self, step: int) -> None:
+        self.set_cursor(self.cursor_row + step * max(self.size.height // 2, 1))
 
     def action_first(self) -> None:
         self.set_cursor(0)
