@@ -275,7 +275,7 @@ def remapped(demo, tmp_path, keys_toml: str):
 
 
 async def test_a_remapped_key_works_and_help_shows_it(demo, tmp_path):
-    app = remapped(demo, tmp_path, '[keys]\nsearch = "ctrl+k"\nmove = "enter,l"\nnonsense = 5\n')
+    app = remapped(demo, tmp_path, '[keys]\nsearch = "ctrl+k"\nmove = "enter,w"\nnonsense = 5\n')
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
         assert any("keys.nonsense" in str(n.message) for n in app._notifications)
@@ -307,17 +307,18 @@ async def test_the_tree_moves_and_the_filter_key_can_be_remapped(demo, tmp_path)
 
 
 async def test_a_key_remapped_to_a_letter_is_not_offered_in_the_find_bar(demo, tmp_path):
-    """With `move = "enter,l"` the find bar's footer listed `l Move`, where `l` types an l."""
-    app = remapped(demo, tmp_path, '[keys]\nmove = "enter,l"\n')
+    """With `move = "enter,l"` the find bar's footer listed `l Move`, where `l` types an l
+    (QA; `w` here, `l` being the child's key now)."""
+    app = remapped(demo, tmp_path, '[keys]\nmove = "enter,w"\n')
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(app, pilot)
         leaf = app.browser.session.leaf_id
-        await pilot.press("slash", "l")
+        await pilot.press("slash", "w")
         await settle(app, pilot)
-        assert app.browser.query_one("#search", Input).value == "l"
+        assert app.browser.query_one("#search", Input).value == "w"
         assert app.browser.session.leaf_id == leaf
         shown = [(w.key, w.description) for w in app.screen.query_one("Footer").query("FooterKey")]
-        assert ("l", "Move") not in shown and ("enter", "Find") in shown
+        assert ("w", "Move") not in shown and ("enter", "Find") in shown
 
 
 async def test_a_clashing_or_unknown_remap_is_refused_with_a_warning(demo, tmp_path):

@@ -2092,3 +2092,19 @@ async def test_ctrl_d_and_ctrl_u_move_half_a_page(demo):
         assert tree.cursor_row == half
         await pilot.press("ctrl+d", "ctrl+u")
         assert tree.cursor_row == half
+
+
+async def test_l_goes_to_the_child_toward_the_leaf(demo):
+    """`h` went to the parent and nothing came back down (QA): `l` (→) goes to the child, on
+    the active path the one toward the leaf, and says why it cannot at the leaf."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")  # the active leaf
+        leaf = cursor_id(app)
+        await pilot.press("h", "h")
+        assert cursor_id(app) != leaf
+        await pilot.press("l", "right")
+        assert cursor_id(app) == leaf
+        await pilot.press("l")  # the leaf's child is a move record, which the filter hides
+        assert status(app).startswith(f"No child of {leaf} has a row: a leaf entry the filter hides")

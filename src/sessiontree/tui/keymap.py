@@ -2,7 +2,7 @@
 ids to keys, applied with Textual's keymap support (`App.set_keymap`). For example:
 
     [keys]
-    move = "enter,l"          # Textual key names, comma-separated
+    move = "enter,w"          # Textual key names, comma-separated
     search = "ctrl+f"
 
 `?` in the app shows the keys in effect, so a remapped key is documented where it is used.

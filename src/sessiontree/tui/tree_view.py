@@ -84,6 +84,11 @@ def row_preview(session: Session, i: int, limit: int, entry: Entry | None = None
     return entry_preview(entry, limit)
 
 
+# Entries `l` walks down through while they have no row (the filter hides them) before saying
+# so: a chain hidden below a fold is not walked to its end.
+CHILD_WALK_MOST = 1000
+
+
 class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_focus=True):
     """Rows of the session tree; the cursor row is the "highlighted" entry."""
 
@@ -100,6 +105,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         Binding("home,g", "first", "Top", show=False, id="top"),
         Binding("end,G", "last", "Bottom", show=False, id="bottom"),
         Binding("left,h", "parent", "Parent", show=False, id="parent"),
+        Binding(
+            "right,l", "child", "Child", tooltip="child: toward the leaf, or newest", show=False, id="child"
+        ),
         Binding("[", "fork(-1)", "Prev fork", show=False, id="prev_fork"),
         Binding("]", "fork(1)", "Next fork", show=False, id="next_fork"),
         Binding("space", "fold", "Fold", tooltip="fold / unfold below the entry", show=False, id="fold"),
@@ -484,6 +492,37 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             confirm(self, f"{ids[i]} is a root: it has no parent")
         else:
             confirm(self, f"Its parent {ids[parent]} has no row: {self.hidden_reason(parent)}")
+
+    def action_child(self) -> None:
+        """To the entry's child with a row: on the active path the one toward the leaf, else the
+        newest, as the tree draws them in its column; a child the filter hides is passed
+        through (`h` had no counterpart: QA)."""
+        i = self.current_position()
+        if i is None:
+            confirm(self, self.empty_text())
+            return
+        tree, outline = self.session.tree, self.outline
+        ids, row_of = tree.ids, outline.row_of
+        if i in self.folded:
+            self.app.bell()
+            confirm(self, f"{ids[i]} is folded ({key_of(self.app, 'fold', 'space')} opens it)")
+            return
+        j = i
+        for _ in range(CHILD_WALK_MOST):
+            children = list(tree.children(j))
+            if not children:
+                break
+            toward = [c for c in children if outline.on_path(c)]
+            j = toward[0] if toward else max(children)
+            row = row_of[j]
+            if row >= 0:
+                self.set_cursor(row, scroll=True, center=True)
+                return
+        self.app.bell()
+        if j == i:
+            confirm(self, f"{ids[i]} has no child")
+        else:
+            confirm(self, f"No child of {ids[i]} has a row: {self.hidden_reason(j)}")
 
     def action_fork(self, step: int) -> None:
         if not len(self.outline):  # "No fork below this row" of a view with no row (QA)
