@@ -612,12 +612,12 @@ async def test_the_hint_is_worded_to_fit_the_row(demo, size, wording):
 async def test_the_hint_names_the_keys_in_effect(demo, tmp_path):
     """With `back = "x"` and `fork = "b"` in keys.toml the hint still said "b moves it back",
     and `b` asked to fork (QA); likewise "?" with help on F1."""
-    app = remapped(demo, tmp_path, '[keys]\nback = "x"\nfork = "b"\nhelp = "f1"\nmove = "l,enter"\n')
+    app = remapped(demo, tmp_path, '[keys]\nback = "x"\nfork = "b"\nhelp = "f1"\nmove = "w,enter"\n')
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         assert (
             screen_lines(app)[-2].strip()
-            == "l moves the leaf here (nothing is deleted) · x moves it back · f1 every key"
+            == "w moves the leaf here (nothing is deleted) · x moves it back · f1 every key"
         )
 
 
