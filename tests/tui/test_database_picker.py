@@ -410,9 +410,13 @@ async def test_a_long_list_scrolls_inside_its_table(tmp_path):
         title, count = screen.query_one("#dbpick-title"), screen.query_one("#dbpick-status")
         assert title.region.y == 0 and 0 < count.region.y < 23 and count.region.height == 1
         assert "40 sessions" in status(app)
-        await pilot.press("end")
+        await pilot.press("end")  # to the last session (it scrolled the rows sideways; QA)
         await pilot.pause(0.1)
         assert title.region.y == 0  # the list scrolled, not the screen
+        table = screen.query_one("#dbpick-table")
+        assert table.cursor_row == 39
+        await pilot.press("home")
+        assert table.cursor_row == 0
 
 
 async def test_a_burst_ending_in_enter_opens_what_it_typed(tmp_path):

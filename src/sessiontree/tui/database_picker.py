@@ -42,6 +42,16 @@ PROJECT_MOST = 40
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Last active"))
 
 
+class SessionRows(DataTable[Text]):
+    """The sessions, a row each. Home and End go to the first and last (DataTable's scroll
+    sideways along a row; QA), as `g`/`G` do in the file picker."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First", show=False),
+        Binding("end", "scroll_bottom", "Last", show=False),
+    ]
+
+
 class DatabasePickerScreen(Screen[str | None]):
     """Dismissed with the chosen session's id, or None (Esc back to the session behind it)."""
 
@@ -99,7 +109,7 @@ class DatabasePickerScreen(Screen[str | None]):
         # not selected on focus: the first key typed on the list moves the focus here, and a
         # selection made then was replaced by the second key (QA: "bench" left "h")
         yield Input(placeholder=FILTER_HINT, id="dbpick-filter", compact=True, select_on_focus=False)
-        yield DataTable(id="dbpick-table", cursor_type="row", zebra_stripes=True)
+        yield SessionRows(id="dbpick-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="dbpick-status")
         yield Footer()
 
