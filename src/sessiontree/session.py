@@ -872,6 +872,9 @@ class Session:
     def _navigate(
         self, target_id: str, summary: str | BranchSummary | Mapping[str, Any] | None
     ) -> Navigation:
+        # the leaf as it is now: another writer may have gone on since the last look, and
+        # "already the leaf" of the leaf it had left wrote nothing
+        self.storage.refresh()
         old = self.storage.leaf_id
         if target_id == old:
             self.require_entry(target_id)

@@ -153,3 +153,15 @@ def test_a_refusal_never_names_this_process_after_its_own_write(tmp_path):
         finally:
             other.release()
     assert refused.value.code == "locked" and "this process" not in str(refused.value)
+
+
+def test_a_move_to_the_leaf_another_writer_has_left_is_written(session_address):
+    """The viewer's leaf was stale when a move asked "is it the leaf already?": a move back to
+    the leaf the agent had just gone on from wrote nothing (it was the leaf when last looked)."""
+    with open_or_read_only(session_address, lock="write") as viewer:
+        left = viewer.leaf_id
+        with open_to_write(session_address) as agent:
+            agent.append_message(U("the agent goes on"))
+        nav = viewer.navigate(left)  # no refresh of its own first
+        assert nav.moved and viewer.leaf_id == left
+        assert viewer.get_entries()[-1].type == "leaf"
