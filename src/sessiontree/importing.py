@@ -35,6 +35,7 @@ from typing import Literal
 from .model.entries import Entry, entry_from_dict
 from .model.errors import SessionError
 from .model.header import CURRENT_VERSION, SessionHeader
+from .model.ids import iso_now
 from .storage.base import SessionStorage
 from .storage.dbfiles import is_sqlite
 from .storage.jsonl import JsonlStorage
@@ -194,6 +195,14 @@ class _Source:
                 problems.append(Problem(self.path, exc.line or line, f"skipped, the line {text}"))
                 continue
             yield line, entry
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The file's leaf, as it is read (Pi's: its last entry, or where a move put it)."""
+        if self._legacy is not None:
+            return self._legacy[-1][1].id if self._legacy else None
+        assert self._storage is not None
+        return self._storage.leaf_id
 
     def has_id(self, entry_id: str) -> bool:
         """Whether an entry of the file has this id (a damaged line's entry has none)."""
@@ -399,7 +408,8 @@ def _copy(
             batch.clear()
 
     done = 0
-    for line, entry in _parents_first(source.entries(result.problems), source.has_id):
+    deferred: list[int] = []  # the entries `_parents_first` held back (one item per entry)
+    for line, entry in _parents_first(source.entries(result.problems), source.has_id, deferred):
         done += 1
         if done % 1000 == 0:
             tell(done, source.count)
@@ -439,6 +449,8 @@ def _copy(
         batch.append(entry)
     flush()
     tell(done, source.count)
+    if deferred and result.added:
+        _keep_the_files_leaf(source, storage, result)
     # what is left in the database after the file's entries may only be the database's own
     if compared < existing and any(mine.type not in DATABASE_SIDE for mine in theirs):
         raise _Diverged(
@@ -446,20 +458,51 @@ def _copy(
         )
 
 
+def _keep_the_files_leaf(source: _Source, storage: SessionStorage, result: FileResult) -> None:
+    """Entries held back until their parents came went in after entries that follow them in
+    the file: the database's leaf, its last entry, was then another than the file's (its last
+    line), and a session resumed from the copy went on from another branch (QA). A move of the
+    leaf to the file's leaf is written, as the app writes one."""
+    wanted = source.leaf_id
+    if wanted is None or wanted == storage.leaf_id or not storage.has_id(wanted):
+        return
+    move = entry_from_dict(
+        {
+            "type": "leaf",
+            "id": storage.new_entry_id(),
+            "parentId": storage.leaf_id,
+            "timestamp": iso_now(),
+            "targetId": wanted,
+        }
+    )
+    storage.append([move])
+    result.problems.append(
+        Problem(
+            source.path,
+            None,
+            f"entries written above their parents went in after them; a move of the leaf to {wanted!r},"
+            " the file's leaf, was written after them",
+            "noted",
+        )
+    )
+
+
 def _parents_first(
-    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool]
+    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool], deferred: list[int]
 ) -> Iterator[tuple[int | None, Entry]]:
     """The file's entries, each one whose parent comes further down held back until that
     parent has been given. The file is read with such a child under its parent (as Pi reads
     it); imported in file order, it was cut loose as a root, and the model's context with it
     (QA). One whose parent never comes (a damaged line) is given at the end, to be imported as
-    a root. A function of the file's bytes, as every import must see the same sequence."""
+    a root. A function of the file's bytes, as every import must see the same sequence.
+    `deferred` gets an item for each entry held back."""
     given: set[str] = set()
     waiting: dict[str, list[tuple[int | None, Entry]]] = {}
     for line, entry in entries:
         parent = entry.parent_id
         if parent is not None and parent not in given and in_file(parent):
             waiting.setdefault(parent, []).append((line, entry))
+            deferred.append(1)
             continue
         ready = [(line, entry)]
         while ready:

@@ -383,3 +383,32 @@ def test_the_list_gives_as_much_of_the_first_message_as_the_file_picker(tmp_path
     import_file(_raw_session(tmp_path / "long.jsonl", "long-1", [_message("u1", None, U(text))]), target)
     (listed,) = list_sessions(target)
     assert listed["first_message"].endswith("needle")
+
+
+def test_entries_held_back_for_their_parents_leave_the_files_leaf(tmp_path, target):
+    """Held back until its parent came, a child went in after the file's last line: the
+    database's leaf, its last entry, was another than the file's, and a session resumed from
+    the copy went on from another branch (QA). A move back to the file's leaf is written."""
+    path = _raw_session(
+        tmp_path / "order.jsonl",
+        "order-1",
+        [
+            _message("a", None, U("first")),
+            _message("d", "c", U("grandchild, written first")),
+            _message("c", "b", A("child")),
+            _message("b", "a", A("the last line")),
+        ],
+    )
+    done = import_file(path, target)
+    assert [p.kind for p in done.problems] == ["noted"]
+    with open_session(path, read_only=True) as file, open_session(address(target, "order-1")) as kept:
+        assert file.leaf_id == kept.leaf_id == "b"
+        assert texts(kept.build_context().messages) == texts(file.build_context().messages)
+    assert import_file(path, target).status == "unchanged"
+    with path.open("a") as f:  # the file goes on from its leaf
+        stamp = "2026-02-01T00:00:02.000Z"
+        f.write(json.dumps({**_message("e", "b", U("next")), "timestamp": stamp}) + "\n")
+    assert import_file(path, target).added == 1
+    with open_session(path, read_only=True) as file, open_session(address(target, "order-1")) as kept:
+        assert file.leaf_id == kept.leaf_id == "e"
+        assert texts(kept.build_context().messages) == texts(file.build_context().messages)

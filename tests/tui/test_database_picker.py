@@ -444,3 +444,27 @@ async def test_a_burst_ending_in_enter_opens_what_it_typed(tmp_path):
             app.post_message(events.Key(character, character))
         await pilot.pause(0.3)
         assert app.is_running and app.screen.query_one("#dbpick-filter").value == "aqueued"
+
+
+async def test_last_active_times_are_shown_in_one_time_zone(tmp_path, monkeypatch):
+    """Each time was shown as written: 13:00+05:00 above 10:00Z looked unsorted (QA)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    db = tmp_path / "zones.sqlite"
+    for sid, stamp in (("s-east", "2026-03-01T13:00:00+05:00"), ("s-west", "2026-03-01T10:00:00.000Z")):
+        storage = SqliteStorage.create(db, cwd="/p", session_id=sid)
+        with Session(storage, clock=lambda stamp=stamp: stamp) as s:
+            s.append_message(U(sid))
+    app = build_app(str(db))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            table = app.screen.query_one("#dbpick-table")
+            shown = [table.render_line(y).text for y in range(1, 3)]
+            assert "2026-03-01 10:00" in shown[0] and "s-west" in shown[0]
+            assert "2026-03-01 08:00" in shown[1] and "s-east" in shown[1]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -12,6 +12,7 @@ there is nothing to go back to).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -40,6 +41,19 @@ RELIST_SECONDS = 10.0
 NAME_WIDTHS = (16, 60)  # the name column's least and most; the project column gets the rest
 PROJECT_MOST = 40
 COLUMNS = (("name", "Name"), ("id", "Id"), ("cwd", "Project"), ("entries", "Entries"), ("at", "Last active"))
+
+
+def _local_time(iso: str) -> str:
+    """An entry's time in this machine's time zone (`2025-01-01 10:00`), as the file picker
+    shows a file's: each as written, 13:00+05:00 beside 10:00Z, the column looked unsorted
+    (QA). A time without a zone, or one that does not parse, is shown as written."""
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return short_time(iso)
+    if moment.tzinfo is None:
+        return short_time(iso)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 class SessionRows(DataTable[Text]):
@@ -183,7 +197,7 @@ class DatabasePickerScreen(Screen[str | None]):
                 Text(inert(str(s["id"])[: self._id_width()])),  # as the file picker shows ids; found whole
                 Text(ending(inert(s.get("cwd") or ""), project_width), no_wrap=True, overflow="ellipsis"),
                 Text(count, justify="right"),
-                Text(short_time(str(s.get("last_active") or s.get("created_at") or ""))),
+                Text(_local_time(str(s.get("last_active") or s.get("created_at") or ""))),
             ]
             table.add_row(*cells[: len(columns)], key=str(s["id"]))
         ids = [str(s["id"]) for s in self._shown]
