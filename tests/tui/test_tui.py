@@ -2108,3 +2108,21 @@ async def test_l_goes_to_the_child_toward_the_leaf(demo):
         assert cursor_id(app) == leaf
         await pilot.press("l")  # the leaf's child is a move record, which the filter hides
         assert status(app).startswith(f"No child of {leaf} has a row: a leaf entry the filter hides")
+
+
+async def test_l_reaches_a_child_far_below_under_the_labeled_filter(tmp_path):
+    """Two labels 3,000 entries apart under the labeled-only filter: `l` gave up after 1,000
+    hidden entries, "No child … has a row", while `h` went back up (QA)."""
+    path = tmp_path / "chain.jsonl"
+    with create_session("/p", path=path) as s:
+        ids = [s.append_message(U(f"turn {k}") if k % 2 == 0 else A(f"reply {k}")) for k in range(3002)]
+        s.append_label(ids[0], "first")
+        s.append_label(ids[-2], "far")
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("4", "g")
+        await settle(app, pilot)
+        assert cursor_id(app) == ids[0]
+        await pilot.press("l")
+        assert cursor_id(app) == ids[-2]
