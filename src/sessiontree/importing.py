@@ -408,8 +408,8 @@ def _copy(
             batch.clear()
 
     done = 0
-    deferred: list[int] = []  # the entries `_parents_first` held back (one item per entry)
-    for line, entry in _parents_first(source.entries(result.problems), source.has_id, deferred):
+    held: list[str] = []  # the ids of the entries `_parents_first` held back
+    for line, entry in _parents_first(source.entries(result.problems), source.has_id, held):
         done += 1
         if done % 1000 == 0:
             tell(done, source.count)
@@ -449,7 +449,7 @@ def _copy(
         batch.append(entry)
     flush()
     tell(done, source.count)
-    if deferred and result.added:
+    if held and result.added:
         _keep_the_files_leaf(source, storage, result)
     # what is left in the database after the file's entries may only be the database's own
     if compared < existing and any(mine.type not in DATABASE_SIDE for mine in theirs):
@@ -488,21 +488,21 @@ def _keep_the_files_leaf(source: _Source, storage: SessionStorage, result: FileR
 
 
 def _parents_first(
-    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool], deferred: list[int]
+    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool], held: list[str]
 ) -> Iterator[tuple[int | None, Entry]]:
     """The file's entries, each one whose parent comes further down held back until that
     parent has been given. The file is read with such a child under its parent (as Pi reads
     it); imported in file order, it was cut loose as a root, and the model's context with it
     (QA). One whose parent never comes (a damaged line) is given at the end, to be imported as
     a root. A function of the file's bytes, as every import must see the same sequence.
-    `deferred` gets an item for each entry held back."""
+    `held` gets the id of each entry held back."""
     given: set[str] = set()
     waiting: dict[str, list[tuple[int | None, Entry]]] = {}
     for line, entry in entries:
         parent = entry.parent_id
         if parent is not None and parent not in given and in_file(parent):
             waiting.setdefault(parent, []).append((line, entry))
-            deferred.append(1)
+            held.append(entry.id)
             continue
         ready = [(line, entry)]
         while ready:
@@ -510,8 +510,8 @@ def _parents_first(
             given.add(item[1].id)
             yield item
             ready.extend(waiting.pop(item[1].id, ()))
-    for held in waiting.values():
-        yield from held
+    for children in waiting.values():
+        yield from children
 
 
 def _admit(

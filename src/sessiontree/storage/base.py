@@ -16,12 +16,19 @@ from typing import Any
 from ..model.entries import Entry, validate_entry
 from ..model.errors import Diagnostic, SessionError
 from ..model.header import SessionHeader
-from ..model.ids import new_entry_id
+from ..model.ids import iso_to_ms, new_entry_id
 from .index import TreeIndex
 from .lock import ADVICE
 from .scan import encode_line, non_finite
 
 CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a line
+
+
+def last_active_first(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A database's sessions (`list_sessions`) by the instant of their last entry, the latest
+    first, ties in the order given. By the instant, not the text: a "+05:00" time was sorted
+    as if it were UTC (QA)."""
+    return sorted(sessions, key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
 
 
 class SessionStorage(ABC):

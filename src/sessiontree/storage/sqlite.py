@@ -34,9 +34,9 @@ import msgspec
 from ..model.entries import Entry, entry_from_dict
 from ..model.errors import Diagnostic, SessionError
 from ..model.header import CURRENT_VERSION, SessionHeader
-from ..model.ids import iso_now, iso_to_ms, session_id_or_new
+from ..model.ids import iso_now, session_id_or_new
 from . import dbfiles, sqlitelog
-from .base import SessionStorage
+from .base import SessionStorage, last_active_first
 from .index import (
     COMPACTION,
     LEAF,
@@ -652,9 +652,7 @@ class SqliteStorage(SessionStorage):
             }
             for r in rows
         ]
-        # by the instant, not the text: a "+05:00" time sorted as if it were UTC (QA)
-        listed.sort(key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
-        return listed
+        return last_active_first(listed)
 
     def _stored_projection(self) -> tuple[Projection, int]:
         """The stored projection and the log position it is of (what `open` and `refresh`

@@ -34,8 +34,8 @@ from typing import Any
 from ...model.entries import Entry, entry_from_dict
 from ...model.errors import SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
-from ...model.ids import iso_now, iso_to_ms, session_id_or_new
-from ..base import SessionStorage
+from ...model.ids import iso_now, session_id_or_new
+from ..base import SessionStorage, last_active_first
 from ..index import TreeIndex
 from ..projection import Projection, advance, differences, fold
 from ..scan import (
@@ -290,9 +290,7 @@ class PostgresStorage(SessionStorage):
             }
             for r in rows
         ]
-        # by the instant, not the text: a "+05:00" time sorted as if it were UTC (QA)
-        listed.sort(key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
-        return listed
+        return last_active_first(listed)
 
     @contextmanager
     def _snapshot(self) -> Iterator[Any]:
