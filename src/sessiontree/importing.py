@@ -156,6 +156,11 @@ class _Source:
         storage.close()
         self._read_legacy()
 
+    @property
+    def indexed(self) -> bool:
+        """Read through the file's index (v3), not migrated whole (v1/v2)."""
+        return self._storage is not None
+
     def _read_legacy(self) -> None:
         """Pi's v1/v2 files: small, read whole and migrated, v1 ids made stable."""
         fd = open_regular(self.path, os.O_RDONLY)
@@ -175,19 +180,8 @@ class _Source:
             return
         storage = self._storage
         assert storage is not None
-        ids, winner = storage.index.ids, storage.index.pos
         for i in range(self.count):
             line = storage.line_at(i)
-            if winner.get(ids[i], i) != i:  # its id is used again further down
-                problems.append(
-                    Problem(
-                        self.path,
-                        line,
-                        f"skipped, entry id {ids[i]!r} is used again further down, and the later entry"
-                        " wins (as the file is read)",
-                    )
-                )
-                continue
             try:
                 entry = storage.load_entry(i)
             except SessionError as exc:  # damage found only when decoding in full
@@ -354,6 +348,10 @@ def import_file(
             elif d.code == "torn_continued":
                 text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
                 result.problems.append(Problem(name, d.line, f"note: the line {text}", "noted"))
+            elif d.code == "duplicate_id" and source.indexed:
+                # the file's index left the earlier line out (`JsonlStorage._drop_superseded`)
+                said = f"skipped, entry id {d.entry_id!r} is used again further down, and the later"
+                result.problems.append(Problem(name, d.line, said + " entry wins (as the file is read)"))
             elif d.code not in _STRUCTURAL and d.severity in ("error", "warning"):
                 text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
                 result.problems.append(Problem(name, d.line, f"skipped, the line {text}"))

@@ -84,3 +84,51 @@ def test_upgraded_fixture_reads_the_same(tmp_path):
     with Session(JsonlStorage.open(path)) as s:
         pi = assert_same(s, path)
     assert pi["context_messages"] == 446
+
+
+PI_TEXTS = """
+import { SessionManager } from "@mariozechner/pi-coding-agent";
+const messages = SessionManager.open(process.argv[1]).buildSessionContext().messages;
+console.log(JSON.stringify(messages.map((m) => JSON.stringify(m.content))));
+"""
+
+
+def test_an_id_used_twice_reads_as_pi_reads_it(tmp_path):
+    """Pi looks a `parentId` up in a map filled in file order, so an entry written under the
+    earlier of two entries of one id hangs under the later. The file's index hung it under the
+    earlier: its context said the answer Pi does not send."""
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "dup",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p",
+    }
+
+    def message(eid: str, parent: str | None, body: dict, second: int) -> dict:
+        stamp = f"2026-01-01T00:00:{second:02d}.000Z"
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": stamp, "message": body}
+
+    path = tmp_path / "dup.jsonl"
+    lines = [
+        header,
+        message("u1", None, U("first"), 1),
+        message("a1", "u1", A("answer one"), 2),
+        message("x", "a1", U("written under the earlier"), 3),
+        message("a1", "u1", A("answer two"), 4),
+        message("y", "x", A("last"), 5),
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", PI_TEXTS, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=BENCH,
+    )
+    with Session(JsonlStorage.open(path, read_only=True)) as s:
+        ours = [json.dumps(m["content"], separators=(",", ":")) for m in s.build_context().messages]
+        assert s.leaf_id == "y"
+    theirs = [json.dumps(json.loads(c), separators=(",", ":")) for c in json.loads(done.stdout)]
+    assert ours == theirs
+    assert "answer two" in ours[1]

@@ -313,11 +313,35 @@ def test_duplicate_id_opens_read_only(tmp_path):
     before = path.read_bytes()
     with open_session(path) as s:
         (d,) = s.diagnostics
-        assert d.code == "duplicate_id" and d.line == 3
+        assert d.code == "duplicate_id" and d.line == 2 and "line 3" in d.message
         assert s.read_only
         assert s.get_entry("a").message["content"] == "again"  # later wins, as in Pi
-        assert s.entry_count() == 2  # both kept in the log
+        assert s.entry_count() == 1  # the earlier line is left out, as Pi's index leaves it
     assert path.read_bytes() == before
+
+
+def test_an_id_used_twice_is_one_entry_with_the_earlier_ones_children(tmp_path):
+    """The tree drew both entries of one id as a fork, and an entry written under the earlier
+    stayed under it while `check` said the later wins: the context then held the earlier."""
+    path = write(
+        tmp_path,
+        line(HEADER),
+        line(msg("u", None, "question")),
+        line(msg("a", "u", "first answer")),
+        line(msg("x", "a", "under the earlier")),
+        line(msg("a", "u", "second answer")),
+        line(msg("y", "a", "under the later")),
+    )
+    with open_session(path) as s:
+        assert [e.id for e in s.get_children("u")] == ["a"]
+        assert [e.message["content"] for e in s.get_children("a")] == ["under the earlier", "under the later"]
+        assert [e.message["content"] for e in s.get_branch("x")] == [
+            "question",
+            "second answer",
+            "under the earlier",
+        ]
+        (d,) = s.diagnostics
+        assert (d.code, d.line, d.entry_id) == ("duplicate_id", 3, "a")
 
 
 def test_missing_parent_is_orphan_root(tmp_path):

@@ -36,7 +36,7 @@ from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
 from ..lock import FileLock, flock_held_elsewhere, holder_named
-from ..scan import LineError, copied, decode_entry_dict, encode_line, index_line
+from ..scan import LineError, copied, decode_all, decode_entry_dict, encode_line, feed_rows, index_line
 from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
@@ -368,6 +368,7 @@ class JsonlStorage(SessionStorage):
                 self.index_cached = end
             start = self._tail.offset
             self._scan(at_open=True, progress=progress)
+            self._drop_superseded()
             tail = self._tail
             fresh = tail.offset - start  # bytes indexed by this scan
             if (
@@ -386,6 +387,47 @@ class JsonlStorage(SessionStorage):
             self.finish_verification()
 
     # --- scanning -----------------------------------------------------------------------------
+
+    def _drop_superseded(self) -> None:
+        """Index the file again without the earlier lines of an id used twice. Pi reads the
+        later one: its `byId` map is filled in file order and a `parentId` is looked up in it
+        when a path is walked (`SessionManager._buildIndex`, `buildSessionContext` in Pi's
+        `core/session-manager.js`). So the entries written under the earlier hang under the
+        later, as here once the later line adopts them, and the tree, the context and `check`
+        all speak of one entry. Damaged files only: Pi never writes an id twice."""
+        fd = self._fd
+        old = self._lines
+        index = old.index
+        if fd is None or len(index.pos) == len(index.ids):
+            return
+        fresh = LineIndex()
+        fresh.diagnostics = old.diagnostics
+        for i, eid in enumerate(index.ids):
+            offset, length, line = old.offsets[i], old.lengths[i], old.lines[i]
+            later = index.pos[eid]
+            if later != i:
+                fresh.diagnostics.append(
+                    Diagnostic(
+                        "error",
+                        "duplicate_id",
+                        f"entry id {eid!r} is used again on line {old.lines[later]}; the later"
+                        " entry is read, as Pi reads it, and this line is left out",
+                        line,
+                        eid,
+                    )
+                )
+                continue
+            raw = os.pread(fd, length, offset)
+            rows = decode_all([raw])  # as the first pass read it (its UTF-8 is checked apart)
+            if rows is not None:
+                feed_rows(fresh.index, rows, line)
+            else:
+                index_line(fresh.index, raw, line)
+            fresh.offsets.append(offset)
+            fresh.lengths.append(length)
+            fresh.lines.append(line)
+        fresh.diagnostics.sort(key=lambda d: d.line or 0)
+        self._lines = fresh
 
     def _scan(self, *, at_open: bool, progress: Progress | None = None) -> int:
         """Index complete lines from the end of the last complete line to EOF, then judge what
