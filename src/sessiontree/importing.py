@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .display import counted
 from .model.entries import Entry, entry_from_dict
 from .model.errors import SessionError
 from .model.header import CURRENT_VERSION, SessionHeader
@@ -376,7 +377,13 @@ def import_file(
     except SessionError as exc:
         result.status = "failed"
         result.message = exc.detail
-        if created:  # its row was committed before the entries, whose commit failed
+        if result.added:  # earlier batches were committed: "nothing was added" is of this one
+            result.message = result.message.replace("nothing was added", "its batch was not added")
+            result.message += (
+                f"; {counted(result.added, 'entry', 'entries')} went in before it: importing again"
+                " adds the rest"
+            )
+        elif created:  # its row was committed before the entries, whose commit failed
             result.message += f"; session {source.header.id} was created empty: importing again fills it"
     finally:
         source.close()
@@ -407,12 +414,13 @@ def _copy(
 
     done = 0
     held: list[str] = []  # the ids of the entries `_parents_first` held back
-    for line, entry in _parents_first(source.entries(result.problems), source.has_id, held):
+    looped: set[str] = set()
+    for line, entry in _parents_first(source.entries(result.problems), source.has_id, held, looped):
         done += 1
         if done % 1000 == 0:
             tell(done, source.count)
         original = entry.to_dict()
-        data, note, kind = _admit(original, known, storage)
+        data, note, kind = _admit(original, known, storage, looped=entry.id in looped)
         if note is not None and line not in reported:
             result.problems.append(Problem(source.path, line, note, kind))
         if data is None:
@@ -486,21 +494,27 @@ def _keep_the_files_leaf(source: _Source, storage: SessionStorage, result: FileR
 
 
 def _parents_first(
-    entries: Iterator[tuple[int | None, Entry]], in_file: Callable[[str], bool], held: list[str]
+    entries: Iterator[tuple[int | None, Entry]],
+    in_file: Callable[[str], bool],
+    held: list[str],
+    looped: set[str],
 ) -> Iterator[tuple[int | None, Entry]]:
     """The file's entries, each one whose parent comes further down held back until that
     parent has been given. The file is read with such a child under its parent (as Pi reads
     it); imported in file order, it was cut loose as a root, and the model's context with it
-    (QA). One whose parent never comes (a damaged line) is given at the end, to be imported as
-    a root. A function of the file's bytes, as every import must see the same sequence.
-    `held` gets the id of each entry held back."""
+    (QA). What still waits at the end is in a loop of parents, or under one. A function of the
+    file's bytes, as every import must see the same sequence.
+    `held` gets the id of each entry held back, `looped` the id of each one given as a root
+    although its parent is in the file: their parents make a loop."""
     given: set[str] = set()
     waiting: dict[str, list[tuple[int | None, Entry]]] = {}
+    in_order: list[tuple[int | None, Entry]] = []  # what was held back, in file order
     for line, entry in entries:
         parent = entry.parent_id
         if parent is not None and parent not in given and in_file(parent):
             waiting.setdefault(parent, []).append((line, entry))
             held.append(entry.id)
+            in_order.append((line, entry))
             continue
         ready = [(line, entry)]
         while ready:
@@ -508,12 +522,28 @@ def _parents_first(
             given.add(item[1].id)
             yield item
             ready.extend(waiting.pop(item[1].id, ()))
-    for children in waiting.values():
-        yield from children
+    # Loops: each given in file order, as a root, then what waits for it, so the rest of the
+    # loop goes in under its parents (given by parent, a child came before its parent and was
+    # cut loose as a root too: QA).
+    out: set[int] = set()
+    for first in in_order:
+        if first[1].id in given or not waiting:
+            continue
+        ready = [first]
+        while ready:
+            item = ready.pop(0)
+            if id(item[1]) in out:
+                continue
+            out.add(id(item[1]))
+            given.add(item[1].id)
+            if item is first and in_file(first[1].parent_id or ""):
+                looped.add(first[1].id)
+            yield item
+            ready.extend(waiting.pop(item[1].id, ()))
 
 
 def _admit(
-    data: dict, known: set[str], storage: SessionStorage
+    data: dict, known: set[str], storage: SessionStorage, *, looped: bool = False
 ) -> tuple[dict | None, str | None, ProblemKind]:
     """What to write for one entry of the file (None: skip it), what to tell the user, and
     which kind of problem that is.
@@ -533,7 +563,10 @@ def _admit(
     if parent is not None and parent not in known:
         data = {**data, "parentId": None}
         note = (
-            f"entry {eid!r} hangs off {parent!r}, which is not in the import (a damaged or"
+            f"entry {eid!r} hangs off {parent!r}, which is below it (their parents make a loop,"
+            " cut here as the file is read); imported as a root"
+            if looped
+            else f"entry {eid!r} hangs off {parent!r}, which is not in the import (a damaged or"
             " missing line); imported as a root"
         )
     if data["type"] == "leaf":

@@ -412,3 +412,51 @@ def test_entries_held_back_for_their_parents_leave_the_files_leaf(tmp_path, targ
     with open_session(path, read_only=True) as file, open_session(address(target, "order-1")) as kept:
         assert file.leaf_id == kept.leaf_id == "e"
         assert texts(kept.build_context().messages) == texts(file.build_context().messages)
+
+
+def test_a_loop_of_parents_is_cut_once_as_the_file_is_read(tmp_path, target):
+    """An entry whose parent is its own descendant: the file is read with the loop cut above
+    it. The import cut it there too, and also cut loose the child of that descendant, which was
+    given before its parent: the database's context lost 22 messages (QA)."""
+    chain = [_message("m0", None, U("q0"))]
+    for k in range(1, 50):
+        chain.append(_message(f"m{k}", f"m{k - 1}", (A if k % 2 else U)(f"t{k}")))
+    chain[10] = {**chain[10], "parentId": "m40"}  # m10 hangs under its own descendant
+    path = _raw_session(tmp_path / "loop.jsonl", "loop-1", chain)
+    done = import_file(path, target)
+    assert [(p.line, p.kind) for p in done.problems] == [(12, "rooted")]
+    assert "make a loop" in done.problems[0].message
+    with open_session(path, read_only=True) as file, open_session(address(target, "loop-1")) as kept:
+        for leaf in ("m49", "m40", "m9"):
+            assert texts(kept.build_context(at=leaf).messages) == texts(file.build_context(at=leaf).messages)
+        assert len(kept.build_context(at="m49").messages) == 40  # m10 .. m49
+
+
+def test_a_write_failing_after_some_batches_says_what_went_in(tmp_path, monkeypatch):
+    """On a full disk the import said "nothing was added" and "created empty" when 24 entries
+    had gone in: its first batches were committed (QA)."""
+    from sessiontree import importing
+    from sessiontree.model.errors import SessionError
+    from sessiontree.storage.sqlite import SqliteStorage
+
+    chain = [_message("m0", None, U("q0"))]
+    chain += [_message(f"m{k}", f"m{k - 1}", U(f"t{k}")) for k in range(1, 30)]
+    path = _raw_session(tmp_path / "s.jsonl", "full-1", chain)
+    monkeypatch.setattr(importing, "BATCH", 10)
+    real = SqliteStorage.append
+    calls = []
+
+    def fails_third(self, entries):
+        calls.append(len(entries))
+        if len(calls) == 3:
+            raise SessionError("storage", "commit failed, nothing was added: database or disk is full")
+        return real(self, entries)
+
+    monkeypatch.setattr(SqliteStorage, "append", fails_third)
+    done = import_file(path, tmp_path / "db.sqlite")
+    assert done.status == "failed" and done.added == 20
+    assert "nothing was added" not in done.message and "created empty" not in done.message
+    assert "20 entries went in before it: importing again adds the rest" in done.message
+    monkeypatch.setattr(SqliteStorage, "append", real)
+    again = import_file(path, tmp_path / "db.sqlite")
+    assert again.added == 10 and again.total == 30
