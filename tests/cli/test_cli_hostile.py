@@ -171,11 +171,47 @@ def test_an_infinite_usage_is_read_exported_and_imported(tmp_path: Path):
     assert said["messages"][1]["usage"]["input"] is None
 
 
-def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_path: Path):
+def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_path, monkeypatch, capsys):
+    """A line the index read that fails the full decode: `context` warned that it built from
+    what is readable, then failed with "not valid JSON" (QA). The tree draws the entry as
+    unreadable; a context through it fails naming its line, before anything is written; one
+    beside it is built."""
+    from sessiontree.cli import main
+    from sessiontree.storage.jsonl import storage
+    from sessiontree.storage.scan import LineError
+
+    ts = "2026-01-01T00:00:00.000Z"
+
+    def msg(eid: str, parent: str | None, text: str) -> dict:
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
+                "message": {"role": "user", "content": text, "timestamp": 1}}  # fmt: skip
+
+    path = write(
+        tmp_path / "s.jsonl",
+        [msg("u1", None, "q"), msg("a1", "u1", "BAD"), msg("u3", "u1", "side"), msg("u2", "a1", "after")],
+    )
+    real = storage.decode_entry_dict
+
+    def fails_on_bad(raw):
+        if b"BAD" in bytes(raw):
+            raise LineError("is not valid JSON (damaged)")
+        return real(raw)
+
+    monkeypatch.setattr(storage, "decode_entry_dict", fails_on_bad)
+    assert main(["tree", str(path)]) == 1
+    assert "a1 (unreadable: line 3 is not valid JSON (damaged))" in capsys.readouterr().out
+    assert main(["context", str(path)]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and "s.jsonl:3: line 3 is not valid JSON (damaged)" in said.err
+    assert main(["context", "--at", "u3", str(path)]) == 0  # its path reads whole
+    assert "side" in capsys.readouterr().out
+
+
+def test_an_entry_that_is_not_utf8_is_read_as_pi_reads_it(tmp_path: Path):
     """One invalid UTF-8 byte in a message: `tree` printed nothing (exit 2) wherever the entry
     was, and `context` warned that it built from what is readable, then failed with "not valid
-    JSON" (QA). The tree draws the entry as unreadable; a context through it says which entry
-    keeps it from being built, before anything is written; one beside it is built."""
+    JSON" (QA); then it refused any context through it, where Pi reads the file with U+FFFD for
+    the bad bytes and sends that (QA). Read so, and said once, with status 1."""
     ts = "2026-01-01T00:00:00.000Z"
 
     def msg(eid: str, parent: str | None, role: str, text: str) -> dict:
@@ -193,16 +229,15 @@ def test_an_undecodable_entry_is_drawn_as_such_and_named_before_a_context(tmp_pa
     assert tree.returncode == 1
     rows = tree.stdout.splitlines()
     assert len(rows) == 4 and all(any(f" {eid} " in r for r in rows) for eid in ("u1", "a1", "u2", "u3"))
-    assert any("a1 (unreadable: line 3 is not valid UTF-8 text)" in r for r in rows)
-    assert tree.stderr.count("line 3 is not valid UTF-8 text") == 1  # said once, not once a check
-    assert run("check", str(path)).stdout.count("line 3 is not valid UTF-8 text") == 1
+    assert any(" a1 " in r and "B\ufffdD" in r for r in rows)  # read as Pi reads it
+    said = "line 3 is not valid UTF-8 text (read with U+FFFD in place of its bad bytes, as Pi reads it)"
+    assert tree.stderr.count(said) == 1  # said once, not once a check
+    assert run("check", str(path)).stdout.count(said) == 1
     context = run("context", str(path))
-    assert context.returncode != 0 and context.stdout == ""
-    assert "entry a1 on its path cannot be read (line 3 is not valid UTF-8 text)" in context.stderr
-    assert "built the context from" not in context.stderr
-    assert run("context", "--json", str(path)).stdout == ""  # not half a JSON document
+    assert context.returncode == 1 and "B\ufffdD" in context.stdout and said in context.stderr
+    assert "skipped" not in context.stderr
+    as_json = json.loads(run("context", "--json", str(path)).stdout)
+    assert [m["content"] for m in as_json["messages"]] == ["q", "B\ufffdD", "after"]  # Pi's context
     beside = run("context", "--at", "u3", str(path))
     assert beside.returncode == 1 and "side" in beside.stdout
-    diff = run("diff", str(path), "u3", "u2")
-    assert diff.returncode != 0 and "entry a1 on its path" in diff.stderr
     assert path.read_bytes() == before

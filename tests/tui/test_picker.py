@@ -1168,7 +1168,7 @@ def test_a_damaged_session_says_its_first_problem(tmp_path):
     listing = describe(path)
     count = int((listing.error or "").split()[0])
     assert listing.error == f"{count} problems" and count > 1
-    assert listing.problem is not None and listing.problem.startswith("line 4")
+    assert listing.problem is not None and listing.problem.startswith("line 3")
     assert listing.problem.endswith(f" (and {count - 1} more)")
     shown = preview_text(listing, tmp_path, None, None, None).plain
     assert listing.problem in shown and "⚠" in shown

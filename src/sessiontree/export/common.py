@@ -83,9 +83,9 @@ def resolve_target(session: Session, at: str | None) -> tuple[str | None, str | 
     return at, None
 
 
-# Diagnostics saying an entry in the index cannot be decoded (its line's text is not UTF-8, or
-# fails the full decode); others name an entry that reads well (a missing parent, say).
-UNREADABLE = frozenset({"invalid_utf8", "unreadable_line"})
+# Diagnostics saying an entry in the index cannot be decoded (its line fails the full decode);
+# others name an entry that reads (a missing parent; bytes that are not UTF-8, read as U+FFFD).
+UNREADABLE = frozenset({"unreadable_line"})
 
 
 def require_readable_path(session: Session, target: str | None, what: str) -> None:
@@ -237,6 +237,10 @@ def incomplete_lines(session: Session) -> list[str]:
     return [f"{session.location}: {d.message}" for d in session.diagnostics if d.code in INCOMPLETE_WRITES]
 
 
+def _more(count: int, limit: int) -> str:
+    return f"; and {count - limit} more" if count > limit else ""
+
+
 def damage_line(
     session: Session, path: PathExport | None = None, *, done: str = "exported", limit: int = 3
 ) -> str | None:
@@ -252,11 +256,14 @@ def damage_line(
             counted(len(path.unreadable), "unreadable entry", "unreadable entries")
             + f" on the path left out ({', '.join(path.unreadable[:limit])})"
         )
-    shown = [d.said() for d in problems[:limit]]
-    if len(problems) > limit:
-        shown.append(f"and {len(problems) - limit} more")
-    if shown:
-        parts.append("skipped: " + "; ".join(shown))
+    replaced = [d for d in problems if d.code == "invalid_utf8"]  # read, not skipped
+    if replaced:
+        parts.append("; ".join(d.said() for d in replaced[:limit]) + _more(len(replaced), limit))
+    problems = [d for d in problems if d.code != "invalid_utf8"]
+    if problems:
+        parts.append(
+            "skipped: " + "; ".join(d.said() for d in problems[:limit]) + _more(len(problems), limit)
+        )
     if not parts:
         return None
     return one_line(f"{session.location} is damaged; {done} what is readable: " + "; ".join(parts), 600)

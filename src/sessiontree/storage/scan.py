@@ -358,13 +358,16 @@ class LineError(Exception):
         self.reason = reason
 
 
+NOT_UTF8 = "is not valid UTF-8 text"
+
+
 def decode_entry_dict(raw: bytes | memoryview) -> dict[str, Any]:
     """Full decode + validation of one line; raises LineError with a readable reason."""
     try:
         data = full_decode(raw)
     except msgspec.DecodeError as exc:
         if "UTF-8" in str(exc):  # as the byte check says it (`verify.py`), not as a JSON error
-            raise LineError("is not valid UTF-8 text") from None
+            raise LineError(NOT_UTF8) from None
         raise LineError(f"is not valid JSON ({_short(exc)})") from None
     except (RecursionError, MemoryError):
         # Valid JSON, which sets no limit (Node reads 5,000 levels): said as this reader's limit,

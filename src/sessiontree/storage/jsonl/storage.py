@@ -36,12 +36,21 @@ from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
 from ..lock import FileLock, flock_held_elsewhere, holder_named
-from ..scan import LineError, copied, decode_all, decode_entry_dict, encode_line, feed_rows, index_line
+from ..scan import (
+    NOT_UTF8,
+    LineError,
+    copied,
+    decode_all,
+    decode_entry_dict,
+    encode_line,
+    feed_rows,
+    index_line,
+)
 from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
-from .verify import check_utf8
+from .verify import check_utf8, utf8_damage
 from .writers import writer_elsewhere
 
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
@@ -590,7 +599,7 @@ class JsonlStorage(SessionStorage):
             if fd is None or done >= total or self._legacy is not None:
                 return
             lines = self._lines
-            self._diagnostics += check_utf8(
+            found = check_utf8(
                 fd,
                 lines.offsets,
                 lines.lengths,
@@ -600,6 +609,8 @@ class JsonlStorage(SessionStorage):
                 total,
                 elsewhere=elsewhere,
             )
+            said = {d.line for d in self._diagnostics if d.code == "invalid_utf8"}  # by `_decode`
+            self._diagnostics += [d for d in found if d.line not in said]
             self._verified = total
             self._mark_damaged()
 
@@ -710,7 +721,7 @@ class JsonlStorage(SessionStorage):
             raw = self.raw_line(i)
             self._remember(i, raw)
         try:
-            data = decode_entry_dict(raw)
+            data = self._decode(i, raw)
         except LineError as exc:
             raise self._late_damage(i, exc.reason) from None
         index = self._lines.index
@@ -751,7 +762,7 @@ class JsonlStorage(SessionStorage):
                 for i in positions[first : end + 1]:
                     at = offsets[i] - base
                     try:
-                        data = decode_entry_dict(block[at : at + lengths[i]])
+                        data = self._decode(i, block[at : at + lengths[i]])
                     except LineError as exc:
                         raise self._late_damage(i, exc.reason) from None
                     code = kind[i]
@@ -760,6 +771,23 @@ class JsonlStorage(SessionStorage):
                     append(entry_from_dict(data))
                 k = end + 1
         return out
+
+    def _decode(self, i: int, raw: bytes | memoryview) -> dict[str, Any]:
+        """Entry `i`'s line decoded in full. Bytes that are not UTF-8 are read as U+FFFD, as Pi
+        reads its files (Node's `readFileSync(path, "utf8")`), so the entry's text is what Pi
+        sends its model; the line is damage all the same (`verify`), said once."""
+        try:
+            return decode_entry_dict(raw)
+        except LineError as exc:
+            if exc.reason != NOT_UTF8:
+                raise
+        data = decode_entry_dict(bytes(raw).decode("utf-8", "replace").encode())
+        line = self._lines.lines[i]
+        with self._verify_lock:
+            if not any(d.line == line and d.code == "invalid_utf8" for d in self._diagnostics):
+                self._diagnostics.append(utf8_damage(line, self._lines.index.ids[i]))
+        self._mark_damaged()
+        return data
 
     def _late_damage(self, i: int, reason: str) -> SessionError:
         """A line that passed indexing but fails a full decode (bytes changed on disk since, a

@@ -42,10 +42,18 @@ def check_utf8(
         bad = check_utf8_elsewhere(fd, offsets, lengths, start, stop)
     if bad is None:
         bad = invalid_lines(fd, offsets, lengths, start, stop)
-    return [
-        Diagnostic("error", "invalid_utf8", f"line {lines[j]} is not valid UTF-8 text", lines[j], ids[j])
-        for j in bad
-    ]
+    return [utf8_damage(lines[j], ids[j]) for j in bad]
+
+
+def utf8_damage(line: int, entry_id: str) -> Diagnostic:
+    """The diagnostic of a line that is not UTF-8 (read with U+FFFD: `JsonlStorage._decode`)."""
+    return Diagnostic(
+        "error",
+        "invalid_utf8",
+        f"line {line} is not valid UTF-8 text (read with U+FFFD in place of its bad bytes, as Pi reads it)",
+        line,
+        entry_id,
+    )
 
 
 def invalid_lines(
