@@ -72,6 +72,20 @@ def inert(text: str) -> str:
     return _HIDDEN.sub(_visible, text) if _HIDDEN.search(text) else text
 
 
+# What makes an emoji sequence of several characters: skin tones (👍🏽), the variation selectors
+# (❤️ is ❤ and U+FE0F), the joiner (👨‍👩‍👧) and the keycap mark (#️⃣). Rich measures such a
+# sequence as one emoji of two cells, as some terminals draw it; tmux, VTE and xterm draw its
+# parts one by one (👍🏽 four cells, ❤️ one), so a tree row holding one ran over the preview's
+# edge and a row of ❤️ fell short of it (QA). Without them, each part is measured as drawn.
+_SEQUENCE_MARKS = re.compile("[\ufe0e\ufe0f\u200d\u20e3\U0001f3fb-\U0001f3ff]")
+
+
+def for_cells(text: str) -> str:
+    """`text` (inert) for a screen laid out by cells: emoji sequences as their parts, each as
+    wide everywhere (`_SEQUENCE_MARKS`). The browser only: files and exports keep every mark."""
+    return _SEQUENCE_MARKS.sub("", text)
+
+
 def inert_name(text: str) -> str:
     """`inert`, newlines and tabs too: a name (a path) kept to one line of output, which a
     newline in a file's name split in two."""
@@ -84,6 +98,11 @@ def label_text(label: str) -> str:
     return inert(" ".join(label.split()))
 
 
+# An assistant message whose `stopReason` is "length": Pi's providers set it when the answer
+# reached the model's output limit, so its text is cut, though it reads as whole.
+CUT_AT_LIMIT = "the answer reached the model's output token limit"
+
+
 def counted(count: int, one: str, many: str | None = None) -> str:
     """`count` and its noun, singular for one: `counted(1, "entry", "entries")` is "1 entry";
     `many` defaults to `one` + "s"."""
@@ -91,9 +110,10 @@ def counted(count: int, one: str, many: str | None = None) -> str:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """Inert, whitespace-collapsed, at most `limit` characters (…)."""
+    """Inert, whitespace-collapsed, at most `limit` characters (…). A carriage return is
+    whitespace here (a name written with "\r\n" showed `␍`, QA): on one line it moves nothing."""
     head = text[: limit * 4] if len(text) > limit * 4 else text
-    flat = " ".join(inert(head).split())
+    flat = " ".join(inert(head.replace("\r", " ")).split())
     return flat if len(flat) <= limit else flat[: max(limit - 1, 0)] + "…"
 
 
@@ -263,8 +283,10 @@ def call_label(call: dict[str, Any], *, is_error: bool = False) -> str:
 
 
 def entry_preview(entry: Entry, limit: int = 200) -> str:
-    """Glyph-less one-line preview, inert."""
-    return one_line(entry_summary(entry), limit)
+    """Glyph-less one-line preview, inert. A message without text says "(empty)": a bare `›`
+    row looked like a drawing fault (QA)."""
+    said = one_line(entry_summary(entry), limit)
+    return said if said or not isinstance(entry, MessageEntry) else "(empty)"
 
 
 def short_time(iso: str) -> str:

@@ -1007,3 +1007,24 @@ def test_check_of_sessions_given_by_address_counts_sessions(tmp_path):
             s.append_message(U(sid))
     done = run("check", f"{db}#s-a", f"{db}#s-b")
     assert done.stdout.endswith("2 sessions: 2 ok, 0 damaged\n")
+
+
+def test_context_gives_a_tool_calls_arguments_whole_and_says_an_answer_cut_at_the_limit(tmp_path):
+    """`context` cut a call's arguments at ~400 characters without a word, where results are
+    whole; an answer stopped at the output limit read as whole (QA). A name written with "\\r\\n"
+    showed `␍` in one-line places."""
+    path = tmp_path / "s.jsonl"
+    query = "Q" * 1_000
+    call = {"type": "toolCall", "id": "c1", "name": "search", "arguments": {"query": query, "n": 3}}
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("find it"))
+        s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+        s.append_message({**A("the first half of"), "stopReason": "length"})
+        s.append_session_name("Line1\r\nLine2\rLine3")
+    said = run("context", str(path)).stdout
+    assert f'search(query="{query}", n=3)' in said
+    assert "assistant · stopped: the answer reached the model's output token limit" in said
+    assert "Line1 Line2 Line3" in run("tree", str(path)).stdout
+    out = tmp_path / "s.md"
+    run("export", str(path), "-o", str(out))
+    assert "*Stopped (length): the answer reached the model's output token limit*" in out.read_text()

@@ -124,3 +124,16 @@ def test_a_bash_row_says_how_the_command_ended_and_whether_it_was_sent():
     assert message_summary({**run, "exitCode": None}) == "[no exit code] sleep 100"
     hidden = {**run, "exitCode": 0, "excludeFromContext": True}
     assert message_summary(hidden) == "[not sent] sleep 100  → exit 0"
+
+
+def test_a_message_without_text_says_empty_in_its_row():
+    """An empty or blank message drew a bare `›` row (QA)."""
+    from sessiontree.display import entry_preview
+    from sessiontree.model.entries import entry_from_dict
+
+    def entry(content):
+        return entry_from_dict({"type": "message", "id": "m", "parentId": None, "timestamp": "t",
+                                "message": {"role": "user", "content": content, "timestamp": 1}})  # fmt: skip
+
+    assert entry_preview(entry("")) == entry_preview(entry("  \n ")) == "(empty)"
+    assert entry_preview(entry("hi")) == "hi"

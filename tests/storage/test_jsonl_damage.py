@@ -136,7 +136,7 @@ def test_invalid_entry_shapes_are_diagnosed(tmp_path):
     with open_session(path) as s:
         messages = [d.message for d in s.diagnostics]
         assert [d.line for d in s.diagnostics] == [2, 3, 4, 5, 6]
-        assert "missing entry id" in messages[0]
+        assert "has an empty entry id" in messages[0]
         assert "invalid parentId" in messages[1]
         assert "invalid targetId" in messages[2]
         assert "missing targetId" in messages[3]
@@ -609,3 +609,28 @@ def test_a_value_nested_past_what_the_reader_takes_is_said_as_its_limit(tmp_path
         "nested deeper than sessiontree reads" in m and "JSON itself has no limit" in m for m in said
     ), said
     assert not any("not valid JSON" in m for m in said), said
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (HEADER, "line 3 is a second session header (a session has one, on its first line)"),
+        ({**msg("b", "a"), "type": 5}, "line 3 has an entry type that is not a string"),
+        ({**msg("b", "a"), "id": 12345}, "line 3 has an entry id that is not a string"),
+        ({k: v for k, v in msg("b", "a").items() if k != "id"}, "line 3 is missing entry id"),
+    ],
+)
+def test_a_bad_line_says_what_is_wrong_with_it(tmp_path, bad, said):
+    """A repeated header was "invalid parentId"; a number for the type or the id was "missing"
+    (QA)."""
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(bad))
+    with open_session(path, read_only=True) as s:
+        assert [d.message for d in s.diagnostics] == [said]
+
+
+def test_a_session_file_named_like_a_database_says_so(tmp_path):
+    """ "not a usable sessiontree database: file is not a database", and no more (QA)."""
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), name="s.sqlite")
+    with pytest.raises(SessionError) as err:
+        open_session(path)
+    assert "it is a Pi session file (JSONL): named .jsonl, it opens as one" in err.value.detail

@@ -15,7 +15,7 @@ from rich.style import Style
 from textual._styles_cache import StylesCache
 from textual.geometry import Region
 
-from harness.pilot import settle
+from harness.pilot import screen_lines, settle
 from helpers import PI_FIXTURES, A, U, zero_usage
 from sessiontree import JsonlStorage, Session
 from sessiontree.calls import diff_lines
@@ -1159,3 +1159,52 @@ def test_a_cut_that_leaves_out_only_a_last_newline_says_nothing():
 
     _, more = _cut("a" * (BODY_CHARS + 1), 8)  # one line, one character past the cut
     assert more is not None and more.startswith("… 1 more character ")
+
+
+@pytest.mark.parametrize("width", [31, 34, 40])
+def test_a_failed_tool_results_heading_keeps_error_longest(width):
+    """At 80 columns a failed tool result's heading was "── toolResult · ~19 tok ──": "error"
+    went first, before the tool's name and the closing rule (QA)."""
+    msg = {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": True,
+           "content": [{"type": "text", "text": "no such file"}], "timestamp": 1}  # fmt: skip
+    heading = plain_text(render_all(Plan(message_parts(msg, ("m",), COLLAPSED)), width).rows).splitlines()[0]
+    assert "error" in heading and len(heading) <= width, heading
+    assert ("read" in heading) == (width >= 40)
+
+
+def test_an_answer_cut_at_the_output_limit_says_so():
+    """`stopReason: "length"` was drawn as a whole answer; "aborted" and "error" said so (QA)."""
+    msg = {**A("the first half of"), "stopReason": "length"}
+    shown = plain_text(render_all(Plan(message_parts(msg, ("m",), COLLAPSED)), 60).rows)
+    assert "(stopped: length, the answer reached the model's output token limit)" in " ".join(shown.split())
+
+
+async def test_emoji_sequences_keep_the_tree_and_the_preview_apart(tmp_path):
+    """👍🏽 is four cells in tmux, VTE and xterm and ❤️ one, where Rich counts two: a row of them
+    ran over the divider, another fell short of it (QA). Measured as such a terminal draws each
+    character, the divider stands in one column on every row."""
+    import unicodedata
+
+    def drawn(text: str) -> int:  # one character at a time, as tmux draws them
+        return sum(
+            0
+            if unicodedata.combining(c) or c in "\u200d\ufe0f"
+            else 2
+            if unicodedata.east_asian_width(c) in "WF"
+            else 1
+            for c in text
+        )
+
+    path = tmp_path / "emoji.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("SKIN " + "👍🏽" * 30))
+        s.append_message(A("HEART " + "❤️" * 30 + " family 👨‍👩‍👧 flag 🏳️‍🌈 key #️⃣"))
+        s.append_label(s.leaf_id, "❤️👍🏽")
+        s.append_message(U("plain"))
+    app = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        shown = [line for line in screen_lines(app) if "▊" in line]
+        assert any("👍" in line for line in shown) and any("❤" in line for line in shown)
+        columns = {drawn(line[: line.index("▊")]) for line in shown}
+        assert len(columns) == 1, shown

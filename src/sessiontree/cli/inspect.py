@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from ..context import bash_outcome, iter_llm
-from ..display import counted, entry_glyph, entry_preview, inert_name, label_text, short_time
+from ..display import CUT_AT_LIMIT, counted, entry_glyph, entry_preview, inert_name, label_text, short_time
 from ..export.common import damage_line, require_readable_path, resolve_target
 from ..model.errors import Diagnostic, SessionError
 from ..model.messages import content_text, format_tool_call, message_text
@@ -118,6 +119,8 @@ def _heading(msg: dict[str, Any], answered: str | None) -> tuple[str, str | None
             answered = f"{provider}/{model}"
         if msg.get("stopReason") in ("error", "aborted"):
             notes.append(str(msg["stopReason"]))
+        elif msg.get("stopReason") == "length":
+            notes.append(f"stopped: {CUT_AT_LIMIT}")
     elif role == "toolResult":
         if isinstance(msg.get("toolName"), str):
             notes.append(msg["toolName"])
@@ -146,7 +149,8 @@ def _message_body(msg: dict[str, Any]) -> str:
                 lines = block["thinking"].strip("\n").split("\n")
                 parts.append(("thinking", "\n".join(f"┆ {line}".rstrip() for line in lines)))
             elif kind == "toolCall":
-                parts.append(("call", "→ " + format_tool_call(block, max_args=400)))
+                # whole: the model is sent every character (a cut said nothing of it, QA)
+                parts.append(("call", "→ " + format_tool_call(block, max_args=sys.maxsize)))
         if isinstance(msg.get("errorMessage"), str) and msg.get("stopReason") in ("error", "aborted"):
             parts.append(("stop", f"[{msg['stopReason']}] {msg['errorMessage']}"))
         return "".join(

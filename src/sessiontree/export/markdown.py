@@ -24,7 +24,7 @@ from typing import Any
 
 from ..calls import EDIT_ARGS, call_args, call_path, diff_lines, edit_pairs
 from ..context import SessionContext, bash_outcome
-from ..display import counted, inert, one_line
+from ..display import CUT_AT_LIMIT, counted, inert, one_line
 from ..model.entries import (
     ActiveToolsChangeEntry,
     BranchSummaryEntry,
@@ -236,6 +236,8 @@ def _message_body(message: dict[str, Any], limit: int | None) -> list[str]:
             blocks.append(
                 f"*Stopped ({stop})" + (f": {field(error, 300)}*" if isinstance(error, str) else "*")
             )
+        elif stop == "length":
+            blocks.append(f"*Stopped (length): {CUT_AT_LIMIT}*")
     elif role == "toolResult":
         text, note = cut(content_text(message.get("content"), image_placeholder=""), limit)
         if text.strip():

@@ -337,11 +337,19 @@ def validate_entry(data: object) -> str | None:
     if type(data) is not dict and not isinstance(data, Mapping):
         return "is not a valid session entry (expected a JSON object)"
     etype = data.get("type")
-    if not isinstance(etype, str):
-        return "is missing entry type"
+    if not isinstance(etype, str):  # "missing" of one present but not text misled (QA)
+        return "is missing entry type" if etype is None else "has an entry type that is not a string"
+    if etype == "session":  # said as "invalid parentId" (QA)
+        return "is a second session header (a session has one, on its first line)"
     eid = data.get("id")
     if not isinstance(eid, str) or not eid:
-        return "is missing entry id"
+        return (
+            "is missing entry id"
+            if eid is None
+            else "has an empty entry id"
+            if eid == ""
+            else ("has an entry id that is not a string")
+        )
     if "parentId" not in data or not (data["parentId"] is None or isinstance(data["parentId"], str)):
         return "has invalid parentId"
     ts = data.get("timestamp")

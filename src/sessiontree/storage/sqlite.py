@@ -20,6 +20,8 @@ leaves this module as a SessionError naming the database.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sqlite3
 import threading
 from array import array
@@ -484,7 +486,10 @@ class SqliteStorage(SessionStorage):
                 ) from None
             damaged = getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
             raise SessionError(
-                "storage", f"not a usable sessiontree database: {exc}", path=db_path, damaged=damaged
+                "storage",
+                f"not a usable sessiontree database: {exc}{_what_it_is(db_path)}",
+                path=db_path,
+                damaged=damaged,
             ) from None
         if row is None:  # a creator killed before its schema or its version: no session yet
             conn.close()
@@ -583,7 +588,7 @@ class SqliteStorage(SessionStorage):
         conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         if isinstance(conn, _Snapshot):
             reason = (
-                "the database is open read-only, as it is on disk: this user cannot create the file"
+                "the database is open read-only as a snapshot: this user cannot create the file"
                 " SQLite shares with its writers (its -shm), so their later changes are not followed"
             )
         lock = None
@@ -1238,11 +1243,33 @@ def _storable(text: str) -> str:
     return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
+def _what_it_is(db_path: str) -> str:
+    """What a file SQLite cannot open holds, when that says what to do: a Pi session file named
+    like a database was "not a database" and no more (QA); else how damage is looked into."""
+    try:
+        with open(db_path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return ""
+    if re.match(rb'(\xef\xbb\xbf)?\{\s*"type"\s*:\s*"session"', head):
+        return "; it is a Pi session file (JSONL): named .jsonl, it opens as one"
+    if head.startswith(b"SQLite format 3\x00"):
+        return f"; {recover(db_path)}"
+    return ""
+
+
+def recover(db_path: str) -> str:
+    """What to do with a damaged database, said with the damage."""
+    return f"`sqlite3 {shlex.quote(db_path)} .recover | sqlite3 NEW.sqlite` copies what is readable"
+
+
 def _storage_error(exc: sqlite3.Error, db_path: str) -> SessionError:
     """A SessionError for what SQLite raised while reading: damage (a malformed page, not a
     database) is said to be damage; the rest (I/O, locking) keeps SQLite's words."""
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return SessionError("storage", f"the database is damaged ({exc})", path=db_path, damaged=True)
+        return SessionError(
+            "storage", f"the database is damaged ({exc}); {recover(db_path)}", path=db_path, damaged=True
+        )
     return SessionError("storage", f"cannot read the database ({exc})", path=db_path)
 
 

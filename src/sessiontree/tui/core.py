@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ..catalog import first_words
-from ..display import counted, inert, one_line
+from ..display import counted, for_cells, inert, one_line
 from ..model.errors import Diagnostic, SessionError
 from ..outline import Filter
 from ..session import Session
@@ -158,7 +158,7 @@ class BrowserBase(Screen[None]):
         room = width - HEADER_CHROME - cell_len(sub_title)
         state_room = width - HEADER_CHROME - cell_len(state) - len(" · ")
         keeps = max(room, min(max(width - NOT_THE_NAME, NAME_LEAST), NAME_MOST, state_room))
-        self.title = shortened(one_line(name, 400), keeps) if keeps >= NAME_LEAST else ""
+        self.title = shortened(for_cells(one_line(name, 400)), keeps) if keeps >= NAME_LEAST else ""
         self.sub_title = sub_title
         if session.read_only:
             if session.format_version < 3 and session.location is not None:

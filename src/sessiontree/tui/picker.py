@@ -34,7 +34,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from ..catalog import Catalog, Hit, SessionListing, listing_key, listing_match, text_match
-from ..display import counted, inert, one_line
+from ..display import counted, for_cells, inert, one_line
 from ..opening import SQLITE_SUFFIXES
 from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
@@ -403,7 +403,7 @@ class PickerScreen(Screen[Path | None]):
                 said = f"⚠ {listing.title} ({listing.error})" if listing.error else listing.title
                 if self._current is not None and os.path.abspath(listing.path) == self._current:
                     said = "● " + said
-                title = shortened(one_line(said, 400), room)
+                title = shortened(for_cells(one_line(said, 400)), room)
                 text = Text(title)
                 if file:
                     room = max(column.width - cell_len(title) - 1, 1)

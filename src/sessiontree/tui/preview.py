@@ -56,7 +56,7 @@ from ..context import (
     project,
     reports_usage,
 )
-from ..display import counted, entry_summary, inert, one_line, pretty_json
+from ..display import CUT_AT_LIMIT, counted, entry_summary, for_cells, inert, one_line, pretty_json
 from ..model.entries import CompactionEntry, Entry, MessageEntry
 from ..model.messages import (
     assistant_text,
@@ -320,8 +320,8 @@ def _clean(line: Iterable[Segment], width: int) -> tuple[tuple[str, int], ...]:
             continue
         if "\t" in text:
             text = text.expandtabs(4)
-        safe = inert(text)
-        if safe is not text:
+        safe = for_cells(inert(text))
+        if safe != text:
             changed = True
         if style is not None and style.link_id:
             style = style.clear_meta_and_links()
@@ -425,13 +425,23 @@ class Renderer:
         token count go first, then the closing rule (wrapped, "── assistant ·" stood alone on
         a row at 80 columns)."""
         parts = title.split(" · ")
-        text = f"── {title} ──"
-        while cell_len(text) > self.width and len(parts) > 2:
-            del parts[-2]
-            text = f"── {' · '.join(parts)} ──"
-        if cell_len(text) > self.width:
-            text = f"── {' · '.join(parts)}"
-            text = shortened(text, self.width)
+        # The parts between the role and the token count go first, from the right, then the
+        # closing rule, then what the message is (an error, a cancelled command): at 80 columns
+        # a failed tool result's heading lost "error" first (QA).
+        middle = range(len(parts) - 2, 0, -1)
+        flags = [k for k in middle if parts[k] in HEADING_FLAGS]
+        order = [k for k in middle if parts[k] not in HEADING_FLAGS] + flags
+        plain = len(order) - len(flags)
+
+        def said(dropped: int, rule: bool) -> str:
+            gone = order[:dropped]
+            kept = " · ".join(p for k, p in enumerate(parts) if k not in gone)
+            return f"── {kept} ──" if rule else f"── {kept}"
+
+        tries = [said(d, True) for d in range(plain + 1)] + [
+            said(d, False) for d in range(plain, len(order) + 1)
+        ]
+        text = next((t for t in tries if cell_len(t) <= self.width), None) or shortened(tries[-1], self.width)
         return [(((text, 0),), cls, False)]
 
     def rich(self, renderable: RenderableType, indent: int = 0) -> list[Row]:
@@ -692,7 +702,7 @@ def body_parts(
             marker = _with_match_note(marker, whole[len(text) :], detail.find)
     split = _at_line_end(text, detail.rich_chars)
     head, rest = text[:split], text[split:]
-    head = inert(head).expandtabs(4)
+    head = for_cells(inert(head)).expandtabs(4)
     parts: list[Part] = []
 
     def keyed(*more: Any) -> tuple[Any, ...] | None:
@@ -744,8 +754,11 @@ def _line(text: str, cls: str = "", indent: int = 0, hang: int = 0) -> Part:
     return Part(lambda r: r.plain(text, cls, indent, hang))
 
 
+HEADING_FLAGS = frozenset({"error", "cancelled", "not sent"})
+
+
 def _heading(title: str, role: str) -> Part:
-    return Part(lambda r: r.heading(inert(title), HEADING_STYLE.get(role, "preview--dim")))
+    return Part(lambda r: r.heading(for_cells(inert(title)), HEADING_STYLE.get(role, "preview--dim")))
 
 
 CALL_HANG = 2  # a tool call's title wraps under its name, past the arrow ("→ ")
@@ -896,6 +909,8 @@ def message_parts(
             said = f": {error}" if isinstance(error, str) and error.strip() else ""  # not "(error: )"
             failure = inert(f"(stopped: {msg.get('stopReason')}{said})")
             sections.append([_line(failure, "preview--error")])
+        elif msg.get("stopReason") == "length":  # it looked like a whole answer (QA)
+            sections.append([_line(f"(stopped: length, {CUT_AT_LIMIT})", "preview--error")])
         parts = [_heading(title, role)]
         for k, section in enumerate(sections):  # thinking, text and each call, a blank line apart
             parts += ([_blank()] if k else []) + section

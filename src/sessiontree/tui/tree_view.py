@@ -28,7 +28,7 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from ..archive import archived
-from ..display import call_label, counted, entry_glyph, entry_preview, label_text, one_line
+from ..display import call_label, counted, entry_glyph, entry_preview, for_cells, label_text, one_line
 from ..display import entry_kind as kind_of
 from ..folds import Folds
 from ..model.entries import Entry
@@ -725,7 +725,13 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             except SessionError as exc:  # a line that cannot be decoded: say so, in the row
                 self.post_message(self.Damaged())
                 return ("unknown", "⚠", session.tree.ids[i], one_line(f"unreadable: {exc.detail}"), "")
-            info = (kind_of(entry), entry_glyph(entry), entry.id, preview, _local_time(entry.timestamp))
+            info = (
+                kind_of(entry),
+                entry_glyph(entry),
+                entry.id,
+                for_cells(preview),
+                _local_time(entry.timestamp),
+            )
             self._info[i] = info
         return info
 
@@ -826,7 +832,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
 
         used = sum(cell_len(s.text) for s in left) + sum(cell_len(s.text) for s in right)
         if look.label:  # a quarter of the row at most, and half of what the rest leaves
-            label = label_text(look.label)
+            label = for_cells(label_text(look.label))
             most = max(min(width // 4, (width - used) // 2 - 3), LABEL_MIN)
             label = shortened(label, most)
             left.append(Segment(f"[{label}] ", row_style + self._style("tree--label")))

@@ -322,8 +322,12 @@ class JsonlStorage(SessionStorage):
                     if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                         raise
                     fd = open_regular(path, os.O_RDONLY)
-                    why = "on a read-only file system" if exc.errno == errno.EROFS else "not writable by you"
-                    reason = f"the file is {why} ({exc.strerror}), so it is open read-only"
+                    why = (
+                        "on a read-only file system"  # "(Read-only file system)" said it twice (QA)
+                        if exc.errno == errno.EROFS
+                        else f"not writable by you ({exc.strerror})"
+                    )
+                    reason = f"the file is {why}, so it is open read-only"
         except FileNotFoundError:
             raise SessionError("not_found", "no such session file", path=path) from None
         except IsADirectoryError:
