@@ -88,7 +88,13 @@ def select_indices(
     the newest compaction moves to the front, followed by its retained range (`retainedTail`
     messages travel inside the entry; otherwise the items from `firstKeptEntryId` up to the
     compaction), then everything after it. Works on decoded entries and on index positions.
-    `last`: the newest compaction's index (-1: none), when the caller knows it already."""
+    `last`: the newest compaction's index (-1: none), when the caller knows it already.
+
+    An older compaction inside the retained range is left out, as Pi's coding agent leaves it
+    (`buildSessionContext` in its `core/session-manager.js` sends the newest compaction's
+    summary only). Pi's compactor makes such a range: it looks for the next cut from the last
+    compaction's `firstKeptEntryId` on, so a second compaction soon after the first keeps
+    entries from before it, and its summary was sent twice here."""
     if last is None:
         last = next((k for k in range(n - 1, -1, -1) if is_compaction(k)), -1)
     if last < 0:
@@ -98,7 +104,7 @@ def select_indices(
     if has_tail or first_kept is None:
         return [last, *after]
     start = next((k for k in range(last) if id_at(k) == first_kept), last)
-    return [last, *range(start, last), *after]
+    return [last, *(k for k in range(start, last) if not is_compaction(k)), *after]
 
 
 def select_context_entries(path: Sequence[Entry]) -> list[Entry]:

@@ -948,3 +948,21 @@ def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
     assert browser.js(lists) == [[1, 3], [5, 2]]
     third = "document.querySelectorAll('#main .msg.assistant ol')[0].children[2].innerHTML"
     assert re.fullmatch(r"third<p>\s*its second paragraph</p>", browser.js(third))
+
+
+def test_a_second_compaction_over_the_first_shows_one_summary(tmp_path):
+    """The page's context sent the older compaction's summary too when the newer kept entries
+    from before it, as the app did; Pi sends the newest only (`select_indices`)."""
+    path = tmp_path / "twice.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("early"))
+        kept = s.append_message(U("kept question"))
+        s.append_message(A("kept answer"))
+        s.append_compaction("FIRST summary", kept, 1000)
+        s.append_message(U("after the first"))
+        s.append_compaction("SECOND summary", kept, 2000)
+        s.append_message(U("after the second"))
+        want = [m["role"] for m in s.build_context().messages]
+    assert want == ["compactionSummary", "user", "assistant", "user", "user"]
+    dom = dump(export(path, tmp_path / "twice.html"))
+    assert attr(dom, "main", "data-roles") == ",".join(want)

@@ -132,3 +132,25 @@ def test_an_id_used_twice_reads_as_pi_reads_it(tmp_path):
     theirs = [json.dumps(json.loads(c), separators=(",", ":")) for c in json.loads(done.stdout)]
     assert ours == theirs
     assert "answer two" in ours[1]
+
+
+def test_a_second_compaction_keeping_entries_from_before_the_first_sends_one_summary(tmp_path):
+    """Pi's compactor looks for its next cut from the last compaction's kept entry on, so a
+    compaction soon after another keeps entries from before it. Pi sends the newest summary
+    only; the older one was sent too, between the kept entries (found by reading Pi's code)."""
+    path = tmp_path / "twice.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("early"))
+        s.append_message(A("early answer"))
+        kept = s.append_message(U("kept question"))
+        s.append_message(A("kept answer"))
+        s.append_compaction("FIRST summary", kept, 1000)
+        s.append_message(U("after the first"))
+        s.append_message(A("answer after the first", model="claude-sonnet-4-5"))
+        s.append_compaction("SECOND summary", kept, 2000)
+        s.append_message(U("after the second"))
+        pi = assert_same(s, path)
+        ours = s.build_context()
+        assert pi["roles"] == ["compactionSummary", "user", "assistant", "user", "assistant", "user"]
+        assert [m.get("summary") for m in ours.messages][:1] == ["SECOND summary"]
+        assert sum(1 for m in ours.messages if m["role"] == "compactionSummary") == 1

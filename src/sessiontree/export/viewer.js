@@ -506,8 +506,8 @@
     if (hasTail || firstKept === null) return [last, ...after];
     let start = last;
     for (let k = 0; k < last; k++) if (ids[path[k]] === firstKept) { start = k; break; }
-    const kept = [];
-    for (let k = start; k < last; k++) kept.push(k);
+    const kept = [];  // an older compaction in the kept range sends nothing (select_indices)
+    for (let k = start; k < last; k++) if (kind[path[k]] !== T.compaction) kept.push(k);
     return [last, ...kept, ...after];
   }
 
