@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PI_FIXTURES, A, U, zero_usage
+from helpers import PI_FIXTURES, A, U, texts, zero_usage
 from sessiontree import JsonlStorage, Session, SessionError, create_session, open_session
 from sessiontree.compare import compare_contexts, comparison_lines
 from sessiontree.context import estimate_context_tokens
@@ -890,3 +890,24 @@ def test_a_fork_of_a_postgresql_session_names_it_without_the_password(tmp_path, 
         named = fork.header.parent_session or ""
     password = pg_url.split("@")[0].rsplit(":", 1)[1]
     assert named.endswith(f"#{sid}") and named.startswith("postgresql://") and password not in named
+
+
+def test_a_fork_keeps_a_label_entry_a_compaction_keeps_from(tmp_path):
+    """The library takes any id as a compaction's `firstKeptEntryId`. A fork left the path's
+    label entries out (as Pi's fork does), that one too: the fork's compaction kept nothing and
+    its context lost the kept turns (helper review)."""
+    source = tmp_path / "s.jsonl"
+    with Session(JsonlStorage.create(source, cwd="/p")) as s:
+        first = s.append_message(U("old"))
+        s.append_message(A("old answer"))
+        label = s.append_label(first, "start")
+        s.append_message(U("kept q"))
+        s.append_message(A("kept a"))
+        s.append_compaction("SUM", label, 100)
+        end = s.append_message(A("after"))
+        want = texts(s.build_context().messages)
+    with open_session(source, read_only=True) as s:
+        fork_session(s, end, output=tmp_path / "fork.jsonl")
+    with open_session(tmp_path / "fork.jsonl", read_only=True) as fork:
+        assert texts(fork.build_context(at=end).messages) == want
+        assert want[1:] == ["kept q", "kept a", "after"]

@@ -108,11 +108,15 @@ def iter_session_lines(
         written.add(entry.id)
         return inert_json(encode_line(data)) + b"\n"
 
+    # A label entry a compaction keeps from stays: left out, the copy's compaction kept
+    # nothing, and the context lost the kept turns (helper review: the library takes any id as
+    # `firstKeptEntryId`).
+    kept_from = {first for first, _ in session.tree.compactions.values()} if relabel else set()
     for entry in entries:
         held = None  # whatever comes after a `leaf` entry leaves it out
         if isinstance(entry, LeafEntry):
             held = entry
-        elif not (relabel and isinstance(entry, LabelEntry)):
+        elif not (relabel and isinstance(entry, LabelEntry)) or entry.id in kept_from:
             yield line(entry)
     if held is not None:
         yield line(held)
