@@ -381,6 +381,26 @@ def test_compaction_first_kept_cut(backend):
     check_both(backend, s, check)
 
 
+def test_an_older_compaction_among_the_kept_entries_sends_nothing(backend):
+    """Pi's compactor, compacting again soon, keeps entries from before the last compaction;
+    Pi's coding agent sends the newest summary only (`select_indices`)."""
+    s = backend.session()
+    s.append_message(U("1"))
+    k = s.append_message(U("2"))
+    s.append_compaction("first", k, 1)
+    s.append_message(U("3"))
+    s.append_compaction("second", k, 2)
+    s.append_message(U("4"))
+
+    def check(x):
+        msgs = x.build_context().messages
+        assert [m.get("summary") for m in msgs if m["role"] == "compactionSummary"] == ["second"]
+        assert texts(msgs)[1:] == ["2", "3", "4"]
+        assert texts(x.stream_context())[1:] == ["2", "3", "4"]
+
+    check_both(backend, s, check)
+
+
 def test_two_compactions_use_the_latest(backend):
     s = backend.session()
     s.append_message(U("1"))
