@@ -190,11 +190,27 @@ def _read_again(listing: SessionListing) -> None:
     listing.mtime_ns = -1
 
 
+# User messages looked through for the first with text (one decode each).
+FIRST_TRIES = 20
+
+
 def first_words(session: Session) -> str:
-    """The text of the session's first user message ("" if none): what the picker lists an
-    unnamed session by, and the browser's header names it by."""
-    first = session.tree.role.find(USER)
-    return _text(session, first, USER)[:FIRST_WORDS] if first >= 0 else ""
+    """The text of the session's first user message with text ("" if none): what the picker
+    lists an unnamed session by, and the browser's header names it by. One of images only is
+    passed over, as Pi's session list passes it over (it was listed as "[image]"; helper)."""
+    role = session.tree.role
+    at = role.find(USER)
+    first = ""
+    for _ in range(FIRST_TRIES):
+        if at < 0:
+            break
+        text = _text(session, at, USER)
+        words = _text(session, at, USER, images=False)
+        if words.strip():
+            return words[:FIRST_WORDS]
+        first = first or text
+        at = role.find(USER, at + 1)
+    return first[:FIRST_WORDS]
 
 
 def _last_user_on_path(tree: TreeIndex) -> int:
@@ -209,9 +225,9 @@ def _last_user_on_path(tree: TreeIndex) -> int:
     return role.rfind(USER)
 
 
-def _text(session: Session, i: int, role: int) -> str:
-    """The text of the message at position `i`; "" when its line cannot be decoded (the
-    damage is already counted among the session's diagnostics)."""
+def _text(session: Session, i: int, role: int, *, images: bool = True) -> str:
+    """The text of the message at position `i` (`images`: an image as "[image]"); "" when its
+    line cannot be decoded (the damage is already counted among the session's diagnostics)."""
     try:
         entry = session.entry_at(i)
     except SessionError:
@@ -219,7 +235,9 @@ def _text(session: Session, i: int, role: int) -> str:
     message = entry.get("message")
     if not isinstance(message, dict):
         return ""
-    return content_text(message.get("content")) if role == USER else assistant_text(message)
+    if role != USER:
+        return assistant_text(message)
+    return content_text(message.get("content"), image_placeholder="[image]" if images else "")
 
 
 # --- matching ---------------------------------------------------------------------------------

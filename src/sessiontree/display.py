@@ -171,6 +171,8 @@ def message_summary(msg: dict[str, Any]) -> str:
             text = f"(thinking) {thought}" if thought else ""
         if not text.strip() and isinstance(msg.get("errorMessage"), str):
             text = f"(error) {msg['errorMessage']}"
+        if not text.strip() and msg.get("stopReason") in ("aborted", "error", "length"):
+            text = f"({msg['stopReason']})"  # as Pi's /tree says it; "(empty)" said less (helper)
         return text
     if role == "toolResult":
         name = msg.get("toolName") if isinstance(msg.get("toolName"), str) else "tool"

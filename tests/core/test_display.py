@@ -137,3 +137,11 @@ def test_a_message_without_text_says_empty_in_its_row():
 
     assert entry_preview(entry("")) == entry_preview(entry("  \n ")) == "(empty)"
     assert entry_preview(entry("hi")) == "hi"
+
+
+def test_an_aborted_answer_without_text_says_so_in_its_row():
+    """An aborted turn with no content read "(empty)"; Pi's /tree says "(aborted)" (helper)."""
+    from sessiontree.display import message_summary
+
+    assert message_summary({"role": "assistant", "content": [], "stopReason": "aborted"}) == "(aborted)"
+    assert message_summary({"role": "assistant", "content": [], "stopReason": "length"}) == "(length)"

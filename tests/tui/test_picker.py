@@ -1267,3 +1267,21 @@ async def test_an_error_of_an_earlier_pick_goes_when_a_session_opens(root):
         await settle(app, pilot)
         assert isinstance(app.screen, BrowserScreen)
         assert not any("broken.jsonl" in n.message for n in app._notifications)
+
+
+def test_a_session_begun_with_an_image_is_listed_by_its_first_words(tmp_path):
+    """A session whose first message was an image only was listed as "[image]"; Pi's list
+    passes over it to the first message with text (helper, against Pi's `SessionManager.list`)."""
+    image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+    path = _write(
+        tmp_path / "img.jsonl",
+        "/p",
+        lambda s: [
+            s.append_message({**U(""), "content": [image]}),
+            s.append_message(A("a picture")),
+            s.append_message({**U(""), "content": [image, {"type": "text", "text": "now crop it"}]}),
+        ],
+    )
+    assert describe(path).title == "now crop it"
+    only = _write(tmp_path / "only.jsonl", "/p", lambda s: s.append_message({**U(""), "content": [image]}))
+    assert describe(only).title == "[image]"  # nothing else to go by
