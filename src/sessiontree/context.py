@@ -343,8 +343,11 @@ def estimate_context_tokens(messages: Sequence[Message]) -> int:
     all estimates when no assistant reported usage. A usage reported before the latest
     compaction is not usable: it measured the context the compaction replaced (175k where the
     compacted context held 26k; QA). Pi says so too (`getContextUsage` in pi-coding-agent's
-    `core/agent-session.ts` shows the size as unknown then, judging by the timestamps): the
-    messages are estimated instead."""
+    `core/agent-session.ts` shows the size as unknown until an assistant entry after the
+    compaction entry reports one): the messages are estimated instead. A list of messages does
+    not say which came after the compaction entry, so their timestamps do: an answer dated
+    before its compaction (a skewed clock) is taken for an older one, where Pi and the `t`
+    column (`sizes`) go by the entries' order."""
     since = _compacted_at(messages)
     for k in range(len(messages) - 1, -1, -1):
         total = _reported_usage(messages[k])
