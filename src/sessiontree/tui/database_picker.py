@@ -278,6 +278,12 @@ class DatabasePickerScreen(Screen[str | None]):
         # Once a filter is being typed, q, / and ? are characters of it: "aqueued" typed fast
         # left "aueued" (QA).
         keys = (None,) if box.value else (None, "q", "/", "?")
+        if event.character == "q" and not box.value:
+            # Quit now: a key typed right after would move the focus to the box before the q's
+            # binding is looked up, and the box takes a printable key for itself ("qx", QA).
+            event.stop()
+            self.call_next(self.run_action, "app.quit")
+            return
         if event.is_printable and event.character not in keys:
             self.set_focus(box)
             box.insert_text_at_cursor(event.character)
