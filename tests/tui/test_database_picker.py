@@ -473,14 +473,15 @@ async def test_last_active_times_are_shown_in_one_time_zone(tmp_path, monkeypatc
 async def test_q_typed_first_in_a_burst_quits(tmp_path):
     """ "qx" typed fast: the x moved the focus to the filter before the q's binding was looked
     up, and the filter took the q for itself; the app stayed (QA)."""
-    app = build_app(str(team_db(tmp_path)))
+    db = team_db(tmp_path)
+    app = build_app(str(db))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         for character in "qx":
             app.post_message(events.Key(character, character))
         await pilot.pause(0.3)
         assert not app.is_running
-    app = build_app(str(team_db(tmp_path)))
+    app = build_app(str(db))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("slash", "q")  # in the filter, a q is typed
