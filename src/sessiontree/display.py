@@ -112,9 +112,10 @@ def counted(count: int, one: str, many: str | None = None) -> str:
 def one_line(text: str, limit: int = 200) -> str:
     """Inert, whitespace-collapsed, at most `limit` characters (…). A carriage return is
     whitespace here (a name written with "\r\n" showed `␍`, QA): on one line it moves nothing."""
-    head = text[: limit * 4] if len(text) > limit * 4 else text
+    # a cut inside an emoji sequence leaves no joiner at its end (drawn as ⟨U+200D⟩, QA)
+    head = text[: limit * 4].rstrip("\u200d") if len(text) > limit * 4 else text
     flat = " ".join(inert(head.replace("\r", " ")).split())
-    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)] + "…"
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip("\u200d") + "…"
 
 
 GLYPHS = {

@@ -346,7 +346,7 @@ def import_file(
         for d in source.diagnostics:
             if d.code == "torn_tail":
                 result.problems.append(Problem(name, d.line, _PENDING, "pending"))
-            elif d.code == "torn_continued":
+            elif d.code in ("torn_continued", "invalid_utf8"):  # read, and imported (QA: "skipped")
                 text = d.message.removeprefix(f"line {d.line} ") if d.line is not None else d.message
                 result.problems.append(Problem(name, d.line, f"note: the line {text}", "noted"))
             elif d.code == "duplicate_id" and source.indexed:
@@ -563,7 +563,9 @@ def _admit(
     if parent is not None and parent not in known:
         data = {**data, "parentId": None}
         note = (
-            f"entry {eid!r} hangs off {parent!r}, which is below it (their parents make a loop,"
+            f"entry {eid!r} names itself as parent; imported as a root"
+            if parent == eid
+            else f"entry {eid!r} hangs off {parent!r}, which is below it (their parents make a loop,"
             " cut here as the file is read); imported as a root"
             if looped
             else f"entry {eid!r} hangs off {parent!r}, which is not in the import (a damaged or"

@@ -966,3 +966,13 @@ def test_a_second_compaction_over_the_first_shows_one_summary(tmp_path):
     assert want == ["compactionSummary", "user", "assistant", "user", "user"]
     dom = dump(export(path, tmp_path / "twice.html"))
     assert attr(dom, "main", "data-roles") == ",".join(want)
+
+
+def test_an_answer_stopped_at_the_output_limit_says_so(tmp_path):
+    """The page said "stopped (aborted)" and "(error)", and nothing of `length` (QA)."""
+    path = tmp_path / "cut.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        s.append_message(U("write it all"))
+        s.append_message({**A("the first half of"), "stopReason": "length"})
+    dom = dump(export(path, tmp_path / "cut.html"))
+    assert "stopped (length): the answer reached the model's output token limit" in dom.replace("&#39;", "'")

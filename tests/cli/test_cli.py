@@ -1028,3 +1028,28 @@ def test_context_gives_a_tool_calls_arguments_whole_and_says_an_answer_cut_at_th
     out = tmp_path / "s.md"
     run("export", str(path), "-o", str(out))
     assert "*Stopped (length): the answer reached the model's output token limit*" in out.read_text()
+
+
+def test_importing_an_unchanged_damaged_file_again_exits_0(tmp_path):
+    """The second import of a file with a loop said nothing ("unchanged") and exited 1 (QA)."""
+    entries = [
+        {"type": "message", "id": f"m{k}", "parentId": f"m{k - 1}" if k else None,
+         "timestamp": "2026-01-01T00:00:00.000Z",
+         "message": {"role": "user", "content": f"t{k}", "timestamp": 1}}
+        for k in range(5)
+    ]  # fmt: skip
+    entries[1]["parentId"] = "m3"  # m1 hangs under its own descendant
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "loop",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "cwd": "/p",
+    }
+    path = tmp_path / "loop.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *entries]))
+    db = str(tmp_path / "db.sqlite")
+    first = run("import", str(path), "--to", db, "--no-progress", check=False)
+    assert first.returncode == 1 and "make a loop" in first.stderr
+    again = run("import", str(path), "--to", db, "--no-progress", check=False)
+    assert again.returncode == 0 and "unchanged" in again.stdout

@@ -145,3 +145,10 @@ def test_an_aborted_answer_without_text_says_so_in_its_row():
 
     assert message_summary({"role": "assistant", "content": [], "stopReason": "aborted"}) == "(aborted)"
     assert message_summary({"role": "assistant", "content": [], "stopReason": "length"}) == "(length)"
+
+
+def test_a_cut_inside_an_emoji_sequence_leaves_no_joiner():
+    """A row cut inside 👨‍👩‍👧‍👦 ended in `⟨U+200D⟩…` (QA)."""
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for n in range(1, 30):
+        assert "U+200D" not in one_line(family * 40, n) and not one_line(family * 40, n).endswith("\u200d…")

@@ -911,3 +911,18 @@ def test_a_fork_keeps_a_label_entry_a_compaction_keeps_from(tmp_path):
     with open_session(tmp_path / "fork.jsonl", read_only=True) as fork:
         assert texts(fork.build_context(at=end).messages) == want
         assert want[1:] == ["kept q", "kept a", "after"]
+
+
+def test_the_transcript_says_an_older_compaction_among_the_kept_entries_is_not_sent(tmp_path):
+    """It was shown like any entry the model gets (QA); Pi sends the newest summary only."""
+    with Session(JsonlStorage.create(tmp_path / "s.jsonl", cwd="/p")) as s:
+        kept = s.append_message(U("kept"))
+        s.append_compaction("FIRST", kept, 10)
+        s.append_message(U("between"))
+        s.append_compaction("SECOND", kept, 20)
+        s.append_message(U("after"))
+        text, _ = export_markdown(s)
+    sections = text.split("### Compaction")
+    assert len(sections) == 3
+    assert "not sent: a newer compaction's summary replaces it" in sections[1]
+    assert "not sent" not in sections[2]

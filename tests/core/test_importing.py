@@ -460,3 +460,20 @@ def test_a_write_failing_after_some_batches_says_what_went_in(tmp_path, monkeypa
     monkeypatch.setattr(SqliteStorage, "append", real)
     again = import_file(path, tmp_path / "db.sqlite")
     assert again.added == 10 and again.total == 30
+
+
+def test_a_line_read_with_replacement_characters_is_imported_and_said_so(tmp_path, target):
+    """Bytes that are not UTF-8 are read as U+FFFD, and the entry imported; the import called
+    the line skipped (QA). An entry naming itself as parent was said to hang off one below it."""
+    path = _raw_session(
+        tmp_path / "u8.jsonl",
+        "u8-1",
+        [_message("u1", None, U("BAD")), _message("a1", "u1", A("ok")), _message("me", "me", U("self"))],
+    )
+    path.write_bytes(path.read_bytes().replace(b'"BAD"', b'"B\xc3D"'))
+    done = import_file(path, target)
+    said = {p.line: (p.kind, p.message) for p in done.problems}
+    assert said[2][0] == "noted" and "not valid UTF-8 text (read with U+FFFD" in said[2][1]
+    assert said[4] == ("rooted", "entry 'me' names itself as parent; imported as a root")
+    with open_session(address(target, "u8-1")) as kept:
+        assert texts(kept.build_context(at="a1").messages) == ["B\ufffdD", "ok"]

@@ -109,6 +109,7 @@ def foreign_writer(path: Path, ack_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(1, b"r")  # started: a round's kill waits for this (a loaded machine killed it first)
     n = 0
     while True:
         n += 1
@@ -243,11 +244,15 @@ class Harness:
         if other is not None:
             other.send_signal(signal.SIGKILL)
             other.wait()
+            if other.stdout is not None:
+                other.stdout.close()
         self.report.kills += 1
         self.verify()
 
     def _start_foreign(self, seed: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
+        """The lock-free writer, once it has begun: its interpreter's start took longer than a
+        round on a loaded machine, and no round had a line of it (a flaky test)."""
+        proc = subprocess.Popen(
             [
                 sys.executable,
                 "-c",
@@ -256,10 +261,13 @@ class Harness:
                 str(self.foreign_ack),
                 str(seed),
             ],
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=_harness_env(),
         )
+        assert proc.stdout is not None
+        proc.stdout.read(1)
+        return proc
 
     def _fork(self, seed: int, ready_fd: int) -> int:
         pid = os.fork()

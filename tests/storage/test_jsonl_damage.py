@@ -634,3 +634,31 @@ def test_a_session_file_named_like_a_database_says_so(tmp_path):
     with pytest.raises(SessionError) as err:
         open_session(path)
     assert "it is a Pi session file (JSONL): named .jsonl, it opens as one" in err.value.detail
+
+
+def test_an_id_used_again_by_another_writer_while_followed_says_reopen(tmp_path):
+    """Read at open, the later entry takes the earlier's place; appended while a session was
+    followed, the tree drawn so far kept the earlier and its text (QA). The refresh says so,
+    and the session turns read-only; a reopen reads it as Pi does."""
+    path = write(
+        tmp_path, line(HEADER), line(msg("u", None)), line(msg("a", "u", "EARLIER")), line(msg("b", "a"))
+    )
+    with open_session(path) as s:
+        with open(path, "ab") as f:
+            f.write(line(msg("a", None, "LATER")))
+        with pytest.raises(SessionError) as err:
+            s.refresh()
+        assert "another writer used entry id 'a' again; reopen" in err.value.detail and s.read_only
+    with open_session(path, read_only=True) as s:
+        assert s.get_entry("a").message["content"] == "LATER" and s.get_entry("b").parent_id == "a"
+        assert [e.id for e in s.get_branch("b")] == ["a", "b"]
+
+
+def test_an_old_format_line_that_is_not_utf8_is_read_as_pi_reads_it(tmp_path):
+    """v3 files read such bytes as U+FFFD; a v1/v2 file still dropped the line (QA)."""
+    old = {**HEADER, "version": 2}
+    bad = line(msg("a", None, "hi XX")).replace(b"hi XX", b"hi \xff\xfe")
+    path = write(tmp_path, line(old), bad, line(msg("b", "a", "ok")))
+    with open_session(path, read_only=True) as s:
+        assert [e.message["content"] for e in s.get_branch()] == ["hi \ufffd\ufffd", "ok"]
+        assert [(d.code, d.line) for d in s.diagnostics] == [("invalid_utf8", 2)]

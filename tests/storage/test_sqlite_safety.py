@@ -611,3 +611,26 @@ def test_nothing_in_this_process_drops_sqlites_locks_on_the_database(tmp_path, p
         assert rows.fetchone()[0] == len(written)
     with open_session(f"{db}#{writer.session_id}", read_only=True) as again:
         assert [e.id for e in again.get_entries()] == written
+
+
+def test_only_damage_is_told_to_recover_and_a_session_file_is_named(tmp_path):
+    """Told of damage, `sqlite3 .recover` was told of a database another program held locked
+    too (QA); a Pi session file named `.sqlite` was "not a database" and no more."""
+    db = tmp_path / "locked.sqlite"
+    with Session(SqliteStorage.create(db, cwd="/p", session_id="s")) as s:
+        s.append_message(U("hi"))
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(SessionError) as err:
+            SqliteStorage.open(db, "s", read_only=True).close()
+        assert "locked" in err.value.detail and ".recover" not in err.value.detail
+    finally:
+        holder.rollback()
+        holder.close()
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(db.read_bytes()[:100] + b"\x55" * 8000)
+    with pytest.raises(SessionError) as err:
+        SqliteStorage.open(damaged, "s").close()
+    assert f"`sqlite3 {damaged} .recover | sqlite3 NEW.sqlite` copies what is readable" in err.value.detail

@@ -302,6 +302,8 @@ def _entry_section(
     if isinstance(entry, CompactionEntry):
         kept = entry.first_kept_entry_id
         where = f"; kept from {code(kept)}" if kept else ""
+        if entry.id not in in_context:  # an older one among a newer one's kept entries (QA)
+            where += " · *not sent: a newer compaction's summary replaces it*"
         return [
             "### Compaction",
             f"{meta_line} · {entry.tokens_before:,} tokens before{where}",

@@ -793,6 +793,9 @@
       if (m.stopReason === "error" || m.stopReason === "aborted") {
         cls += " err";
         parts.push('<p class="note">stopped (' + safe(m.stopReason) + ")" + (typeof m.errorMessage === "string" ? ": " + safe(m.errorMessage) : "") + "</p>");
+      } else if (m.stopReason === "length") {  // as the app says it (display.CUT_AT_LIMIT)
+        cls += " err";
+        parts.push('<p class="note">stopped (length): the answer reached the model\'s output token limit</p>');
       }
       body = parts.join("");
     } else if (r === "toolResult") {

@@ -272,7 +272,12 @@ class SessionStorage(ABC):
         not read would build on a tree we do not fully know (README, "Reliability")."""
         errors = [d for d in self.diagnostics if d.severity == "error"]
         if errors and self.read_only_reason is None:
-            more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+            # "; and": after a message of its own, " and 1 more" read as part of it (QA)
+            more = (
+                f"; and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''}"
+                if len(errors) > 1
+                else ""
+            )
             self.read_only_reason = (
                 f"the session has damage ({errors[0].said()}{more}), so it is open read-only"
                 " and nothing will be written; `sessiontree check` lists every problem"

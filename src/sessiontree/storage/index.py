@@ -168,8 +168,7 @@ class TreeIndex:
                 Diagnostic(
                     "error",
                     "duplicate_id",
-                    f"entry id {eid!r} is used again (first use at entry #{self.pos[eid] + 1});"
-                    " the later entry wins",
+                    f"entry id {eid!r} is used again (first use at entry #{self.pos[eid] + 1})",
                     line,
                     eid,
                 )

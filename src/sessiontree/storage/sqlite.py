@@ -487,7 +487,8 @@ class SqliteStorage(SessionStorage):
             damaged = getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
             raise SessionError(
                 "storage",
-                f"not a usable sessiontree database: {exc}{_what_it_is(db_path)}",
+                # what to do, for damage only: a locked or unwritable database is whole (QA)
+                f"not a usable sessiontree database: {exc}{_what_it_is(db_path) if damaged else ''}",
                 path=db_path,
                 damaged=damaged,
             ) from None
@@ -587,9 +588,14 @@ class SqliteStorage(SessionStorage):
             )
         conn = cls._connect(db_path, create=False, durable=durable, read_only=read_only)
         if isinstance(conn, _Snapshot):
+            why = (
+                "it is on a read-only file system, where SQLite cannot create the file it shares"
+                if _on_read_only_fs(db_path)
+                else "this user cannot create the file SQLite shares"
+            )
             reason = (
-                "the database is open read-only as a snapshot: this user cannot create the file"
-                " SQLite shares with its writers (its -shm), so their later changes are not followed"
+                f"the database is open read-only as a snapshot: {why} with its writers (its -shm),"
+                " so their later changes are not followed"
             )
         lock = None
         storage = None
@@ -1241,6 +1247,14 @@ class _StaleLog(Exception):
 def _storable(text: str) -> str:
     """`text` with any lone surrogate (which UTF-8 cannot encode) as U+FFFD."""
     return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _on_read_only_fs(path: str) -> bool:
+    """Whether `path` is on a file system mounted read-only (a reason of its own, QA)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _what_it_is(db_path: str) -> str:

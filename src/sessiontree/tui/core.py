@@ -202,7 +202,7 @@ class BrowserBase(Screen[None]):
         errors = [d for d in self.session.diagnostics if d.severity == "error"]
         if not errors:
             return ""
-        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        more = f"; and {counted(len(errors) - 1, 'more problem')}" if len(errors) > 1 else ""
         return f"; the session has damage ({errors[0].said()}{more}): `sessiontree check` lists it"
 
     def upgrade_blocked(self) -> str | None:

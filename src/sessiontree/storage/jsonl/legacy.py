@@ -19,6 +19,7 @@ from ...model.header import SessionHeader
 from ..migrate import migrate_entries, stable_ids
 from ..scan import add_dict, full_decode
 from .indexer import LineIndex
+from .verify import utf8_damage
 
 
 @dataclass(slots=True)
@@ -29,6 +30,18 @@ class Legacy:
     lines: LineIndex = field(default_factory=LineIndex)
     end: int = 0
     next_line: int = 0
+
+
+_UNREAD = object()  # a line that is not JSON (`None` is JSON's null)
+
+
+def _replaced(raw: bytes) -> Any:
+    """`raw` read as Pi reads a file, its bytes that are not UTF-8 as U+FFFD (`_UNREAD` if it
+    is not JSON even so)."""
+    try:
+        return full_decode(raw.decode("utf-8", "replace").encode())
+    except (msgspec.DecodeError, RecursionError):
+        return _UNREAD
 
 
 def read_legacy(
@@ -50,9 +63,15 @@ def read_legacy(
         line_no += 1
         if not raw.strip():
             continue
+        why = ""
         try:
             obj = full_decode(raw)
         except (msgspec.DecodeError, RecursionError) as exc:
+            why = str(exc)
+            obj = _replaced(raw) if "UTF-8" in why else _UNREAD
+            if obj is not _UNREAD:  # bytes that are not UTF-8: U+FFFD, as in a v3 file
+                out.lines.diagnostics.append(utf8_damage(line_no, None))
+        if obj is _UNREAD:
             if k == len(pieces) - 1:  # no newline after it: a write cut short, as in a v3 file
                 out.lines.diagnostics.append(
                     Diagnostic(
@@ -65,7 +84,7 @@ def read_legacy(
                 )
             else:
                 out.lines.diagnostics.append(
-                    Diagnostic("error", "invalid_line", f"line {line_no} is not valid JSON ({exc})", line_no)
+                    Diagnostic("error", "invalid_line", f"line {line_no} is not valid JSON ({why})", line_no)
                 )
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):

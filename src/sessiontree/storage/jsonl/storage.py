@@ -423,8 +423,8 @@ class JsonlStorage(SessionStorage):
                     Diagnostic(
                         "error",
                         "duplicate_id",
-                        f"entry id {eid!r} is used again on line {old.lines[later]}; the later"
-                        " entry is read, as Pi reads it, and this line is left out",
+                        f"entry id {eid!r} is used again on line {old.lines[later]}, whose entry is"
+                        " read (as Pi reads it); this line is not",
                         line,
                         eid,
                     )
@@ -552,7 +552,21 @@ class JsonlStorage(SessionStorage):
                 self._tail = Tail(TailKind.NONE, skip + 1, 0, tail.line + 1)
         elif tail.kind is TailKind.TORN and not self._continue_torn(size):
             return 0
+        index = self._lines.index
+        known, reused = len(index.ids), len(index.ids) - len(index.pos)
         self._scan(at_open=False)
+        if len(index.ids) - len(index.pos) > reused:
+            # Read as Pi reads it, the later entry takes the earlier's place and children
+            # (`_drop_superseded`), which the tree drawn so far cannot show: a reopen does.
+            seen, eid = set(index.ids[:known]), "?"
+            for eid in index.ids[known:]:
+                if eid in seen:
+                    break
+                seen.add(eid)
+            self._damaged(
+                "duplicate_id",
+                f"another writer used entry id {eid!r} again; reopen the session to read it as Pi does",
+            )
         if self._tail.kind is TailKind.PENDING:
             self._judge_pending()
         if not self._verify_later:

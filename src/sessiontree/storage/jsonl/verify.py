@@ -45,7 +45,7 @@ def check_utf8(
     return [utf8_damage(lines[j], ids[j]) for j in bad]
 
 
-def utf8_damage(line: int, entry_id: str) -> Diagnostic:
+def utf8_damage(line: int, entry_id: str | None) -> Diagnostic:
     """The diagnostic of a line that is not UTF-8 (read with U+FFFD: `JsonlStorage._decode`)."""
     return Diagnostic(
         "error",
