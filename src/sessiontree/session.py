@@ -31,6 +31,7 @@ from .context import (
     usage_number,
 )
 from .model.entries import (
+    CompactionEntry,
     CustomMessageEntry,
     Entry,
     MessageEntry,
@@ -537,7 +538,29 @@ class Session:
 
         `at` builds it as if the leaf were at that entry (the browser's preview). `projectors`
         are accepted for symmetry with `build_context`; they only affect messages."""
-        return self._transform(select_context_entries(self.get_branch(at)), transforms)
+        path = self.get_branch(at)  # a database's leaf branch is stored: no tree to load for it
+        if _kept_from_above(path):
+            start = self.tree.leaf if at is None else self.position(at)
+            path = self.storage.load_many(self._context_path(start))
+        return self._transform(select_context_entries(path), transforms)
+
+    def _context_path(self, start: int) -> list[int]:
+        """The path the context at `start` is cut from: the bounded path (`get_branch`), or the
+        whole root path when the newest compaction keeps from above the bounded path's start.
+        The bound moves up to an older compaction's kept entry met on the way (Pi's harness
+        layer), so a newer compaction keeping from above that one kept nothing here, where Pi's
+        coding agent, which looks on the whole path, keeps from there. Pi's own compactor never
+        keeps from above an older cut; the library takes any id."""
+        index = self.tree
+        path = index.bounded_path(start)
+        last = next((k for k in range(len(path) - 1, -1, -1) if index.kind[path[k]] == COMPACTION), -1)
+        if last < 0:
+            return path
+        first_kept, has_tail = index.compactions[path[last]]
+        if has_tail or first_kept is None or any(index.ids[path[k]] == first_kept for k in range(last)):
+            return path
+        whole = index.path_to_root(start)
+        return whole if first_kept in (index.ids[k] for k in whole) else path
 
     def _transform(self, entries: list[Entry], transforms: Sequence[Transform]) -> list[Entry]:
         for transform in [*self._transforms, *transforms]:
@@ -570,7 +593,7 @@ class Session:
         omitted = omitted_messages = 0
         if root_path is not None and limit is None:
             start = self.tree.leaf if at is None else self.position(at)
-            bounded = list(root_path[len(root_path) - len(self.tree.bounded_path(start)) :])
+            bounded = list(root_path[len(root_path) - len(self._context_path(start)) :])
             entries = self._transform(select_context_entries(bounded), transforms)
         elif limit is None:
             entries = self.build_context_entries(transforms, at=at)
@@ -616,7 +639,7 @@ class Session:
         index = self.tree
         if compaction is None:
             compaction = index.path_facts(start)[1]
-        path = index.bounded_path(start)
+        path = self._context_path(start)
         chosen = select_indices(
             len(path),
             lambda k: index.kind[path[k]] == COMPACTION,
@@ -939,6 +962,20 @@ class Session:
 
 
 __all__ = ["BranchSummary", "LeafMove", "Navigation", "Session", "SessionStats"]
+
+
+def _kept_from_above(path: Sequence[Entry]) -> bool:
+    """Whether the newest compaction of a bounded path keeps from above its start
+    (`Session._context_path`)."""
+    last = next((k for k in range(len(path) - 1, -1, -1) if isinstance(path[k], CompactionEntry)), -1)
+    if last < 0:
+        return False
+    compaction = path[last]
+    assert isinstance(compaction, CompactionEntry)
+    kept = compaction.first_kept_entry_id
+    if compaction.retained_tail is not None or kept is None:
+        return False
+    return all(path[k].id != kept for k in range(last))
 
 
 def _index_in(path: list[int], position: int, relinks: int) -> int | None:

@@ -976,3 +976,20 @@ def test_an_answer_stopped_at_the_output_limit_says_so(tmp_path):
         s.append_message({**A("the first half of"), "stopReason": "length"})
     dom = dump(export(path, tmp_path / "cut.html"))
     assert "stopped (length): the answer reached the model's output token limit" in dom.replace("&#39;", "'")
+
+
+def test_a_compaction_keeping_from_above_an_older_cut_shows_what_it_keeps(tmp_path):
+    """The page cut the path at the older compaction's kept entry and kept nothing of the
+    newer one's, as the app did (`Session._context_path`)."""
+    path = tmp_path / "above.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        q1 = s.append_message(U("q1"))
+        q2 = s.append_message(U("q2"))
+        s.append_compaction("FIRST", q2, 1000)
+        s.append_message(U("q3"))
+        s.append_compaction("SECOND", q1, 2000)
+        s.append_message(U("q4"))
+        want = [m["role"] for m in s.build_context().messages]
+    assert want == ["compactionSummary", "user", "user", "user", "user"]
+    dom = dump(export(path, tmp_path / "above.html"))
+    assert attr(dom, "main", "data-roles") == ",".join(want)

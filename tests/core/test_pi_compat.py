@@ -154,3 +154,19 @@ def test_a_second_compaction_keeping_entries_from_before_the_first_sends_one_sum
         assert pi["roles"] == ["compactionSummary", "user", "assistant", "user", "assistant", "user"]
         assert [m.get("summary") for m in ours.messages][:1] == ["SECOND summary"]
         assert sum(1 for m in ours.messages if m["role"] == "compactionSummary") == 1
+
+
+def test_a_compaction_keeping_from_above_an_older_cut_reads_as_pi_reads_it(tmp_path):
+    """Cut at the older compaction's kept entry, the context of a newer one keeping from above
+    it kept nothing; Pi's coding agent looks on the whole root path (helper review)."""
+    path = tmp_path / "above.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        q1 = s.append_message(U("q1"))
+        s.append_message(A("a1"))
+        q2 = s.append_message(U("q2"))
+        s.append_compaction("FIRST", q2, 1000)
+        s.append_message(U("q3"))
+        s.append_compaction("SECOND", q1, 2000)
+        s.append_message(U("q4"))
+        pi = assert_same(s, path)
+    assert pi["roles"] == ["compactionSummary", "user", "assistant", "user", "user", "user"]

@@ -401,6 +401,26 @@ def test_an_older_compaction_among_the_kept_entries_sends_nothing(backend):
     check_both(backend, s, check)
 
 
+def test_a_compaction_keeping_from_above_an_older_cut_keeps_from_there(backend):
+    """The bounded path starts at the older compaction's kept entry, above which the newer
+    keeps: nothing was kept, where Pi's coding agent keeps from the newer one's entry."""
+    s = backend.session()
+    q1 = s.append_message(U("q1"))
+    q2 = s.append_message(U("q2"))
+    s.append_compaction("first", q2, 1)
+    s.append_message(U("q3"))
+    s.append_compaction("second", q1, 2)
+    s.append_message(U("q4"))
+
+    def check(x):
+        for msgs in (x.build_context().messages, list(x.stream_context())):
+            assert [m.get("summary") for m in msgs if m["role"] == "compactionSummary"] == ["second"]
+            assert texts(msgs)[1:] == ["q1", "q2", "q3", "q4"]
+        assert texts(x.build_context(limit=2).messages)[1:] == ["q4"]
+
+    check_both(backend, s, check)
+
+
 def test_two_compactions_use_the_latest(backend):
     s = backend.session()
     s.append_message(U("1"))

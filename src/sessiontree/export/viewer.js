@@ -66,7 +66,7 @@
   // from have arrived.
   function covered(i) {
     if (full) return true;
-    for (const k of boundedPath(i)) if (!have[k]) return false;
+    for (const k of contextPath(i)) if (!have[k]) return false;
     for (const k of statePositions(i)) if (k >= 0 && !have[k]) return false;
     return true;
   }
@@ -496,6 +496,22 @@
     return out.reverse();
   }
 
+  // The path a context is cut from (Session._context_path): the bounded path, or the whole
+  // root path when the newest compaction keeps from above the bounded path's start.
+  function contextPath(i) {
+    const path = boundedPath(i);
+    let last = -1;
+    for (let k = path.length - 1; k >= 0; k--) if (kind[path[k]] === T.compaction) { last = k; break; }
+    if (last < 0) return path;
+    const [firstKept, hasTail] = IX.compactions[path[last]] || [null, false];
+    if (hasTail || firstKept === null) return path;
+    for (let k = 0; k < last; k++) if (ids[path[k]] === firstKept) return path;
+    const whole = [];
+    for (let j = i; j >= 0; j = parent[j]) whole.push(j);
+    whole.reverse();
+    return whole.some((j) => ids[j] === firstKept) ? whole : path;
+  }
+
   function selectIndices(path) {
     let last = -1;
     for (let k = path.length - 1; k >= 0; k--) if (kind[path[k]] === T.compaction) { last = k; break; }
@@ -617,7 +633,7 @@
   }
 
   function contextAt(i) {
-    const path = boundedPath(i);
+    const path = contextPath(i);
     const chosen = selectIndices(path).map((k) => path[k]);
     return project(chosen);
   }
