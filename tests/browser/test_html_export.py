@@ -950,24 +950,6 @@ def test_emphasis_around_code_and_lists_numbered_as_written(tmp_path, browser):
     assert re.fullmatch(r"third<p>\s*its second paragraph</p>", browser.js(third))
 
 
-def test_a_second_compaction_over_the_first_shows_one_summary(tmp_path):
-    """The page's context sent the older compaction's summary too when the newer kept entries
-    from before it, as the app did; Pi sends the newest only (`select_indices`)."""
-    path = tmp_path / "twice.jsonl"
-    with Session(JsonlStorage.create(path, cwd="/p")) as s:
-        s.append_message(U("early"))
-        kept = s.append_message(U("kept question"))
-        s.append_message(A("kept answer"))
-        s.append_compaction("FIRST summary", kept, 1000)
-        s.append_message(U("after the first"))
-        s.append_compaction("SECOND summary", kept, 2000)
-        s.append_message(U("after the second"))
-        want = [m["role"] for m in s.build_context().messages]
-    assert want == ["compactionSummary", "user", "assistant", "user", "user"]
-    dom = dump(export(path, tmp_path / "twice.html"))
-    assert attr(dom, "main", "data-roles") == ",".join(want)
-
-
 def test_an_answer_stopped_at_the_output_limit_says_so(tmp_path):
     """The page said "stopped (aborted)" and "(error)", and nothing of `length` (QA)."""
     path = tmp_path / "cut.jsonl"
@@ -978,18 +960,20 @@ def test_an_answer_stopped_at_the_output_limit_says_so(tmp_path):
     assert "stopped (length): the answer reached the model's output token limit" in dom.replace("&#39;", "'")
 
 
-def test_a_compaction_keeping_from_above_an_older_cut_shows_what_it_keeps(tmp_path):
-    """The page cut the path at the older compaction's kept entry and kept nothing of the
-    newer one's, as the app did (`Session._context_path`)."""
-    path = tmp_path / "above.jsonl"
+@pytest.mark.parametrize("kept_by_second", ["q2", "q1"])
+def test_two_compactions_show_what_pi_sends(tmp_path, kept_by_second):
+    """The page sent the older compaction's summary too when the newer kept entries from
+    before it (q2), and kept nothing when the newer kept from above the older's cut (q1), as the
+    app did; Pi sends the newest summary and what it keeps (`Session._context_path`)."""
+    path = tmp_path / "twice.jsonl"
     with Session(JsonlStorage.create(path, cwd="/p")) as s:
-        q1 = s.append_message(U("q1"))
-        q2 = s.append_message(U("q2"))
-        s.append_compaction("FIRST", q2, 1000)
+        ids = {"q1": s.append_message(U("q1")), "q2": s.append_message(U("q2"))}
+        s.append_compaction("FIRST", ids["q2"], 1000)
         s.append_message(U("q3"))
-        s.append_compaction("SECOND", q1, 2000)
+        s.append_compaction("SECOND", ids[kept_by_second], 2000)
         s.append_message(U("q4"))
-        want = [m["role"] for m in s.build_context().messages]
-    assert want == ["compactionSummary", "user", "user", "user", "user"]
-    dom = dump(export(path, tmp_path / "above.html"))
-    assert attr(dom, "main", "data-roles") == ",".join(want)
+        want = [m.get("summary") or m["content"] for m in s.build_context().messages]
+        roles = [m["role"] for m in s.build_context().messages]
+    assert want == ["SECOND", *(["q1"] if kept_by_second == "q1" else []), "q2", "q3", "q4"]
+    dom = dump(export(path, tmp_path / "twice.html"))
+    assert attr(dom, "main", "data-roles") == ",".join(roles)

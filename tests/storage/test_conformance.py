@@ -381,41 +381,24 @@ def test_compaction_first_kept_cut(backend):
     check_both(backend, s, check)
 
 
-def test_an_older_compaction_among_the_kept_entries_sends_nothing(backend):
-    """Pi's compactor, compacting again soon, keeps entries from before the last compaction;
-    Pi's coding agent sends the newest summary only (`select_indices`)."""
+@pytest.mark.parametrize("kept_by_second", ["q2", "q1"])
+def test_a_second_compaction_over_the_first_sends_what_pi_sends(backend, kept_by_second):
+    """Pi's compactor, compacting again soon, keeps entries from before the last compaction
+    (q2): Pi's coding agent sends the newest summary only, where the older was sent too. A
+    newer compaction keeping from above the older's cut (q1) kept nothing here, where Pi keeps
+    from its entry (`Session._context_path`)."""
     s = backend.session()
-    s.append_message(U("1"))
-    k = s.append_message(U("2"))
-    s.append_compaction("first", k, 1)
-    s.append_message(U("3"))
-    s.append_compaction("second", k, 2)
-    s.append_message(U("4"))
-
-    def check(x):
-        msgs = x.build_context().messages
-        assert [m.get("summary") for m in msgs if m["role"] == "compactionSummary"] == ["second"]
-        assert texts(msgs)[1:] == ["2", "3", "4"]
-        assert texts(x.stream_context())[1:] == ["2", "3", "4"]
-
-    check_both(backend, s, check)
-
-
-def test_a_compaction_keeping_from_above_an_older_cut_keeps_from_there(backend):
-    """The bounded path starts at the older compaction's kept entry, above which the newer
-    keeps: nothing was kept, where Pi's coding agent keeps from the newer one's entry."""
-    s = backend.session()
-    q1 = s.append_message(U("q1"))
-    q2 = s.append_message(U("q2"))
-    s.append_compaction("first", q2, 1)
+    ids = {"q1": s.append_message(U("q1")), "q2": s.append_message(U("q2"))}
+    s.append_compaction("first", ids["q2"], 1)
     s.append_message(U("q3"))
-    s.append_compaction("second", q1, 2)
+    s.append_compaction("second", ids[kept_by_second], 2)
     s.append_message(U("q4"))
+    kept = ["q1", "q2", "q3", "q4"] if kept_by_second == "q1" else ["q2", "q3", "q4"]
 
     def check(x):
         for msgs in (x.build_context().messages, list(x.stream_context())):
             assert [m.get("summary") for m in msgs if m["role"] == "compactionSummary"] == ["second"]
-            assert texts(msgs)[1:] == ["q1", "q2", "q3", "q4"]
+            assert texts(msgs)[1:] == kept
         assert texts(x.build_context(limit=2).messages)[1:] == ["q4"]
 
     check_both(backend, s, check)
