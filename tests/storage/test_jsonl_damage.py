@@ -649,6 +649,7 @@ def test_an_id_used_again_by_another_writer_while_followed_says_reopen(tmp_path)
         with pytest.raises(SessionError) as err:
             s.refresh()
         assert "another writer used entry id 'a' again; reopen" in err.value.detail and s.read_only
+        assert [d.code for d in s.diagnostics] == ["duplicate_id"]  # said once
     with open_session(path, read_only=True) as s:
         assert s.get_entry("a").message["content"] == "LATER" and s.get_entry("b").parent_id == "a"
         assert [e.id for e in s.get_branch("b")] == ["a", "b"]

@@ -484,7 +484,15 @@ class SqliteStorage(SessionStorage):
                     "a SQLite database, but not one of sessiontree's (it has no schema_version table)",
                     path=db_path,
                 ) from None
-            damaged = getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+            name = getattr(exc, "sqlite_errorname", "")
+            if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):  # "not a usable database" of a whole one (QA)
+                raise SessionError(
+                    "storage",
+                    f"the database is locked by another program ({exc}); try again once it lets go",
+                    path=db_path,
+                    transient=True,
+                ) from None
+            damaged = name in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
             raise SessionError(
                 "storage",
                 # what to do, for damage only: a locked or unwritable database is whole (QA)

@@ -553,9 +553,11 @@ class JsonlStorage(SessionStorage):
         elif tail.kind is TailKind.TORN and not self._continue_torn(size):
             return 0
         index = self._lines.index
-        known, reused = len(index.ids), len(index.ids) - len(index.pos)
+        known, reused, said = len(index.ids), len(index.ids) - len(index.pos), len(index.diagnostics)
         self._scan(at_open=False)
         if len(index.ids) - len(index.pos) > reused:
+            # said once, below, not also as the index words it (two problems for one, QA)
+            index.diagnostics[said:] = [d for d in index.diagnostics[said:] if d.code != "duplicate_id"]
             # Read as Pi reads it, the later entry takes the earlier's place and children
             # (`_drop_superseded`), which the tree drawn so far cannot show: a reopen does.
             seen, eid = set(index.ids[:known]), "?"
