@@ -111,7 +111,7 @@ def counted(count: int, one: str, many: str | None = None) -> str:
 
 def one_line(text: str, limit: int = 200) -> str:
     """Inert, whitespace-collapsed, at most `limit` characters (…). A carriage return is
-    whitespace here (a name written with "\r\n" showed `␍`, QA): on one line it moves nothing."""
+    whitespace here (a name written with CR LF showed `␍`, QA): on one line it moves nothing."""
     # a cut inside an emoji sequence leaves no joiner at its end (drawn as ⟨U+200D⟩, QA)
     head = text[: limit * 4].rstrip("\u200d") if len(text) > limit * 4 else text
     flat = " ".join(inert(head.replace("\r", " ")).split())

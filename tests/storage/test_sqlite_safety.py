@@ -613,12 +613,13 @@ def test_nothing_in_this_process_drops_sqlites_locks_on_the_database(tmp_path, p
         assert [e.id for e in again.get_entries()] == written
 
 
-def test_only_damage_is_told_to_recover_and_a_session_file_is_named(tmp_path):
+def test_only_damage_is_told_to_recover_and_a_session_file_is_named(tmp_path, monkeypatch):
     """Told of damage, `sqlite3 .recover` was told of a database another program held locked
     too (QA); a Pi session file named `.sqlite` was "not a database" and no more."""
     db = tmp_path / "locked.sqlite"
     with Session(SqliteStorage.create(db, cwd="/p", session_id="s")) as s:
         s.append_message(U("hi"))
+    monkeypatch.setattr("sessiontree.storage.sqlite.BUSY_MS", 50)  # not 5 s a try
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("PRAGMA journal_mode=DELETE")
     holder.execute("BEGIN EXCLUSIVE")

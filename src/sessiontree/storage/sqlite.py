@@ -117,6 +117,9 @@ CREATE TABLE IF NOT EXISTS active_branch (
 ) WITHOUT ROWID;
 """
 
+# How long a statement waits for another connection's lock before SQLite says "locked".
+BUSY_MS = 5000
+
 _COLUMNS = "id, parent_id, type, timestamp, role, target_id, label, name, first_kept, has_tail"
 _INSERT = f"INSERT INTO entries (session_id, {_COLUMNS}, data) VALUES ({', '.join('?' * 12)})"
 
@@ -448,7 +451,9 @@ class SqliteStorage(SessionStorage):
             if read_only:
                 # pathname2url escapes what a URI would misread in a path (?, #, %)
                 uri = f"file:{pathname2url(os.path.abspath(db_path))}?mode=ro"
-                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_MS / 1000
+                )
                 if not _readable_as_is(conn):
                     conn.close()
                     conn = sqlite3.connect(
@@ -459,11 +464,13 @@ class SqliteStorage(SessionStorage):
                         factory=_Snapshot,
                     )
             else:
-                conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    db_path, isolation_level=None, check_same_thread=False, timeout=BUSY_MS / 1000
+                )
         except sqlite3.Error as exc:
             raise SessionError("storage", f"cannot open the database: {exc}", path=db_path) from None
         try:
-            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
             if not read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
