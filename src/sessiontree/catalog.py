@@ -12,17 +12,21 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import msgspec
+
 from .display import counted
 from .model.errors import SessionError
+from .model.ids import iso_to_ms
 from .model.messages import assistant_text, content_text
 from .opening import open_session
 from .query import Query, Term
 from .session import Session
 from .storage.index import ASSISTANT, USER, TreeIndex
+from .storage.scan import full_decode
 
 PATH_WALK = 100_000  # entries walked up from the leaf for its last user message
 
@@ -33,6 +37,7 @@ __all__ = [
     "SessionListing",
     "describe",
     "find_session_files",
+    "last_active",
     "listing_match",
     "read_messages",
     "text_match",
@@ -50,8 +55,9 @@ class SessionListing:
     until then only the path, size and modification time are known."""
 
     path: Path
-    modified: float  # seconds since the epoch, for display and sorting
+    modified: float  # the file's modification time, seconds since the epoch
     size: int = 0
+    active: float = 0.0  # `last_active`: what the list is sorted by, as Pi's is; 0 until looked at
     mtime_ns: int = 0  # with `size`, what tells an unchanged file from a changed one
     session_id: str = ""
     cwd: str = ""
@@ -89,14 +95,17 @@ FIRST_WORDS = 2000
 
 
 def find_session_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """`*.jsonl` files in `directory` and its direct sub-directories (Pi's layout), newest
-    modification first."""
-    return [listing.path for listing in _scan(Path(directory))[0]]
+    """`*.jsonl` files in `directory` and its direct sub-directories (Pi's layout), the most
+    recently active first (`last_active`)."""
+    return [listing.path for listing in _scan(Path(directory), last_active)[0]]
 
 
-def _scan(root: Path) -> tuple[list[SessionListing], list[Path]]:
-    """The session files (newest first) and the sub-directories that could not be read: glob
-    passed over those without a word, and their sessions were simply missing (QA)."""
+def _scan(
+    root: Path, active: Callable[[Path, os.stat_result], float]
+) -> tuple[list[SessionListing], list[Path]]:
+    """The session files (most recently active first, as told by `active`) and the
+    sub-directories that could not be read: glob passed over those without a word, and their
+    sessions were simply missing (QA)."""
     found: list[SessionListing] = []
     unreadable: list[Path] = []
     for directory in (root, *_subdirectories(root)):
@@ -113,8 +122,10 @@ def _scan(root: Path) -> tuple[list[SessionListing], list[Path]]:
             except OSError:  # removed between the listing and the stat
                 continue
             if stat.S_ISREG(st.st_mode):
-                found.append(_bare(path, st))
-    found.sort(key=lambda listing: listing.modified, reverse=True)
+                listing = _bare(path, st)
+                listing.active = active(path, st)
+                found.append(listing)
+    found.sort(key=lambda listing: listing.active, reverse=True)
     return found, unreadable
 
 
@@ -131,6 +142,93 @@ def _bare(path: Path, st: os.stat_result) -> SessionListing:
     return SessionListing(path=path, modified=st.st_mtime, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
+# The first read from a file's end; each further one is four times the last, up to the most.
+TAIL_READ = 65_536
+TAIL_READ_MOST = 4 << 20
+
+
+def last_active(path: Path, st: os.stat_result) -> float:
+    """When the session was last active, as Pi's session list orders sessions
+    (`getLastActivityTime` in Pi's core/session-manager.js): the time of its last user or
+    assistant message (the message's own `timestamp`, else its entry's), else its header's
+    timestamp, else the file's modification time. Moving the leaf, a label or a name append
+    entries and change that time, not this one, so looking at an old session does not bring it
+    to the top. Read from the end of the file, usually one read: Pi takes the greatest time of
+    all messages, which is the last one's since lines are appended in time order (they differ
+    only for a clock set back)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return st.st_mtime
+    header: float | None = None
+    try:
+        for line in _lines_from_end(fd, st.st_size):
+            when, kind = _activity(line)
+            if kind == "message" and when is not None:
+                return when
+            header = when if kind == "session" else None  # the header's, if this is line 1
+    except OSError:
+        return st.st_mtime
+    finally:
+        os.close(fd)
+    return st.st_mtime if header is None else header
+
+
+def _activity(line: bytes) -> tuple[float | None, str]:
+    """(time in seconds or None, the line's type) of one line read from the end."""
+    if b'"message"' not in line and b'"session"' not in line:  # most lines, without decoding
+        return None, ""
+    try:
+        data = full_decode(line)
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return None, ""
+    if not isinstance(data, dict):
+        return None, ""
+    etype = data.get("type")
+    if etype == "session":
+        ms = iso_to_ms(data["timestamp"]) if isinstance(data.get("timestamp"), str) else 0
+        return (ms / 1000 if ms else None), "session"
+    message = data.get("message")
+    if etype != "message" or not isinstance(message, dict) or "content" not in message:
+        return None, str(etype)
+    if message.get("role") not in ("user", "assistant"):
+        return None, "message"
+    stamp = message.get("timestamp")
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return (stamp / 1000 if stamp > 0 else None), "message"
+    ms = iso_to_ms(data["timestamp"]) if isinstance(data.get("timestamp"), str) else 0
+    return (ms / 1000 if ms > 0 else None), "message"
+
+
+def _lines_from_end(fd: int, size: int) -> Iterator[bytes]:
+    """The file's non-blank lines, last first, read backwards in growing chunks; a line longer
+    than a chunk is put together once (not re-joined at every chunk)."""
+    end, step = size, TAIL_READ
+    pieces: list[bytes] = []  # the line being read, its last piece first
+    while end > 0:
+        start = max(0, end - step)
+        chunk = os.pread(fd, end - start, start)
+        if len(chunk) != end - start:  # the file shrank while read: what is left is unsure
+            return
+        end, step = start, min(step * 4, TAIL_READ_MOST)
+        hi = len(chunk)
+        cut = chunk.rfind(b"\n", 0, hi)
+        while cut >= 0:
+            line = chunk[cut + 1 : hi]
+            if pieces:
+                pieces.append(line)
+                line = b"".join(reversed(pieces))
+                pieces = []
+            if line.strip():
+                yield line
+            hi = cut
+            cut = chunk.rfind(b"\n", 0, hi)
+        pieces.append(chunk[:hi])
+    line = b"".join(reversed(pieces))
+    if line.strip():
+        yield line
+
+
 def describe(path: Path) -> SessionListing:
     """Header, name, first and last user message, counts and leaf of one file; damage becomes
     `error`."""
@@ -144,8 +242,10 @@ def read_messages(path: Path) -> list[MessageText]:
 
 def _read(path: Path, *, with_text: bool) -> tuple[SessionListing, list[MessageText] | None]:
     try:
-        listing = _bare(path, path.stat())  # stat before reading: a change during the read
-        listing.described = True  # leaves the cache key stale, so the next look reads again
+        st = path.stat()  # before reading: a change during the read leaves the cache key stale,
+        listing = _bare(path, st)  # so the next look reads again
+        listing.described = True
+        listing.active = last_active(path, st)
     except OSError as exc:
         return SessionListing(path=path, modified=0.0, error=exc.strerror or str(exc), described=True), None
     texts: list[MessageText] | None = [] if with_text else None
@@ -309,13 +409,15 @@ class Catalog:
     _listings: dict[Path, tuple[tuple[int, int], SessionListing]] = field(default_factory=dict)
     _texts: OrderedDict[Path, tuple[tuple[int, int], list[MessageText]]] = field(default_factory=OrderedDict)
     _text_chars: int = 0
+    _active: dict[Path, tuple[tuple[int, int], float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     unreadable: list[Path] = field(default_factory=list)  # directories the last scan could not read
 
     def scan(self) -> list[SessionListing]:
-        """The session files there now, newest first; a file unchanged since it was last
-        described comes back described."""
-        listings, self.unreadable = _scan(self.directory) if self.directory.is_dir() else ([], [])
+        """The session files there now, the most recently active first; a file unchanged since
+        it was last described comes back described."""
+        found = _scan(self.directory, self._last_active) if self.directory.is_dir() else ([], [])
+        listings, self.unreadable = found
         with self._lock:
             out = []
             for listing in listings:
@@ -325,6 +427,19 @@ class Catalog:
                 else:
                     out.append(listing)
             return out
+
+    def _last_active(self, path: Path, st: os.stat_result) -> float:
+        """`last_active`, read again only for a file changed since (the list looks at the
+        directory every few seconds)."""
+        key = (st.st_size, st.st_mtime_ns)
+        with self._lock:
+            known = self._active.get(path)
+        if known is not None and known[0] == key:
+            return known[1]
+        when = last_active(path, st)
+        with self._lock:
+            self._active[path] = (key, when)
+        return when
 
     def cached(self, path: Path) -> SessionListing | None:
         """The described listing of `path` if it was described and has not changed since."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import string
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,21 @@ def _write(path: Path, cwd: str, build) -> Path:
     with Session(JsonlStorage.create(path, cwd=cwd)) as s:
         build(s)
     return path
+
+
+def _dated(path: Path, when: float) -> None:
+    """Every entry of the file (and its messages) dated `when`, and the file's time set to it:
+    the list orders sessions by their last message's time, as Pi's does."""
+    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    lines = []
+    for raw in path.read_text().splitlines():
+        data = json.loads(raw)
+        data["timestamp"] = stamp
+        if isinstance(data.get("message"), dict):
+            data["message"]["timestamp"] = int(when * 1000)
+        lines.append(json.dumps(data) + "\n")
+    path.write_text("".join(lines))
+    os.utime(path, (when, when))
 
 
 @pytest.fixture
@@ -78,7 +95,10 @@ def root(tmp_path) -> Path:
     broken.write_text("nonsense\n")
     files.append(broken)
     for age, path in enumerate(files):
-        os.utime(path, (T0 - 100 * age, T0 - 100 * age))
+        if path is broken:  # no header, no message: the file's time
+            os.utime(path, (T0 - 100 * age, T0 - 100 * age))
+        else:
+            _dated(path, T0 - 100 * age)
     return base
 
 
@@ -150,7 +170,7 @@ async def test_lists_newest_first_with_id_and_project_columns(root):
         assert [c.key.value for c in t.columns.values()] == [
             "title",
             "id",
-            "modified",
+            "active",
             "entries",
             "size",
             "cwd",
@@ -162,7 +182,7 @@ async def test_lists_newest_first_with_id_and_project_columns(root):
         assert row[2] == "2025-11-24 16:00" and row[3] == str(count) and row[5] == "/home/dev/weather"
         assert str(t.get_row(str(root / "broken.jsonl"))[0]).startswith("⚠")
         title = text_of(app, "#picker-title")
-        assert "sorted by modified ↓" in title and "all projects" in title
+        assert "sorted by last active ↓" in title and "all projects" in title
         assert "4 sessions · 2 projects" in text_of(app, "#picker-status")
 
 
@@ -227,7 +247,7 @@ async def test_sort_cycles_columns_and_reverses(root):
         await pilot.press("s")  # project: grouped by working directory
         assert names(app) == ["broken.jsonl", "weather.jsonl", "hostile.jsonl", "api.jsonl"]
         await pilot.press("s")
-        assert picker(app).memory.sort == "modified"
+        assert picker(app).memory.sort == "active"
         assert names(app) == ["weather.jsonl", "api.jsonl", "hostile.jsonl", "broken.jsonl"]
 
 
@@ -256,13 +276,33 @@ async def test_the_list_follows_the_directory_while_open(tmp_path, monkeypatch):
         assert "2 sessions" in text_of(app, "#picker-status")
 
 
+async def test_a_label_on_an_old_session_does_not_bring_it_to_the_top(tmp_path):
+    """Sorted by the files' times, a session looked at (a label, a move) rose above the one
+    worked on since. The list goes by the last message's time, as Pi's does."""
+    old = _write(tmp_path / "old.jsonl", "/p", lambda s: s.append_message(U("old work")))
+    new = _write(tmp_path / "new.jsonl", "/p", lambda s: s.append_message(U("new work")))
+    _dated(old, T0)
+    _dated(new, T0 + 3600)
+    with open_session(old) as s:
+        s.append_label(s.leaf_id, "looked at")
+    assert old.stat().st_mtime > new.stat().st_mtime
+    app = picker_app(tmp_path)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        assert names(app) == ["new.jsonl", "old.jsonl"]
+        assert str(table(app).get_row(str(old))[1]) == "2025-11-24 16:00"
+        await pilot.press("down")
+        await settle(app, pilot)
+        assert "last active 2025-11-24 16:00" in preview(app) and "modified 20" in preview(app)
+
+
 async def test_sessions_of_one_name_sort_newest_first(tmp_path):
     """Sorted by name, sessions of one name came in the order of their paths, not of time."""
     for k, where in enumerate(("b", "a", "c")):
         path = _write(
             tmp_path / where / "s.jsonl", f"/p/{where}", lambda s: s.append_session_name("Same task")
         )
-        os.utime(path, (1_700_000_000 + k * 60, 1_700_000_000 + k * 60))
+        _dated(path, 1_700_000_000 + k * 60)
     app = picker_app(tmp_path)
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
@@ -279,7 +319,7 @@ async def test_the_sorted_column_is_shown_at_any_width(root, width):
     app = picker_app(root)
     async with app.run_test(size=(width, 30)) as pilot:
         await settle(app, pilot)
-        for label in ("Session ▲", "Entries ▼", "Size ▼", "Project ▲", "Modified ▼"):
+        for label in ("Session ▲", "Entries ▼", "Size ▼", "Project ▲", "Active ▼"):
             await pilot.press("s")
             await pilot.pause()
             screen = screen_lines(app)
@@ -669,8 +709,8 @@ async def test_reopening_with_o_puts_the_cursor_on_the_open_file(tmp_path, demo)
     others = [tmp_path / f"other{i}.jsonl" for i in range(3)]
     for i, path in enumerate(others):
         _write(path, "/p", lambda s, i=i: s.append_message(U(f"session {i}")))
-        os.utime(path, (T0 + i, T0 + i))
-    os.utime(demo, (T0 - 1000, T0 - 1000))
+        _dated(path, T0 + i)
+    _dated(demo, T0 - 1000)
     app = build_app(str(others[1]))
     async with app.run_test(size=WIDE) as pilot:
         await settle(app, pilot)
@@ -816,10 +856,10 @@ async def test_help_lists_the_keys(root):
 @pytest.mark.parametrize(
     ("size", "layout", "columns"),
     [
-        ((80, 24), "-below", ["title", "modified", "entries", "size"]),
-        ((160, 50), "-side", ["title", "modified", "entries", "size", "cwd"]),
-        ((200, 50), "-side", ["title", "id", "modified", "entries", "size", "cwd"]),
-        ((60, 16), "-no-preview", ["title", "modified"]),
+        ((80, 24), "-below", ["title", "active", "entries", "size"]),
+        ((160, 50), "-side", ["title", "active", "entries", "size", "cwd"]),
+        ((200, 50), "-side", ["title", "id", "active", "entries", "size", "cwd"]),
+        ((60, 16), "-no-preview", ["title", "active"]),
     ],
 )
 async def test_layout_fits_the_terminal(root, size, layout, columns):
@@ -837,7 +877,7 @@ async def test_layout_fits_the_terminal(root, size, layout, columns):
         assert "Weather: flaky dates" in text and "Open" in text
         if size[0] >= 80:
             assert "Quit" in text and "Help" in text
-        assert "sorted by modified" in lines[0] or "modified ↓" in lines[0]
+        assert "sorted by last active" in lines[0] or "last active ↓" in lines[0]
         if layout != "-no-preview":
             assert "first › Fix the flaky date parsing" in text
 
@@ -879,8 +919,11 @@ async def test_the_bundled_pi_fixtures(tmp_path):
     app = picker_app(PI_FIXTURES)
     async with app.run_test(size=NARROW) as pilot:
         await settle(app, pilot)
-        assert len(names(app)) == 2
+        # by their last messages' times, as Pi lists them (the files' own times are the checkout's)
+        assert names(app) == ["before-compaction.jsonl", "large-session.jsonl"]
         assert "/Users/badlogic/workspaces/pi-mono" in preview(app)
+        await pilot.press("down")
+        await settle(app, pilot)
         with open_session(PI_FIXTURES / "large-session.jsonl", read_only=True) as v1:
             assert f"leaf {v1.leaf_id}" in preview(app)  # the same at every read
         await search_for(app, pilot, "invalidate")

@@ -41,9 +41,9 @@ from . import deliver
 from .cells import ending, shortened
 from .help import HelpScreen
 
-SORTS = ("modified", "name", "entries", "size", "project")
+SORTS = ("active", "name", "entries", "size", "project")
 # The order each column sorts in before `r` reverses it: what people look for first.
-_DESCENDING = {"modified": True, "name": False, "entries": True, "size": True, "project": False}
+_DESCENDING = {"active": True, "name": False, "entries": True, "size": True, "project": False}
 SIDE_PREVIEW_WIDTH = 120  # at least this many columns: the preview sits beside the table
 BELOW_PREVIEW_HEIGHT = 20  # narrower, and at least this many rows: below it; fewer: hidden
 BATCH_SECONDS = 0.3  # worker results are handed to the screen at most this often
@@ -73,7 +73,7 @@ class _Memory:
 
     catalog: Catalog
     cursor: str | None = None  # the row key (path) last highlighted or chosen
-    sort: str = "modified"
+    sort: str = "active"
     reverse: bool = False
     project: str | None = None
     query: str = ""  # the search typed when a session was chosen
@@ -87,7 +87,7 @@ SIZE_WIDTH = 6
 
 @dataclass(frozen=True, slots=True)
 class _Column:
-    key: str  # title, id, modified, entries, size or cwd
+    key: str  # title, id, active, entries, size or cwd
     width: int
 
 
@@ -181,7 +181,7 @@ class PickerScreen(Screen[Path | None]):
         # are handed to the box it focuses, not to the list (`check_action` leaves `/` to the
         # box while it has focus).
         Binding("slash", "search", "Search", priority=True),
-        Binding("s", "sort", "Sort", tooltip="sort: modified → name → entries → size → project"),
+        Binding("s", "sort", "Sort", tooltip="sort: last active → name → entries → size → project"),
         Binding("r", "reverse", "Reverse", tooltip="reverse the sort"),
         Binding("p", "project(1)", "Project"),
         Binding("P", "project(-1)", "Previous project", show=False),
@@ -377,15 +377,15 @@ class PickerScreen(Screen[Path | None]):
         key: Callable[[SessionListing], tuple]
         if sort == "name":
             # sessions of one name (a retried task, "(no name)"), newest first among them
-            key = lambda x: (x.title.casefold(), -x.modified, str(x.path))  # noqa: E731
+            key = lambda x: (x.title.casefold(), -x.active, str(x.path))  # noqa: E731
         elif sort == "entries":
-            key = lambda x: (x.entry_count, x.modified)  # noqa: E731
+            key = lambda x: (x.entry_count, x.active)  # noqa: E731
         elif sort == "size":
-            key = lambda x: (x.size, x.modified)  # noqa: E731
+            key = lambda x: (x.size, x.active)  # noqa: E731
         elif sort == "project":
-            key = lambda x: (x.cwd.casefold(), -x.modified)  # noqa: E731
+            key = lambda x: (x.cwd.casefold(), -x.active)  # noqa: E731
         else:
-            key = lambda x: (x.modified, str(x.path))  # noqa: E731
+            key = lambda x: (x.active, str(x.path))  # noqa: E731
         rows.sort(key=key, reverse=_DESCENDING[sort] != self.memory.reverse)
         return rows
 
@@ -414,8 +414,8 @@ class PickerScreen(Screen[Path | None]):
                 cells.append(text)
             elif column.key == "id":
                 cells.append(Text(one_line(listing.session_id[:8], 8), style="dim"))
-            elif column.key == "modified":
-                cells.append(Text(_when(listing.modified, column.width)))
+            elif column.key == "active":
+                cells.append(Text(_when(listing.active, column.width)))
             elif column.key == "entries":
                 count = f"{listing.entry_count:,}" if listing.described else "…"
                 cells.append(Text(count, justify="right"))
@@ -483,7 +483,7 @@ class PickerScreen(Screen[Path | None]):
         names = {
             "title": "Session",
             "id": "Id",
-            "modified": "Modified",
+            "active": "Active",
             "entries": "Entries",
             "size": "Size",
             "cwd": "Project",
@@ -766,10 +766,11 @@ class PickerScreen(Screen[Path | None]):
         else:
             count = f" ({projects.index(project) + 1}/{len(projects)})" if project in projects else ""
             where = ending(one_line(project, 400), max(12, width // 2 - len(count))) + count
-        for sorted_by in (f"sorted by {sort} {arrow}", f"{sort} {arrow}"):
+        said = "last active" if sort == "active" else sort
+        for sorted_by in (f"sorted by {said} {arrow}", f"{said} {arrow}"):
             right = f"  ·  {sorted_by}  ·  {where}"
             room = width - len(right) - len("Sessions in ")
-            if room >= 12 or sorted_by == f"{sort} {arrow}":
+            if room >= 12 or sorted_by == f"{said} {arrow}":
                 break
         directory = ending(one_line(str(self.directory), 400), max(8, room))
         title.update(Text.assemble(("Sessions in ", "bold"), (directory, "bold"), right))
@@ -808,7 +809,7 @@ class PickerScreen(Screen[Path | None]):
         newest: dict[str, float] = {}
         for listing in self.listings.values():
             if listing.described and listing.cwd:
-                newest[listing.cwd] = max(newest.get(listing.cwd, 0.0), listing.modified)
+                newest[listing.cwd] = max(newest.get(listing.cwd, 0.0), listing.active)
         return sorted(newest, key=lambda cwd: (-newest[cwd], cwd))
 
     # --- actions ------------------------------------------------------------------------------
@@ -983,7 +984,9 @@ def preview_text(
     counts = f"{counted(listing.entry_count, 'entry', 'entries')} · {branches} · {forks} · leaf {leaf}"
     line("", f"{counts} · {_size(listing.size)}")
     if width is None:
-        line("modified", _when(listing.modified, 16))
+        line("last active", _when(listing.active, 16))
+        if abs(listing.modified - listing.active) >= 60:  # a move, a label or a name since
+            line("modified", _when(listing.modified, 16))
         try:
             shown = listing.path.relative_to(directory)
         except ValueError:
@@ -1001,12 +1004,12 @@ def _around(text: str, span: tuple[int, int], limit: int) -> str:
 
 
 SORTED_COLUMN = {**{sort: sort for sort in SORTS}, "name": "title", "project": "cwd"}  # sort -> column
-ADDED_WIDTH = {"modified": 11, "entries": ENTRIES_WIDTH, "size": SIZE_WIDTH, "cwd": 16}  # on a narrow table
-DROPPED_FIRST = ("size", "entries", "modified", "id")  # to make room for the sort's own column
+ADDED_WIDTH = {"active": 11, "entries": ENTRIES_WIDTH, "size": SIZE_WIDTH, "cwd": 16}  # on a narrow table
+DROPPED_FIRST = ("size", "entries", "active", "id")  # to make room for the sort's own column
 TITLE_ROOM = 16  # the title's cells before a column makes way for the sort's own
 
 
-def _columns_for(width: int, sort: str = "modified") -> list[_Column]:
+def _columns_for(width: int, sort: str = "active") -> list[_Column]:
     """Columns that fit `width` cells (each column also takes two cells of padding); the
     session's title gets what is left. The column the rows are sorted by is always among
     them, in place of others on a narrow table: sorted by project at 80 columns, the rows
@@ -1014,22 +1017,22 @@ def _columns_for(width: int, sort: str = "modified") -> list[_Column]:
     if width >= 130:
         rest = [
             _Column("id", 8),
-            _Column("modified", 16),
+            _Column("active", 16),
             _Column("entries", ENTRIES_WIDTH),
             _Column("size", SIZE_WIDTH),
             _Column("cwd", 30),
         ]
     elif width >= 100:
         rest = [
-            _Column("modified", 16),
+            _Column("active", 16),
             _Column("entries", ENTRIES_WIDTH),
             _Column("size", SIZE_WIDTH),
             _Column("cwd", 18),
         ]
     elif width >= 70:
-        rest = [_Column("modified", 11), _Column("entries", ENTRIES_WIDTH), _Column("size", SIZE_WIDTH)]
+        rest = [_Column("active", 11), _Column("entries", ENTRIES_WIDTH), _Column("size", SIZE_WIDTH)]
     elif width >= 45:
-        rest = [_Column("modified", 11)]
+        rest = [_Column("active", 11)]
     else:
         rest = []
     key = SORTED_COLUMN.get(sort, "title")
