@@ -394,9 +394,9 @@ def test_a_database_whose_creator_died_before_its_schema_holds_no_sessions(tmp_p
 def test_the_schema_is_created_in_one_transaction(tmp_path, monkeypatch):
     """A creation that fails after some tables (here a statement that cannot run; for a user, a
     kill or a full disk) leaves no tables behind, never half a schema."""
-    from sessiontree.storage import sqlite as sqlite_module
+    from sessiontree.storage.sqlite import connection
 
-    monkeypatch.setattr(sqlite_module, "_SCHEMA", sqlite_module._SCHEMA + "\nCREATE TABLE entries (x);")
+    monkeypatch.setattr(connection, "SCHEMA", connection.SCHEMA + "\nCREATE TABLE entries (x);")
     path = tmp_path / "s.sqlite"
     with pytest.raises(SessionError):
         SqliteStorage.create(path, cwd="/p", session_id="x")
@@ -619,7 +619,7 @@ def test_only_damage_is_told_to_recover_and_a_session_file_is_named(tmp_path, mo
     db = tmp_path / "locked.sqlite"
     with Session(SqliteStorage.create(db, cwd="/p", session_id="s")) as s:
         s.append_message(U("hi"))
-    monkeypatch.setattr("sessiontree.storage.sqlite.BUSY_MS", 50)  # not 5 s a try
+    monkeypatch.setattr("sessiontree.storage.sqlite.connection.BUSY_MS", 50)  # not 5 s a try
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("PRAGMA journal_mode=DELETE")
     holder.execute("BEGIN EXCLUSIVE")

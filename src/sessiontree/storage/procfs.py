@@ -2,7 +2,7 @@
 
 Two questions need it: whether another program is still writing a session file
 (`jsonl.writers`), and where a SQLite database this process has open went when its path was
-given to another file (`sqlitelog`). Elsewhere than Linux, or for another user's process,
+given to another file (`sqlite.wal`). Elsewhere than Linux, or for another user's process,
 nothing is found.
 """
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-from .dbfiles import Key
-from .procfs import PROC, descriptors
+from ..dbfiles import Key
+from ..procfs import PROC, descriptors
 
 LOG_SUFFIXES = ("-wal", "-shm")
 
