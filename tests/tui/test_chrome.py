@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from textual._compositor import Compositor
+from textual.color import Color
 from textual.widgets import Footer, Input
 from textual.widgets._header import HeaderTitle
 
@@ -777,7 +778,13 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
         # coloured lines and the cursor's bar, whose text was the theme's foreground on its
         # accent (1.1:1 in solarized-light, 1.9:1 in textual-dark, QA)
         tree, preview = app.browser.query_one(SessionTreeView), app.browser.query_one(PreviewView)
-        for view, name in ((tree, "tree--cursor"), (tree, "tree--fold"), (preview, "preview--more")):
+        # and the lines that draw the tree's shape (1.6:1 in textual-dark, QA)
+        for view, name in (
+            (tree, "tree--cursor"),
+            (tree, "tree--fold"),
+            (tree, "tree--guide"),
+            (preview, "preview--more"),
+        ):
             style = view._style(name)
             ground = Color.from_rich_color(style.bgcolor) if style.bgcolor else view.background_colors[1]
             assert contrast(Color.from_rich_color(style.color), ground) >= 3, name
@@ -792,6 +799,34 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
         assert text and not any(s.style.dim for s in text)
         for s in text:
             assert contrast(Color.from_rich_color(s.style.color), Color.from_rich_color(s.style.bgcolor)) >= 3
+
+
+@pytest.mark.parametrize("theme", ["ansi-dark", "ansi-light", "textual-dark"])
+async def test_diff_lines_and_the_leaf_row_are_not_drawn_in_their_own_colour(demo, theme):
+    """In the ANSI themes an added line of a diff was green on green, a removed one red on red,
+    and the leaf's mark green on the leaf row's green: a tint of a colour those themes cannot
+    mix is the colour itself (QA). They are drawn on the terminal's own background there."""
+    from sessiontree.tui.preview import PreviewView
+
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        app.theme = theme
+        await settle(app, pilot)
+        tree, preview = app.browser.query_one(SessionTreeView), app.browser.query_one(PreviewView)
+        pairs = [
+            (preview._style("preview--diff-added"), None),
+            (preview._style("preview--diff-removed"), None),
+            (tree._style("tree--leaf"), tree._style("tree--leaf-row")),
+        ]
+        for style, ground in pairs:
+            background = (ground or style).bgcolor
+            assert style.color is not None
+            if theme.startswith("ansi-"):
+                assert background is None or background.name == "default"
+            else:  # a tint, readable under the text
+                assert background is not None and background != style.color
+                assert contrast(Color.from_rich_color(style.color), Color.from_rich_color(background)) >= 3
 
 
 async def test_the_theme_chosen_is_remembered_for_the_next_run(demo, tmp_path):

@@ -23,10 +23,10 @@ import pytest
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "pi" / "large-session.jsonl"
 
 
-def start(path: Path) -> tuple[int, int]:
+def start(path: Path, term: str = "xterm-256color") -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # the child: the app, as a user starts it
-        os.environ["TERM"] = "xterm-256color"
+        os.environ["TERM"] = term
         os.execv(sys.executable, [sys.executable, "-m", "sessiontree", str(path)])
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     return pid, fd
@@ -108,6 +108,18 @@ def test_a_big_file_that_cannot_open_ends_as_a_small_one_does(tmp_path):
         os.waitpid(pid, 0)
     assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 2
     assert b"sessiontree: " in said and b"[invalid_session]" in said
+
+
+def test_a_dumb_terminal_is_told_what_to_run_instead(tmp_path):
+    """TERM=dumb (an editor's shell) got the full-screen app: its escape codes shown as text."""
+    pid, fd = start(FIXTURE, term="dumb")
+    try:
+        said = read_until(fd, b"sessiontree export FILE", 15)
+        assert exited_within(pid, 15)
+    finally:
+        os.close(fd)
+    assert b"TERM=dumb" in said and b"sessiontree tree FILE" in said
+    assert b"\x1b[" not in said  # not one escape code of a screen drawn
 
 
 def two_sessions(tmp_path: Path) -> Path:

@@ -72,6 +72,13 @@ def run(args: argparse.Namespace) -> int:
             " model sees), `sessiontree export FILE` (a whole file)"
         )
         return 2
+    if os.environ.get("TERM") == "dumb":  # escape codes shown as text (an editor's shell; QA)
+        err(
+            "sessiontree: the browser needs a terminal that draws a screen, and TERM=dumb says this"
+            " one does not; run it in a terminal emulator, or print instead: `sessiontree tree FILE`,"
+            " `sessiontree context FILE`, `sessiontree export FILE`"
+        )
+        return 2
     from ..tui.launch import launch
 
     return launch(

@@ -209,6 +209,20 @@ class SessionTreeApp(App[None]):
             return
         self._show(session, self.note)
 
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's variables and the tints of `app.tcss`'s diff lines and leaf row: a muted
+        tint of the text's colour, which the ANSI themes cannot mix, so there it was the text's
+        very colour (green on green, unreadable on any palette; QA); none there."""
+        variables = super().get_css_variables()
+        ansi = self.current_theme.ansi
+        for name, tint in (
+            ("diff-added-background", "success-muted"),
+            ("diff-removed-background", "error-muted"),
+            ("leaf-row-background", "success-muted"),
+        ):
+            variables[name] = "ansi_default" if ansi else variables[tint]
+        return variables
+
     def _remembered_theme(self) -> list[str]:
         """Apply the theme chosen in an earlier run, then remember each one chosen from now on;
         the problems to report (an unreadable settings file, a theme no longer there)."""

@@ -88,7 +88,7 @@ def sections_for(screen: Screen) -> list[Section]:
     if app.ENABLE_COMMAND_PALETTE:  # bound by Textual outside BINDINGS, or in them too
         key = app.get_key_display(Binding(app.COMMAND_PALETTE_BINDING, "command_palette"))
         everywhere = [row for row in everywhere if row[0] != key]
-        everywhere.append((key, "Command palette: every action by name"))
+        everywhere.append((key, "Command palette: every action by name, and Theme (light ones too)"))
     # The app's keys the screen lists already (? and q in the browser's first section)
     listed = {keys for _, rows in sections for keys, _ in rows}
     sections.append(("Everywhere", [row for row in everywhere if row[0] not in listed]))
