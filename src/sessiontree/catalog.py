@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -145,6 +145,7 @@ def _bare(path: Path, st: os.stat_result) -> SessionListing:
 # The first read from a file's end; each further one is four times the last, up to the most.
 TAIL_READ = 65_536
 TAIL_READ_MOST = 4 << 20
+HEADER_TRIES = 8  # lines that are not JSON passed over at a file's start, as Pi's list does
 
 
 def last_active(path: Path, st: os.stat_result) -> float:
@@ -160,44 +161,60 @@ def last_active(path: Path, st: os.stat_result) -> float:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return st.st_mtime
-    header: float | None = None
+    first: deque[bytes] = deque(maxlen=HEADER_TRIES)  # the file's first lines, once reached
     try:
         for line in _lines_from_end(fd, st.st_size):
             when, kind = _activity(line)
             if kind == "message" and when is not None:
                 return when
-            header = when if kind == "session" else None  # the header's, if this is line 1
+            first.append(line)
     except OSError:
         return st.st_mtime
     finally:
         os.close(fd)
-    return st.st_mtime if header is None else header
+    for line in reversed(first):  # Pi's header is the first line that is JSON, if a session's
+        when, kind = _activity(line, decode=True)
+        if kind:
+            return st.st_mtime if kind != "session" or when is None else when
+    return st.st_mtime
 
 
-def _activity(line: bytes) -> tuple[float | None, str]:
-    """(time in seconds or None, the line's type) of one line read from the end."""
-    if b'"message"' not in line and b'"session"' not in line:  # most lines, without decoding
-        return None, ""
+# The latest moment a date can show (9999-12-31): a time past it (microseconds written as
+# milliseconds, `1e999`) stopped the picker with a traceback (QA). It counts as no time.
+LATEST = 253_402_300_799
+
+
+def _activity(line: bytes, *, decode: bool = False) -> tuple[float | None, str]:
+    """(time in seconds or None, the entry's type) of one line; the type is "" for a line that
+    is not JSON (Pi's list passes over it), "other" for one not looked into (`decode`: each is)."""
+    if not decode and b'"message"' not in line and b'"session"' not in line:  # most lines
+        return None, "other"
     try:
-        data = full_decode(line)
+        data = full_decode(line.removeprefix(b"\xef\xbb\xbf"))  # a BOM, on the first line
     except (msgspec.DecodeError, RecursionError, ValueError):
         return None, ""
     if not isinstance(data, dict):
         return None, ""
     etype = data.get("type")
-    if etype == "session":
-        ms = iso_to_ms(data["timestamp"]) if isinstance(data.get("timestamp"), str) else 0
-        return (ms / 1000 if ms else None), "session"
-    message = data.get("message")
-    if etype != "message" or not isinstance(message, dict) or "content" not in message:
-        return None, str(etype)
-    if message.get("role") not in ("user", "assistant"):
-        return None, "message"
-    stamp = message.get("timestamp")
-    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
-        return (stamp / 1000 if stamp > 0 else None), "message"
-    ms = iso_to_ms(data["timestamp"]) if isinstance(data.get("timestamp"), str) else 0
-    return (ms / 1000 if ms > 0 else None), "message"
+    kind = etype if isinstance(etype, str) else "other"
+    if etype == "message":
+        message = data.get("message")
+        if not isinstance(message, dict) or "content" not in message:
+            return None, kind
+        if message.get("role") not in ("user", "assistant"):
+            return None, kind
+        stamp = message.get("timestamp")
+        if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+            return _seconds(stamp), kind
+    elif etype != "session":
+        return None, kind
+    stamp = data.get("timestamp")
+    return (_seconds(iso_to_ms(stamp)) if isinstance(stamp, str) else None), kind
+
+
+def _seconds(ms: float) -> float | None:
+    """Milliseconds since the epoch as seconds; None for no time or one past any date."""
+    return ms / 1000 if 0 < ms / 1000 <= LATEST else None
 
 
 def _lines_from_end(fd: int, size: int) -> Iterator[bytes]:

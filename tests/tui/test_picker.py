@@ -293,7 +293,25 @@ async def test_a_label_on_an_old_session_does_not_bring_it_to_the_top(tmp_path):
         assert str(table(app).get_row(str(old))[1]) == "2025-11-24 16:00"
         await pilot.press("down")
         await settle(app, pilot)
-        assert "last active 2025-11-24 16:00" in preview(app) and "modified 20" in preview(app)
+        assert "last active 2025-11-24 16:00" in preview(app) and "file modified 20" in preview(app)
+
+
+async def test_a_time_past_any_date_does_not_stop_the_picker(tmp_path):
+    """A message timed in microseconds as if milliseconds (the year 57,000) stopped the picker
+    with a traceback (QA): the time of the message before it is the session's."""
+    path = _write(
+        tmp_path / "odd.jsonl", "/p", lambda s: (s.append_message(U("one")), s.append_message(A("two")))
+    )
+    _dated(path, T0)
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    last["message"]["timestamp"] = 1_751_457_600_000_000
+    path.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    app = picker_app(tmp_path)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        assert names(app) == ["odd.jsonl"]
+        assert str(table(app).get_row(str(path))[1]) == "2025-11-24 16:00"
 
 
 async def test_sessions_of_one_name_sort_newest_first(tmp_path):

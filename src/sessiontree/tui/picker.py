@@ -986,7 +986,7 @@ def preview_text(
     if width is None:
         line("last active", _when(listing.active, 16))
         if abs(listing.modified - listing.active) >= 60:  # a move, a label or a name since
-            line("modified", _when(listing.modified, 16))
+            line("file modified", _when(listing.modified, 16))
         try:
             shown = listing.path.relative_to(directory)
         except ValueError:
@@ -1051,8 +1051,12 @@ def _columns_for(width: int, sort: str = "active") -> list[_Column]:
 
 def _when(timestamp: float, width: int) -> str:
     """Date and time; in a narrow column the year of this year's dates and the time of older
-    ones give way (an old session's day matters more than its minute)."""
-    moment = datetime.fromtimestamp(timestamp)
+    ones give way (an old session's day matters more than its minute). "?" for a time no
+    date can show (a file's time set past the year 9999)."""
+    try:
+        moment = datetime.fromtimestamp(timestamp)
+    except (ValueError, OverflowError, OSError):
+        return "?"
     if width >= 16:
         return moment.strftime("%Y-%m-%d %H:%M")
     return moment.strftime("%m-%d %H:%M" if moment.year == datetime.now().year else "%Y-%m-%d")
