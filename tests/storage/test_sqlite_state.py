@@ -66,6 +66,25 @@ def test_state_is_really_read_back(tmp_path):
         assert any("name" in p for p in problems)
 
 
+def test_stored_labels_that_are_not_json_hide_no_other_difference(tmp_path):
+    """Labels that are not JSON, damaged while the session is open, were the one problem said:
+    the leaf and the count stored wrong as well went unsaid (review)."""
+    db = tmp_path / "db.sqlite"
+    s, ids = build(db)
+    s.close()
+    storage = SqliteStorage.open(db, "s1", read_only=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE session_state SET labels = 'nope', leaf_id = '{ids['u1']}', entry_count = 2")
+        conn.execute(f"UPDATE active_branch SET entry_id = '{ids['u1']}' WHERE pos = 0")
+    problems = storage.verify_state()
+    storage.close()
+    assert problems[0] == "labels: the stored labels is not valid JSON"
+    assert any(p.startswith("leaf: stored") for p in problems)
+    assert "entry count: stored 2, log has 8" in problems
+    assert any(p.endswith("(different ones)") for p in problems)  # same length, other ids
+    assert not any(p.startswith("labels: stored") for p in problems)  # said once, above
+
+
 def test_state_matches_log_after_moves(tmp_path):
     db = tmp_path / "db.sqlite"
     s, ids = build(db)

@@ -519,8 +519,8 @@ K = TypeVar("K")
 
 
 class Folded(Protocol[K]):
-    """State folded from a log. `TreeIndex` names entries by position (NONE: no leaf); the SQLite
-    projection (`storage.sqlite.Projection`) names them by id (None: no leaf)."""
+    """State folded from a log. `TreeIndex` names entries by position (NONE: no leaf); the
+    databases' projection (`storage.projection.Projection`) names them by id (None: no leaf)."""
 
     leaf: K
     labels: dict[str, str]
@@ -541,8 +541,9 @@ def fold_entry(
     has_tail: bool,
 ) -> None:
     """What one entry does to the leaf, labels, name and compactions. The only place these rules
-    live: the tree index and the SQLite projection both fold through here, so a database's
-    stored state and a fresh fold of its log cannot drift apart by construction.
+    live: the tree index and the databases' projection (`projection.advance`) both fold through
+    here, so a database's stored state and a fresh fold of its log cannot drift apart by
+    construction.
 
     Every entry but `leaf` becomes the leaf, and a label entry sets or (empty) clears its
     target's label, as Pi's `_buildIndex` (packages/coding-agent/src/core/session-manager.ts)

@@ -22,29 +22,43 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..model.entries import normalize_label
 from ..model.errors import SessionError
-from .index import ASSISTANT, MESSAGE, NONE, TreeIndex
+from .index import (
+    ASSISTANT,
+    COMPACTION,
+    LEAF,
+    MESSAGE,
+    NONE,
+    TYPE_CODES,
+    UNKNOWN,
+    Boundary,
+    TreeIndex,
+    fold_entry,
+)
 
 StateIds = tuple[str | None, str | None, str | None]  # thinking level, model, active tools
 
 
 @dataclass(slots=True)
 class Projection:
+    """What a database stores of one session beside its log. `leaf`, `labels`, `session_name`
+    and `compactions` are folded by `index.fold_entry`, as the tree index folds them."""
+
     leaf: str | None = None
-    name: str | None = None
+    session_name: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     latest_compaction: str | None = None
     state_ids: StateIds = (None, None, None)
     active: list[str] = field(default_factory=list)
-    # every compaction of the session: id -> (firstKeptEntryId, has a retained tail)
-    compactions: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
+    # every compaction of the session: id -> (firstKeptEntryId, has a retained tail); None is
+    # never a key (the type is `index.Folded`'s, whose leaf may be None)
+    compactions: dict[str | None, Boundary] = field(default_factory=dict)
     count: int = 0
 
     def copy(self) -> Projection:
         return Projection(
             self.leaf,
-            self.name,
+            self.session_name,
             dict(self.labels),
             self.latest_compaction,
             self.state_ids,
@@ -192,22 +206,34 @@ def advance(
     for data in entries:
         eid = data["id"]
         etype = data["type"]
+        code = TYPE_CODES.get(etype, UNKNOWN)
         batch[eid] = data
-        if etype == "leaf":
-            target = data.get("targetId")
-            after.leaf = target
+        previous_leaf = after.leaf
+        target = data.get("targetId")
+        if code == LEAF and target is not None and walker.node(target) is None:
+            raise SessionError("not_found", f"Entry {target} not found", path=where)
+        fold_entry(  # leaf, labels, name and compactions: the tree index's own rules
+            after,
+            code,
+            eid,
+            leaf_target=target,
+            target_id=target,
+            label=data.get("label"),
+            name=data.get("name"),
+            first_kept=data.get("firstKeptEntryId"),
+            has_tail=data.get("retainedTail") is not None,
+        )
+        if code == LEAF:
             if target is None:
                 after.active = []
                 thinking = model = tools = None
             else:
-                if walker.node(target) is None:
-                    raise SessionError("not_found", f"Entry {target} not found", path=where)
                 after.active = path_via_active(after.active, target, after.compactions, walker.bounded_path)
                 thinking, model, tools = walker.state_ids(target)
             moved = True
             continue
         parent = data["parentId"]
-        if parent != after.leaf:  # appended away from the leaf: the leaf moves to it, on its path
+        if parent != previous_leaf:  # appended away from the leaf: the leaf moves to it, on its path
             if parent is None:
                 after.active = []
                 thinking = model = tools = None
@@ -215,31 +241,18 @@ def advance(
                 after.active = path_via_active(after.active, parent, after.compactions, walker.bounded_path)
                 thinking, model, tools = walker.state_ids(parent)
             moved = True
-        after.leaf = eid
         if etype == "thinking_level_change":
             thinking = eid
         elif etype == "model_change" or (etype == "message" and data["message"]["role"] == "assistant"):
             model = eid
         elif etype == "active_tools_change":
             tools = eid
-        if etype == "compaction":
+        if code == COMPACTION:
             after.latest_compaction = eid
-            after.compactions[eid] = (data.get("firstKeptEntryId"), data.get("retainedTail") is not None)
             after.active = _active_after_compaction(after.active, eid, after.compactions, walker)
             moved = True
             continue
         after.active.append(eid)
-        if etype == "label":
-            target = data.get("targetId")
-            if isinstance(target, str):
-                text = normalize_label(data.get("label"))
-                if text is None:
-                    after.labels.pop(target, None)
-                else:
-                    after.labels[target] = text
-        elif etype == "session_info":
-            value = data.get("name")
-            after.name = value.strip() or None if isinstance(value, str) else None
     after.state_ids = (thinking, model, tools)
     after.count += len(entries)
     if not moved:
@@ -280,7 +293,7 @@ def path_via_active(
 
 
 def _active_after_compaction(
-    active: list[str], compaction: str, compactions: dict[str, tuple[str | None, bool]], walker: _Walker
+    active: list[str], compaction: str, compactions: dict[str | None, Boundary], walker: _Walker
 ) -> list[str]:
     """The active branch once `compaction`, appended below the current leaf, is the leaf. The
     walk goes up the current active branch in memory; only when the boundary lies above the
@@ -312,7 +325,7 @@ def fold(index: TreeIndex) -> Projection:
     found = index.state_entries(index.leaf) if index.leaf != NONE else (NONE, NONE, NONE)
     return Projection(
         leaf=index.leaf_id(),
-        name=index.session_name,
+        session_name=index.session_name,
         labels=dict(index.labels),
         latest_compaction=None if latest is None else index.ids[latest],
         state_ids=tuple(None if k < 0 else index.ids[k] for k in found),  # type: ignore[arg-type]
@@ -327,12 +340,15 @@ def differences(stored: Projection, fresh: Projection) -> list[str]:
     problems = []
     if stored.leaf != fresh.leaf:
         problems.append(f"leaf: stored {stored.leaf!r}, log says {fresh.leaf!r}")
-    if stored.name != fresh.name:
-        problems.append(f"name: stored {stored.name!r}, log says {fresh.name!r}")
+    if stored.session_name != fresh.session_name:
+        problems.append(f"name: stored {stored.session_name!r}, log says {fresh.session_name!r}")
     if stored.labels != fresh.labels:
         problems.append(f"labels: stored {stored.labels!r}, log says {fresh.labels!r}")
     if stored.active != fresh.active:
-        problems.append(f"active branch: stored {len(stored.active)} ids, log says {len(fresh.active)}")
+        problems.append(
+            f"active branch: stored {len(stored.active)} ids, log says {len(fresh.active)}"
+            + (" (different ones)" if len(stored.active) == len(fresh.active) else "")
+        )
     if stored.latest_compaction != fresh.latest_compaction:
         problems.append(
             f"latest compaction: stored {stored.latest_compaction!r}, log says {fresh.latest_compaction!r}"

@@ -332,7 +332,7 @@ class PostgresStorage(SessionStorage):
         labels = full_decode(row[2]) if row[2] else {}
         state = Projection(
             leaf=row[0],
-            name=_unpack(row[1]),
+            session_name=_unpack(row[1]),
             labels=labels if isinstance(labels, dict) else {},
             latest_compaction=row[3],
             state_ids=(row[4], row[5], row[6]),
@@ -540,7 +540,7 @@ class PostgresStorage(SessionStorage):
 
     @property
     def session_name(self) -> str | None:
-        return self._state.name
+        return self._state.session_name
 
     def get_label(self, entry_id: str) -> str | None:
         return self._state.labels.get(entry_id)
@@ -668,7 +668,7 @@ class PostgresStorage(SessionStorage):
             active_rows = [(self.session_id, n, after.active[n]) for n in range(keep, len(after.active))]
             state_row = (
                 after.leaf,
-                _pack(after.name),
+                _pack(after.session_name),
                 encode_line(after.labels),
                 after.latest_compaction,
                 *after.state_ids,

@@ -230,9 +230,11 @@ class SqliteStorage(SessionStorage):
         ]
         return last_active_first(listed)
 
-    def _stored_projection(self) -> tuple[Projection, int]:
+    def _stored_projection(self, problems: list[str] | None = None) -> tuple[Projection, int]:
         """The stored projection and the log position it is of (what `open` and `refresh`
-        show), read in one read transaction so that its parts are of one commit."""
+        show), read in one read transaction so that its parts are of one commit. Labels that
+        are not JSON raise, unless `problems` is given (`verify_state`): said there, and read
+        as none."""
         with self._snapshot() as conn:
             row = conn.execute(
                 "SELECT leaf_id, session_name, labels, entry_count, last_seq,"
@@ -241,7 +243,7 @@ class SqliteStorage(SessionStorage):
                 (self.session_id,),
             ).fetchone()
             if row is None:
-                raise SessionError("invalid_session", "session has no state row", path=self.location)
+                raise SessionError("invalid_session", "the session has no state row", path=self.location)
             leaf, name, labels, count, last_seq, thinking, model, tools, latest = row
             active = [
                 r[0]
@@ -260,10 +262,17 @@ class SqliteStorage(SessionStorage):
                     (self.session_id, last_seq),
                 )
             }
+        try:
+            label_map = stored_json(labels, "labels", self.location) if labels else {}
+        except SessionError as exc:
+            if problems is None:
+                raise
+            problems.append(f"labels: {exc.detail}")
+            label_map = {}
         state = Projection(
             leaf=leaf,
-            name=name,
-            labels=stored_json(labels, "labels", self.location) if labels else {},
+            session_name=name,
+            labels=label_map,
             latest_compaction=latest,
             state_ids=(thinking, model, tools),
             active=active,
@@ -395,7 +404,7 @@ class SqliteStorage(SessionStorage):
 
     @property
     def session_name(self) -> str | None:
-        return self._state.name
+        return self._state.session_name
 
     def get_label(self, entry_id: str) -> str | None:
         return self._state.labels.get(entry_id)
@@ -615,7 +624,7 @@ class SqliteStorage(SessionStorage):
             " WHERE session_id = ?",
             (
                 new.leaf,
-                new.name,
+                new.session_name,
                 encode_line(new.labels).decode(),
                 new.latest_compaction,
                 thinking,
@@ -669,13 +678,14 @@ class SqliteStorage(SessionStorage):
             raise SessionError(
                 "storage", f"the database is damaged ({what})", path=self.db_path, damaged=True
             )
+        problems: list[str] = []
         with self._snapshot() as conn:
             try:
-                stored, last_seq = self._stored_projection()  # in this read transaction
-            except SessionError as exc:  # no state row, labels that are not JSON
-                stored, last_seq, problems = None, -1, [exc.detail]
-            else:
-                problems = []
+                stored, last_seq = self._stored_projection(problems)  # in this read transaction
+            except SessionError as exc:  # no state row
+                stored, last_seq = None, -1
+                problems.append(exc.detail)
+            labels_unread = bool(problems)
             rows = conn.execute(
                 f"SELECT seq, {COLUMNS}, data FROM entries WHERE session_id = ? ORDER BY seq",
                 (self.session_id,),
@@ -687,7 +697,10 @@ class SqliteStorage(SessionStorage):
         log_end = rows[-1][0] if rows else 0
         if last_seq != log_end:
             problems.append(f"log position: stored last_seq {last_seq}, the log ends at seq {log_end}")
-        return problems + differences(stored, fold(fresh))
+        folded = fold(fresh)
+        if labels_unread:  # not JSON: said already, not compared
+            stored.labels = folded.labels
+        return problems + differences(stored, folded)
 
     def writer_elsewhere(self) -> bool:
         if self._lock is not None and self._lock.held:
