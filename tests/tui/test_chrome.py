@@ -249,6 +249,22 @@ async def test_moving_and_filtering_redraw_without_laying_the_screen_out(tmp_pat
         assert not layouts
 
 
+async def test_the_read_only_banner_takes_one_row_at_any_width(demo):
+    """At 60 columns and fewer the banner of --read-only took two of the tree's rows (QA)."""
+    app = make_app(demo, read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        for width, said in (
+            (80, "READ-ONLY: opened with --read-only; nothing is written to the session"),
+            (60, "READ-ONLY (--read-only): nothing is written"),
+            (30, "READ-ONLY (--read-only)"),
+        ):
+            await pilot.resize_terminal(width, 24)
+            await settle(app, pilot)
+            lines = screen_lines(app)
+            assert lines[1].strip() == said and "READ-ONLY" not in lines[2], width
+
+
 async def test_help_scrolls_and_shows_the_keys_in_effect_at_80x24(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -957,7 +957,7 @@ async def test_help(demo):
         await settle(app, pilot)
         assert app.screen.__class__.__name__ == "HelpScreen"
         rows = [what for _, entries in app.screen.sections for _, what in entries]
-        assert "Command palette: every action by name" in rows  # bound outside BINDINGS
+        assert "Command palette: every action by name, and Theme (light ones too)" in rows  # outside BINDINGS
         assert not [w for w in rows if "_" in w or not w[:1].isupper()]  # no raw action names
         assert "Scroll Right" not in rows and "Page Left" not in rows  # the tree never scrolls sideways
         # the session's own keys first; the keys every Textual screen has, said for this app, last

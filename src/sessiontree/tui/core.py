@@ -32,6 +32,14 @@ NOT_THE_NAME = 40  # header columns a long session name leaves to the rest (`_up
 NAME_MOST = 48  # columns a session's name keeps whatever the rest (`_update_header`)
 HEADER_CHROME = 8  # the header's columns that are neither name nor the rest: icon, " — ", the right margin
 NAME_LEAST = 16  # columns a session's name keeps whatever the state beside it
+# The banner of a session opened with --read-only, and shorter ones for narrow terminals: at 60
+# columns it took two rows of the tree's (QA).
+ASKED = "opened with --read-only; nothing is written to the session"
+ASKED_SHORTER = (
+    f"READ-ONLY: {ASKED}",
+    "READ-ONLY (--read-only): nothing is written",
+    "READ-ONLY (--read-only)",
+)
 # A database's refusal names the session and the database ("session ID in postgresql://… is
 # open for writing"), which the header names already: the banner says "this session".
 THIS_SESSION = re.compile(r"^session .+? in .+? is ((already )?open for writing in (another|this) process)")
@@ -173,7 +181,7 @@ class BrowserBase(Screen[None]):
             else:
                 reason = session.read_only_reason
                 if reason in (None, "opened read-only"):  # the storage's word for what was asked
-                    reason = "opened with --read-only; nothing is written to the session"
+                    reason = ASKED
                 if session.locked_out:  # the header names the session: five rows at 80 columns
                     reason = THIS_SESSION.sub(r"this session is \1", reason, count=1)
                 text = f"READ-ONLY: {inert(reason)}"
@@ -188,6 +196,8 @@ class BrowserBase(Screen[None]):
                     text += " (o)"
                 if "damage" not in (session.read_only_reason or ""):
                     text += self._damage_said()
+                if text == f"READ-ONLY: {ASKED}":  # one row, not two, down to 24 columns
+                    text = next((t for t in ASKED_SHORTER if len(t) <= width - 2), ASKED_SHORTER[-1])
             if text != self._banner_text:  # `Static.update` lays the whole screen out again
                 self._banner_text = text
                 banner.update(Text(text))
