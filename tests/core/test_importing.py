@@ -293,7 +293,8 @@ def test_an_imported_session_keeps_its_header(tmp_path, target):
 def test_the_last_active_session_is_listed_first(tmp_path, target):
     """Sessions were listed by creation: one worked on today sank under every session started
     after it. The list (the database picker's, and the ids an unknown id suggests) is by the
-    time of each session's last entry, as the file picker sorts by modified time."""
+    time of each session's last user or assistant message, as Pi's list and the file picker
+    order sessions: a label or a move, looking at an old session, does not bring it first."""
     for sid in ("s-old", "s-mid", "s-new"):
         with create_session("/p", path=address(target, sid)) as s:
             s.append_message(U(f"start {sid}"))
@@ -305,6 +306,11 @@ def test_the_last_active_session_is_listed_first(tmp_path, target):
     listed = list_sessions(target)
     assert [x["id"] for x in listed] == ["s-old", "s-new", "s-mid"]
     assert listed[0]["last_active"] == last and listed[0]["created_at"] < last
+    time.sleep(0.01)
+    with open_session(address(target, "s-mid")) as s:
+        s.append_label(s.leaf_id, "looked at")
+        s.move_to(None)
+    assert [x["id"] for x in list_sessions(target)] == ["s-old", "s-new", "s-mid"]
 
 
 def _raw_session(path: Path, sid: str, entries: list[dict]) -> Path:

@@ -25,7 +25,7 @@ CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a lin
 
 
 def last_active_first(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A database's sessions (`list_sessions`) by the instant of their last entry, the latest
+    """A database's sessions (`list_sessions`) by the instant of their last message, the latest
     first, ties in the order given. By the instant, not the text: a "+05:00" time was sorted
     as if it were UTC (QA)."""
     return sorted(sessions, key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)

@@ -254,9 +254,9 @@ class PostgresStorage(SessionStorage):
     @staticmethod
     def list_sessions(url: str) -> list[dict[str, Any]]:
         """Sessions in the database, the last active first: id, created_at, last_active (the
-        timestamp of its last entry, else created_at), cwd, name, entry_count and first_message
-        (the start of its first user message). A database without sessiontree's tables holds
-        none."""
+        timestamp of its last user or assistant message, else created_at: Pi's session list's
+        rule, as the file picker's), cwd, name, entry_count and first_message (the start of its
+        first user message). A database without sessiontree's tables holds none."""
         conn = connect(url, read_only=True, durable=False)
         try:
             with _errors("could not list the sessions", redact(url)):
@@ -271,8 +271,9 @@ class PostgresStorage(SessionStorage):
                     f" (SELECT d.data FROM {S}.entries e JOIN {S}.entry_data d"
                     "   ON d.session_id = e.session_id AND d.seq = e.seq"
                     "   WHERE e.session_id = s.id AND e.role = 'user' ORDER BY e.seq LIMIT 1),"
-                    f" COALESCE((SELECT e.timestamp FROM {S}.entries e"
-                    "   WHERE e.session_id = s.id AND e.seq = st.last_seq), s.created_at) AS last_active"
+                    f" COALESCE((SELECT e.timestamp FROM {S}.entries e WHERE e.session_id = s.id"
+                    "   AND e.role IN ('user', 'assistant') AND e.seq <= st.last_seq"
+                    "   ORDER BY e.seq DESC LIMIT 1), s.created_at) AS last_active"
                     f" FROM {S}.sessions s LEFT JOIN {S}.state st ON st.session_id = s.id"
                     " ORDER BY last_active DESC, s.id"
                 ).fetchall()

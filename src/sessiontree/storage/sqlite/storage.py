@@ -199,16 +199,18 @@ class SqliteStorage(SessionStorage):
     @staticmethod
     def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         """Sessions in the database, the last active first: id, created_at, last_active (the
-        timestamp of its last entry, else created_at), cwd, name, entry_count and first_message
-        (the start of its first user message)."""
+        timestamp of its last user or assistant message, else created_at: Pi's session list's
+        rule, as the file picker's), cwd, name, entry_count and first_message (the start of its
+        first user message)."""
         conn = connect(os.fspath(db_path), create=False, durable=False, read_only=True)
         try:
             rows = conn.execute(
                 "SELECT s.id, s.created_at, s.cwd, st.session_name, st.entry_count,"
                 " (SELECT e.data FROM entries e WHERE e.session_id = s.id AND e.role = 'user'"
                 "  ORDER BY e.seq LIMIT 1),"
-                " COALESCE((SELECT e.timestamp FROM entries e WHERE e.seq = st.last_seq), s.created_at)"
-                " AS last_active"
+                " COALESCE((SELECT e.timestamp FROM entries e WHERE e.session_id = s.id"
+                "  AND e.role IN ('user', 'assistant') AND e.seq <= st.last_seq"
+                "  ORDER BY e.seq DESC LIMIT 1), s.created_at) AS last_active"
                 " FROM sessions s LEFT JOIN session_state st ON st.session_id = s.id"
                 " ORDER BY last_active DESC, s.id"
             ).fetchall()
