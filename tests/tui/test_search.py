@@ -194,6 +194,14 @@ async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
         assert any(r.lstrip("▌ ").startswith(("↳ [read: ", "↳ [read:")) or "[read: " in r for r in rows(app))
 
 
+async def test_a_wide_terminal_keeps_the_keys_that_show_hidden_matches(demo):
+    app = make_app(demo)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await search(app, pilot, "slash", "Asia/Tokyo")
+        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all) · none below: from the top"
+        assert status(app) == said
+
+
 async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_filter(demo):
     """The default filter hides the assistant turns that only call tools; their results'
     rows show the calls (`[bash: TZ=Asia/Tokyo …]`), so those rows are what find lands on."""
@@ -202,8 +210,9 @@ async def test_find_lands_on_tool_rows_by_the_call_they_show_under_the_default_f
         await search(app, pilot, "slash", "Asia/Tokyo")
         # two rows, and the two calling turns the filter hides are counted, not left unsaid
         assert len(app.browser._match_rows()) == 2 and len(app.browser._matches) == 4
-        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all)"
-        assert status(app) == said + " · search wrapped: none below the cursor"  # from the leaf
+        # from the leaf; the keys that show the hidden ones give way at 80 columns, where the
+        # end was cut: where the cursor went (QA)
+        assert status(app) == "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out · none below: from the top"
         row = tree(app).cursor_row
         assert "[bash: TZ=Asia/Tokyo" in rows(app)[row - int(tree(app).scroll_offset.y)]
 
@@ -696,7 +705,7 @@ async def test_a_find_from_below_its_last_match_says_it_went_round(demo):
         await settle(app, pilot)
         await pilot.press("G")
         await search(app, pilot, "slash", "conftest")
-        assert status(app) == "3 matches for 'conftest' (n / N) · search wrapped: none below the cursor"
+        assert status(app) == "3 matches for 'conftest' (n / N) · none below: from the top"
         assert "match 1/3" in app.browser.sub_title
         await pilot.press("g")
         await search(app, pilot, "slash", "conftest")

@@ -380,8 +380,25 @@ class SearchMixin(BrowserBase):
         # None at or below the cursor (the leaf, at the bottom): the landing goes round to
         # the first, which `n` says and the first landing did not (QA)
         wrapped = landing and bisect_left(self._match_rows(), tree.cursor_row) >= shown
-        said = f"{matches} for '{query.source}'{note} (n / N){' · ' + hidden if hidden else ''}"
-        confirm(self, f"{said} · {WRAPPED.lower()}: none below the cursor" if wrapped else said)
+        tail = " · none below: from the top" if wrapped else ""
+        said = f"{matches} for '{query.source}'{note} (n / N)"
+        short = _hidden_note(found, shown, tree.outline.vis, None)
+        # The whole of it, else without the keys that show what is hidden: at 80 columns the
+        # end was cut, and it was the part that says where the cursor went (QA).
+        confirm(
+            self,
+            next(
+                (
+                    text
+                    for text in (
+                        f"{said}{' · ' + hidden if hidden else ''}{tail}",
+                        f"{said}{' · ' + short if short else ''}{tail}",
+                    )
+                    if len(text) <= self.app.size.width - 2
+                ),
+                f"{said}{' · ' + short if short else ''}{tail}",
+            ),
+        )
         if landing:
             self.action_next_match(1, include_current=True)
         self._catch_up(query, searched)
@@ -445,12 +462,12 @@ class SearchMixin(BrowserBase):
             confirm(self, where[0].upper() + where[1:])
 
 
-def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray, keys: tuple[str, str]) -> str:
+def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray, keys: tuple[str, str] | None) -> str:
     """What hides the matches without a row ("2 folded (z), 1 filtered out (5 shows all)": the
     keys that show them; a bare "(5)" said nothing to a newcomer, QA), or "": a find said "No
     entry matches" where a fold or the filter hid the one that did (QA). `vis`: what the filter
     shows, folded or not; `keys`: those of "fold every side branch" and of filter 5, as the
-    user has them (`_show_keys`)."""
+    user has them (`_show_keys`), or None: without them ("2 folded, 1 filtered out")."""
     hidden = len(found) - shown
     if hidden <= 0:
         return ""
@@ -462,9 +479,9 @@ def _hidden_note(found: list[int], shown: int, vis: bytes | bytearray, keys: tup
     filtered = int(np.count_nonzero(shows[at] == 0)) + len(found) - len(at)
     parts = []  # short: after "N matches for 'query' (n / N)" at 80 columns (QA)
     if hidden - filtered > 0:
-        parts.append(f"{hidden - filtered:,} folded ({keys[0]})")
+        parts.append(f"{hidden - filtered:,} folded" + (f" ({keys[0]})" if keys else ""))
     if filtered:
-        parts.append(f"{filtered:,} filtered out ({keys[1]} shows all)")
+        parts.append(f"{filtered:,} filtered out" + (f" ({keys[1]} shows all)" if keys else ""))
     return ", ".join(parts)
 
 
