@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import random
 from datetime import UTC, datetime, timedelta
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,28 @@ from sessiontree.model.ids import format_iso
 from sessiontree.session import Session
 from sessiontree.storage.jsonl import JsonlStorage
 
+# Each message's own time is its entry's (the session's clock below, which the next append
+# reads): a list of sessions shows it, as Pi's does. It was 1 or 2 ms: the picker said 1970.
+_next_tick = [0]
+_START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def _at(tick: int) -> datetime:
+    return _START + timedelta(seconds=7 * tick)
+
+
+def _ms() -> int:
+    return int(_at(_next_tick[0]).timestamp() * 1000)
+
+
+def _clock() -> str:
+    tick = _next_tick[0]
+    _next_tick[0] += 1
+    return format_iso(_at(tick))
+
 
 def _user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text, "timestamp": 1}
+    return {"role": "user", "content": text, "timestamp": _ms()}
 
 
 def _assistant(text: str) -> dict[str, Any]:
@@ -31,7 +49,7 @@ def _assistant(text: str) -> dict[str, Any]:
         "model": "claude-test",
         "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0},
         "stopReason": "stop",
-        "timestamp": 2,
+        "timestamp": _ms(),
     }
 
 
@@ -41,12 +59,11 @@ def write_retries(path: Path, retries: int = 300, nested: int = 40, seed: int = 
     `retries // nested` turns, the abandoned attempt itself is retried once more inside the side
     branch, so side branches fork too. Returns the open session (the caller closes it)."""
     rng = random.Random(seed)
-    ticks = count()
-    start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    _next_tick[0] = 0
     storage = JsonlStorage.create(path, cwd="/work/retries", session_id=f"retries-{retries}-{seed}")
     session = Session(  # ids and times fixed by the seed: the same file every time
         storage,
-        clock=lambda: format_iso(start + timedelta(seconds=7 * next(ticks))),
+        clock=_clock,
         id_factory=lambda: f"{rng.getrandbits(32):08x}",
     )
     session.append_message(_user("Set up the project"))
