@@ -1,4 +1,4 @@
-"""The storage contract shared by the memory, JSONL and SQLite backends.
+"""The storage contract shared by the memory, JSONL, SQLite and PostgreSQL backends.
 
 A storage persists entries in append order and keeps a `TreeIndex` of them. It validates what it
 is asked to write (so nothing invalid ever reaches disk), updates its in-memory state only after
