@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..model.entries import Entry
 from ..model.errors import SessionError
+from .base import SessionStorage
 from .index import (
     ASSISTANT,
     COMPACTION,
@@ -358,3 +360,33 @@ def differences(stored: Projection, fresh: Projection) -> list[str]:
     if stored.count != fresh.count:
         problems.append(f"entry count: stored {stored.count}, log has {fresh.count}")
     return problems
+
+
+class ProjectedStorage(SessionStorage):
+    """A database's storage, whose leaf, name, labels, count and derived state are its stored
+    projection (`_state`, read at open and `refresh` without the log) rather than its index."""
+
+    _state: Projection
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self._state.leaf
+
+    @property
+    def session_name(self) -> str | None:
+        return self._state.session_name
+
+    def get_label(self, entry_id: str) -> str | None:
+        return self._state.labels.get(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        return dict(self._state.labels)
+
+    def entry_count(self) -> int:
+        return self._state.count
+
+    def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
+        if at is not None and at != self._state.leaf:
+            return super().state_entries(at)
+        thinking, model, tools = (None if e is None else self.get_entry(e) for e in self._state.state_ids)
+        return thinking, model, tools

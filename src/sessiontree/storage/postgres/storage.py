@@ -35,9 +35,9 @@ from ...model.entries import Entry, entry_from_dict
 from ...model.errors import SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
-from ..base import SessionStorage, last_active_first
+from ..base import last_active_first
 from ..index import TreeIndex
-from ..projection import Projection, advance, differences, fold
+from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import (
     LineError,
     add_dict,
@@ -117,7 +117,7 @@ def _unpack(blob: bytes | None) -> Any:
     return None if blob is None else full_decode(blob)
 
 
-class PostgresStorage(SessionStorage):
+class PostgresStorage(ProjectedStorage):
     """Use `PostgresStorage.create`, `PostgresStorage.open` or `PostgresStorage.list_sessions`."""
 
     holds_resources = True
@@ -534,28 +534,6 @@ class PostgresStorage(SessionStorage):
                 )
                 self._ids = {r[0] for r in rows}
             return entry_id in self._ids
-
-    @property
-    def leaf_id(self) -> str | None:
-        return self._state.leaf
-
-    @property
-    def session_name(self) -> str | None:
-        return self._state.session_name
-
-    def get_label(self, entry_id: str) -> str | None:
-        return self._state.labels.get(entry_id)
-
-    def labels(self) -> dict[str, str]:
-        return dict(self._state.labels)
-
-    def entry_count(self) -> int:
-        return self._state.count
-
-    def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
-        if at is not None and at != self._state.leaf:
-            return super().state_entries(at)
-        return tuple(None if eid is None else self.get_entry(eid) for eid in self._state.state_ids)  # type: ignore[return-value]
 
     def active_branch(self) -> list[Entry]:
         ids = list(self._state.active)

@@ -15,10 +15,10 @@ from ...model.errors import Diagnostic, SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
 from .. import dbfiles
-from ..base import SessionStorage, last_active_first
+from ..base import last_active_first
 from ..index import TreeIndex
 from ..lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot
-from ..projection import Projection, advance, differences, fold
+from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import LONE_SURROGATE, LineError, decode_entry_dict, encode_line, message_words
 from . import wal
 from .connection import (
@@ -34,7 +34,7 @@ from .schema import COLUMNS, INSERT, Row, check_columns, storable
 from .writers import take_lock, writer_pid
 
 
-class SqliteStorage(SessionStorage):
+class SqliteStorage(ProjectedStorage):
     """Use `SqliteStorage.create`, `SqliteStorage.open` or `SqliteStorage.list_sessions`."""
 
     holds_resources = True
@@ -399,28 +399,6 @@ class SqliteStorage(SessionStorage):
                 ).fetchone()
                 is not None
             )
-
-    @property
-    def leaf_id(self) -> str | None:
-        return self._state.leaf
-
-    @property
-    def session_name(self) -> str | None:
-        return self._state.session_name
-
-    def get_label(self, entry_id: str) -> str | None:
-        return self._state.labels.get(entry_id)
-
-    def labels(self) -> dict[str, str]:
-        return dict(self._state.labels)
-
-    def entry_count(self) -> int:
-        return self._state.count
-
-    def state_entries(self, at: str | None = None) -> tuple[Entry | None, Entry | None, Entry | None]:
-        if at is not None and at != self._state.leaf:
-            return super().state_entries(at)
-        return tuple(None if eid is None else self.get_entry(eid) for eid in self._state.state_ids)  # type: ignore[return-value]
 
     def active_branch(self) -> list[Entry]:
         """The branch of this storage's snapshot (the projection read at open or `refresh`).
