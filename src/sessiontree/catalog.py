@@ -187,8 +187,11 @@ LATEST = 253_402_300_799
 def _activity(line: bytes, *, decode: bool = False) -> tuple[float | None, str]:
     """(time in seconds or None, the entry's type) of one line; the type is "" for a line that
     is not JSON (Pi's list passes over it), "other" for one not looked into (`decode`: each is)."""
-    if not decode and b'"message"' not in line and b'"session"' not in line:  # most lines
-        return None, "other"
+    if not decode:  # most lines are told apart without decoding them
+        if b'"message"' not in line and b'"session"' not in line:
+            return None, "other"
+        if b'"user"' not in line and b'"assistant"' not in line:  # a tool's output: megabytes
+            return None, "other"
     try:
         data = full_decode(line.removeprefix(b"\xef\xbb\xbf"))  # a BOM, on the first line
     except (msgspec.DecodeError, RecursionError, ValueError):
