@@ -135,6 +135,12 @@ def _finish(index: TreeIndex, flt: Filter, labels: Mapping[str, str], vis: bytea
         leaf = index.leaf
         if 0 <= leaf < len(vis) and index.flags[leaf] & TOOL_ONLY:
             vis[leaf] = 1  # as in Pi, the current leaf is always shown
+        # A labelled turn that only calls tools, which Pi hides: its label was nowhere to be
+        # seen but under labeled-only (QA), and a label is set to be found again.
+        for eid in labels:
+            i = index.pos.get(eid)
+            if i is not None and i < len(vis) and index.flags[i] & TOOL_ONLY:
+                vis[i] = 1
     return vis
 
 

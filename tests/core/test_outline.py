@@ -110,6 +110,30 @@ def test_default_filter_hides_assistant_turns_of_only_tool_calls_like_pi(tmp_pat
         assert bytes(again.tree.flags) == bytes(s.tree.flags)
 
 
+def test_a_labelled_turn_of_only_tool_calls_is_shown(tmp_path):
+    """Hidden by the default filter as in Pi, a labelled one hid its label too: it could be seen
+    only under labeled-only (QA). A label is set to be found again: it shows the turn."""
+    s = create_session("/p", path=tmp_path / "s.jsonl")
+    s.append_message(U("do it"))
+    call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}
+    only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+    s.append_message(
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": "x", "timestamp": 3}
+    )
+    i = s.tree.pos[only_tools]
+
+    def shown(flt: Filter) -> bool:
+        return i in Outline(s.tree, flt, labels=s.storage.labels()).rows_pos
+
+    assert not shown(Filter.DEFAULT) and not shown(Filter.NO_TOOLS)
+    s.append_label(only_tools, "the read")
+    assert shown(Filter.DEFAULT) and shown(Filter.NO_TOOLS) and shown(Filter.LABELED)
+    assert not shown(Filter.USER)
+    s.append_label(only_tools, None)
+    assert not shown(Filter.DEFAULT)
+    s.close()
+
+
 def test_tool_only_turns_of_a_real_pi_session_are_hidden_by_default():
     with open_session(PI_FIXTURES / "large-session.jsonl", read_only=True) as s:
         default = Outline(s.tree, Filter.DEFAULT)

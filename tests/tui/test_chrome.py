@@ -117,7 +117,7 @@ async def test_a_name_in_wide_characters_is_cut_by_its_columns(demo, width):
 
 async def test_the_state_in_the_header_is_not_cut_for_the_name_at_80_columns(demo):
     """With a filter, a search and entries arrived unseen, the header at 80 columns kept 40
-    columns of the name and cut "6 matches · +2 new" and "follow paused" off (QA)."""
+    columns of the name and cut "7 matches · +2 new" and "follow paused" off (QA)."""
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
@@ -142,12 +142,12 @@ async def test_the_state_in_the_header_is_not_cut_for_the_name_at_80_columns(dem
         await settle(app, pilot)
         top = screen_lines(app)[0]  # the name cut shorter
         assert top.startswith(" ├ Fix flaky date") and "… — leaf " in top, top
-        assert "· filter no-tools · 6 matches · +2 new" in top, top
+        assert "· filter no-tools · 7 matches · +2 new" in top, top
         await pilot.press("F")  # follow paused
         await settle(app, pilot)
         top = screen_lines(app)[0]  # no room for 16 columns of the name: the state alone
         assert cell_len(top) == 80
-        assert top.startswith(" ├ leaf feed0002 · filter no-tools · 6 matches · +2 new · follow paused"), top
+        assert top.startswith(" ├ leaf feed0002 · filter no-tools · 7 matches · +2 new · follow paused"), top
 
 
 async def test_an_unnamed_session_is_named_in_the_header_as_the_picker_lists_it(tmp_path):

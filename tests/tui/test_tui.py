@@ -112,7 +112,7 @@ async def test_cursor_keys(demo):
 
 @pytest.mark.parametrize(("size", "aged"), [((80, 24), False), ((160, 50), True)])
 async def test_a_fold_says_its_age_where_the_tree_has_room(demo, size, aged):
-    """At 80 columns "▸ 23 entries · 3h ago" left the entry's own text ten columns (QA)."""
+    """At 80 columns "▸ 24 entries · 3h ago" left the entry's own text ten columns (QA)."""
     app = make_app(demo)
     async with app.run_test(size=size) as pilot:
         await put_cursor(app, pilot, "3a7c137e")
@@ -120,7 +120,7 @@ async def test_a_fold_says_its_age_where_the_tree_has_room(demo, size, aged):
         await settle(app, pilot)
         row = next(r for r in rows(app) if "▸" in r)
         assert (" ago " in row) is aged, row
-        assert re.search(r"▸ 23 entries (· \S+ ago )?\[dia", row), row
+        assert re.search(r"▸ 24 entries (· \S+ ago )?\[dia", row), row
 
 
 async def test_click_selects_row(demo):
@@ -380,9 +380,10 @@ async def test_filters_cycle_and_show_in_the_header(demo):
         assert counts[Filter.ALL] == 46
         assert counts[Filter.USER] == 7
         assert counts[Filter.LABELED] == 3
-        # 46 minus 4 settings, 3 labels, 3 leaf entries and 8 assistant turns of only tool calls
-        assert counts[Filter.DEFAULT] == 28
-        assert counts[Filter.NO_TOOLS] == 28 - 10  # the demo's ten tool results
+        # 46 minus 4 settings, 3 labels, 3 leaf entries and 7 of the 8 assistant turns of only
+        # tool calls: the labelled one is shown
+        assert counts[Filter.DEFAULT] == 29
+        assert counts[Filter.NO_TOOLS] == 29 - 10  # the demo's ten tool results
         for key, expected in zip("54321", reversed(list(Filter)), strict=True):  # direct keys
             await pilot.press(key)
             assert tree.filter is expected and len(tree.outline) == counts[expected]

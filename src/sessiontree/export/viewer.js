@@ -294,7 +294,7 @@
     "active_tools_change", "session_info"].map((t) => T[t]));
   const labels = IX.labels;
   // Assistant turns that only call tools (no text, no error): hidden by the default and
-  // no-tools filters but at the leaf, as in Pi's /tree and the terminal app.
+  // no-tools filters but at the leaf, as in Pi's /tree, or labelled, as in the terminal app.
   const toolOnly = new Uint8Array(N);
   for (const i of IX.toolOnly || []) toolOnly[i] = 1;
 
@@ -305,7 +305,8 @@
       if (filter === "all") show = true;
       else if (filter === "user-only") show = role[i] === R.user;
       else if (filter === "labeled-only") show = Object.prototype.hasOwnProperty.call(labels, ids[i]);
-      else show = !HIDDEN_BY_DEFAULT.has(kind[i]) && !toolOnly[i] && !(filter === "no-tools" && role[i] === R.toolResult);
+      else show = !HIDDEN_BY_DEFAULT.has(kind[i]) && !(filter === "no-tools" && role[i] === R.toolResult)
+        && (!toolOnly[i] || Object.prototype.hasOwnProperty.call(labels, ids[i]));
       vis[i] = show ? 1 : 0;
     }
     if ((filter === "default" || filter === "no-tools") && IX.leaf >= 0 && toolOnly[IX.leaf]) vis[IX.leaf] = 1;
