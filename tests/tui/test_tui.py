@@ -958,6 +958,10 @@ async def test_help(demo):
         await settle(app, pilot)
         assert app.screen.__class__.__name__ == "HelpScreen"
         rows = [what for _, entries in app.screen.sections for _, what in entries]
+        # and what the tree's marks mean, last: a newcomer guessed what the bar was (QA)
+        title, legend = app.screen.sections[-1]
+        assert title == "What the rows show" and legend[0][0] == "▌"
+        assert "active path" in legend[0][1]
         assert "Command palette: every action by name, and Theme (light ones too)" in rows  # outside BINDINGS
         assert not [w for w in rows if "_" in w or not w[:1].isupper()]  # no raw action names
         assert "Scroll Right" not in rows and "Page Left" not in rows  # the tree never scrolls sideways

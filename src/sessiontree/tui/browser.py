@@ -70,6 +70,25 @@ def _filter_bindings() -> list[Binding]:
 
 class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     HELP_TITLE = "Session"
+    # What the tree's marks mean, under the keys in help: a newcomer had to guess that the bar
+    # is the path the model is sent (QA).
+    HELP_LEGEND = [
+        ("▌", "on the active path: the entries the model is sent at the leaf"),
+        ("├─ │", "a side branch (a retry, a branch left behind), one step in at its fork"),
+        ("› ‹", "a user message; an assistant's answer"),
+        ("↳", "a tool's result, shown as the call that made it ([read: a.py]); ✗ failed"),
+        ("$", "a shell command the user ran (!cmd)"),
+        ("▤ ↩", "a compaction's summary; a summary of a branch left behind"),
+        ("◆ ◇", "an extension's message; an extension's entry (filter 5)"),
+        ("⚑ ✎ ⇢", "a label, a session name, a leaf move (filter 5)"),
+        ("◐ ◎ ≡", "thinking level, model, tools changed (filter 5)"),
+        ("[text]", "the entry's label"),
+        ("← active", 'the leaf: where the conversation is; "below": inside a fold or hidden'),
+        ("← was active", "where the leaf was before the last move (b goes back)"),
+        ("▸ 12 entries", "a fold (space opens it), and how long ago its last entry was"),
+        ("⤷12", "twelve levels in: only the innermost guides are drawn"),
+        ("3.2k +12", "with t: the context's tokens if the leaf were here, and what the entry adds"),
+    ]
     # The footer lists the focused widget's bindings, then the screen's, then the app's: help
     # and quit come first here so that they are the last to be cut at narrow widths.
     BINDINGS = [

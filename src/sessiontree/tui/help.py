@@ -92,6 +92,11 @@ def sections_for(screen: Screen) -> list[Section]:
     # The app's keys the screen lists already (? and q in the browser's first section)
     listed = {keys for _, rows in sections for keys, _ in rows}
     sections.append(("Everywhere", [row for row in everywhere if row[0] not in listed]))
+    legend = getattr(screen, "HELP_LEGEND", None)
+    if legend:
+        sections.append(
+            ("What the rows show", [(mark, what[:1].upper() + what[1:]) for mark, what in legend])
+        )
     return sections
 
 
