@@ -501,6 +501,23 @@ async def test_an_old_format_file_the_user_cannot_write_is_not_offered_an_upgrad
     assert path.read_bytes() == before and not (tmp_path / "old.jsonl.bak").exists()
 
 
+async def test_an_old_format_file_without_write_bits_is_not_offered_an_upgrade(tmp_path):
+    """chmod 444: the banner offered U, which said the permissions refused it only after its
+    dialog (QA; as root, whom the mode does not stop, the storage takes it as the owner's wish)."""
+    path = tmp_path / "old.jsonl"
+    shutil.copyfile(PI_FIXTURES / "large-session.jsonl", path)
+    path.chmod(0o444)
+    app = make_app(path)
+    async with app.run_test(size=(120, 24)) as pilot:
+        await settle(app, pilot)
+        text = str(app.browser.query_one("#banner").render())
+        assert "U upgrades" not in text and "chmod u+w allows writing" in text
+        await pilot.press("U")
+        await pilot.pause()
+        assert app.screen is app.browser  # no dialog
+    assert not (tmp_path / "old.jsonl.bak").exists()
+
+
 async def test_palette_offers_filters_labels_and_go_to_id(demo):
     app = make_app(demo)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -225,6 +225,11 @@ class BrowserBase(Screen[None]):
             return "the page is served read-only"
         if not os.access(location, os.W_OK):
             return "the file is not writable by you"
+        try:  # as the storage reads a mode without write bits, root's too (the banner said U; QA)
+            if not os.stat(location).st_mode & 0o222:
+                return "the file's permissions make it read-only (chmod u+w allows writing)"
+        except OSError:
+            return "the file cannot be looked at"
         if not os.access(os.path.dirname(os.path.abspath(location)), os.W_OK):
             return "its directory is not writable by you"
         return None
