@@ -68,7 +68,7 @@ async def test_the_header_shows_the_leaf_and_the_size_at_80_columns(demo):
         await pilot.press("p", "e")  # a longer mode's name, and "expanded": too long for the pane
         await settle(app, pilot)
         title = str(app.browser.query_one("#preview-title").render())
-        assert title.startswith("as sent (convert_to_llm) · up to 3a7c55c4 · expanded")
+        assert title.startswith("as sent to the model · up to 3a7c55c4 · expanded")
         shown = screen_lines(app)[1].rstrip()
         assert shown.endswith("…") and shown.split("▊")[-1].strip()[:-1] in title  # cut, and says so
         await pilot.press("p", "p", "e")

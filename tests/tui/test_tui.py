@@ -1517,7 +1517,7 @@ async def test_every_key_says_what_it_did_and_a_search_filter_shows_in_the_heade
             and said["t"][1] == "Token column hidden"
         )
         assert said["p"] == [
-            "Preview: as sent (convert_to_llm) (p for the next)",
+            "Preview: as sent to the model (p for the next)",
             "Preview: raw JSON (p for the next)",
             "Preview: context (p for the next)",
         ]

@@ -93,7 +93,7 @@ PROGRESS_SECONDS = 0.25  # while the rest renders, what is done is shown this of
 
 class PreviewMode(Cycle):
     CONTEXT = "context"
-    LLM = "as sent (convert_to_llm)"
+    LLM = "as sent to the model"  # what Pi's convert_to_llm makes of the context
     RAW = "raw JSON"
 
 
