@@ -450,6 +450,13 @@ async def test_a_find_in_a_long_entry_shows_its_match(tmp_path):
         shown = [row_text(row) for row in v.rows[top : top + v.size.height]]
         assert any("output line 250" in line for line in shown), shown[:3]
         assert v.anchor_rows[0] < top  # scrolled into the entry, past its heading
+        # the entry alone (`v`) opened at its top, paging to the match again (QA)
+        await pilot.press("v")
+        await settle(app, pilot)
+        assert v.anchor_rows is None  # the whole view is the entry
+        top = int(v.scroll_offset.y)
+        shown = [row_text(row) for row in v.rows[top : top + v.size.height]]
+        assert top > 0 and any("output line 250" in line for line in shown), shown[:3]
 
 
 async def test_expanding_after_a_find_keeps_to_the_match(tmp_path):

@@ -1366,8 +1366,9 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
         # took it for one, and `e` then placed the entry 44 rows down, away from a match).
         self._placed_y = None
         set_virtual_size(self, Size(rendered.width + GUTTER, scrolled), redraw=False)
-        if rendered.anchor is None:
-            new_y = 0 if fresh else y  # rows only ever arrive below
+        if rendered.anchor is None:  # the entry alone (`v`): it is the whole view
+            # rows only ever arrive below; a find's first match in sight as with the context (QA)
+            new_y = self._at_a_match(rendered, 0, height) if fresh else y
         elif self._reader_offset is not None:
             new_y = rendered.anchor[0] - self._reader_offset
         else:
@@ -1389,13 +1390,14 @@ class PreviewView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, can_fo
             self.refresh(*(Region(0, k, width, 1) for k in changed))
 
     def _at_a_match(self, rendered: Rendered, y: int, height: int) -> int:
-        """`y`, the top of the selected entry, or, when the entry runs past the view with none
-        of the search's words in sight from there, a little above the first row that has them:
-        a find that landed on a 500-line result left the reader paging to its match (QA)."""
+        """`y`, the top of the selected entry (of every row: the entry alone), or, when the entry
+        runs past the view with none of the search's words in sight from there, a little above
+        the first row that has them: a find that landed on a 500-line result left the reader
+        paging to its match (QA)."""
         query = self._highlight
-        if query is None or rendered.anchor is None:
+        if query is None:
             return y
-        start, end = rendered.anchor
+        start, end = rendered.anchor or (0, len(rendered.rows))
         if end - start <= height - self.ABOVE:
             return y
         rows = rendered.rows
