@@ -1926,6 +1926,23 @@ async def test_a_failed_draft_is_seen_in_a_small_terminal(demo, tmp_path, size):
         assert "^D draft" in "\n".join(lines) and "Esc cancels" in "\n".join(lines)
 
 
+async def test_back_after_a_move_with_a_summary_says_the_summary_stays(demo):
+    """The summary written with a move is the leaf after it; `b` left it behind, on a branch of
+    its own, and said nothing of it: it looked lost, or undone (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        app.session.move_to("3a7c2123", "what the left branch tried")
+        app.browser._after_write()
+        await settle(app, pilot)
+        summary = app.session.leaf_id
+        assert app.session.get_entry(summary).type == "branch_summary"
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert status(app).endswith("again; the branch summary stays, on a branch of its own"), status(app)
+        assert app.session.get_entry(summary).parent_id == "3a7c2123"  # there, off the path
+
+
 async def test_back_to_an_entry_the_filter_hides_says_what_it_is(demo):
     """A rename becomes the leaf, as any entry appended does (Pi's rule): `b` after a move went
     back to it and said "Back: leaf is 6aee6283 again", an id on no row (QA). It says what the

@@ -184,6 +184,11 @@ class MovesMixin(BrowserBase):
             confirm(self, "No earlier leaf is recorded in this session.")
             return
         previous = session.recent_leaf_moves(total - 1 - cursor, 1)[0].from_id
+        here = session.leaf_id
+        i = session.tree.pos.get(here) if here is not None else None
+        # The summary written with a move is the leaf after it, and stays behind (QA: `b` did
+        # not say it, and the summary looked lost or undone)
+        left = i is not None and session.tree.type_name(i) == "branch_summary"
         if not self._guard(lambda: session.move_to(previous)):
             return
         self._back_cursor = cursor - 1
@@ -192,6 +197,8 @@ class MovesMixin(BrowserBase):
         # A rename, a label or an archive record becomes the leaf as any entry appended does
         # (Pi's rule), so `b` may go back to one: said as Enter says it, not a bare id (QA).
         said = f"Back: leaf is {_short(previous) if previous else 'the start'} again"
+        if left:
+            said += "; the branch summary stays, on a branch of its own"
         confirm(self, said + self._hidden_note(keep))
 
     def action_history(self) -> None:
