@@ -86,14 +86,23 @@ def test_filters_keep_their_old_names_for_scripts():
     assert Filter("labeled") is Filter.LABELED
 
 
-def test_default_filter_hides_assistant_turns_of_only_tool_calls_like_pi(tmp_path):
-    s = create_session("/p", path=tmp_path / "s.jsonl")
+CALL = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}
+
+
+def _a_turn_of_only_tool_calls(path):
+    """A session: a question, an answer that only calls a tool (its id), and the tool's result."""
+    s = create_session("/p", path=path)
     s.append_message(U("do it"))
-    call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}
-    only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
+    only_tools = s.append_message({**A(""), "content": [CALL], "stopReason": "toolUse"})
     s.append_message(
         {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": "x", "timestamp": 3}
     )
+    return s, only_tools
+
+
+def test_default_filter_hides_assistant_turns_of_only_tool_calls_like_pi(tmp_path):
+    s, only_tools = _a_turn_of_only_tool_calls(tmp_path / "s.jsonl")
+    call = CALL
     errored = s.append_message({**A(""), "content": [call], "stopReason": "error", "errorMessage": "boom"})
     said = s.append_message({**A("I will read x"), "content": [{"type": "text", "text": "I will"}, call]})
     leaf_only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
@@ -113,13 +122,7 @@ def test_default_filter_hides_assistant_turns_of_only_tool_calls_like_pi(tmp_pat
 def test_a_labelled_turn_of_only_tool_calls_is_shown(tmp_path):
     """Hidden by the default filter as in Pi, a labelled one hid its label too: it could be seen
     only under labeled-only (QA). A label is set to be found again: it shows the turn."""
-    s = create_session("/p", path=tmp_path / "s.jsonl")
-    s.append_message(U("do it"))
-    call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}
-    only_tools = s.append_message({**A(""), "content": [call], "stopReason": "toolUse"})
-    s.append_message(
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": "x", "timestamp": 3}
-    )
+    s, only_tools = _a_turn_of_only_tool_calls(tmp_path / "s.jsonl")
     i = s.tree.pos[only_tools]
 
     def shown(flt: Filter) -> bool:
