@@ -1926,6 +1926,31 @@ async def test_a_failed_draft_is_seen_in_a_small_terminal(demo, tmp_path, size):
         assert "^D draft" in "\n".join(lines) and "Esc cancels" in "\n".join(lines)
 
 
+async def test_the_leaf_left_by_a_move_is_marked_was_active(demo):
+    """`← was active`, which help's legend names, was never drawn (QA). It marks where the leaf
+    was before a move, `b` included, and not the parent of an entry appended at the leaf."""
+    app = make_app(demo)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        old = app.session.leaf_id
+        await put_cursor(app, pilot, "3a7c2123")
+        await pilot.press("enter")
+        await settle(app, pilot)
+
+        def marked(text: str) -> list[str]:
+            return [line for line in screen_lines(app) if text in line]
+
+        assert len(marked("← was active")) == 1 and "Changelog written" in marked("← was active")[0]
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert app.session.leaf_id == old and len(marked("← was active")) == 1
+        assert "Changelog written" not in marked("← was active")[0]
+        app.session.append_message(U("appended at the leaf"))
+        app.browser._after_write()
+        await settle(app, pilot)
+        assert len(marked("← was active")) == 1 and "Changelog written" not in marked("← was active")[0]
+
+
 async def test_back_after_a_move_with_a_summary_says_the_summary_stays(demo):
     """The summary written with a move is the leaf after it; `b` left it behind, on a branch of
     its own, and said nothing of it: it looked lost, or undone (QA)."""

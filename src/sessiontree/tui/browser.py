@@ -84,7 +84,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         ("◐ ◎ ≡", "thinking level, model, tools changed (filter 5)"),
         ("[text]", "the entry's label"),
         ("← active", 'the leaf: where the conversation is; "below": inside a fold or hidden'),
-        ("← was active", "where the leaf was before the last move (b goes back)"),
+        ("← was active", "where the leaf was before the last move"),
         ("▸ 12 entries", "a fold (space opens it), and how long ago its last entry was"),
         ("⤷12", "twelve levels in: only the innermost guides are drawn"),
         ("3.2k +12", "with t: the context's tokens if the leaf were here, and what the entry adds"),

@@ -205,6 +205,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         # since, goes back to the entry.
         self._displaced: tuple[int, int] | None = None
         self.previous_leaf: int | None = None  # marked after a move, until the next one
+        self._leaf_seen = session.tree.leaf  # the leaf at the last rebuild (`_note_move`)
         self._stubs: LRUCache[int, tuple[int, str]] = LRUCache(1024)
         self._leaf_row = (-1, -1, -1)  # (version, leaf, its row): asked for by every drawn row
         # y -> how the line at y was last drawn (None: no row there), so a rebuild repaints only
@@ -229,6 +230,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._cache.clear()
             self._unprepared = list(Filter)
         self._runs = tree.runs()
+        self._note_move()
         self._labels = self.session.labels()
         self.archived = archived(self.session)
         was_empty, top = not len(self.outline), int(self.scroll_offset.y)
@@ -243,6 +245,15 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._displaced = None if current is None or landed in (None, current) else (current, landed)
         self._refresh_changed(top, was_empty)
         self.post_message(self.Relaid())
+
+    def _note_move(self) -> None:
+        """`previous_leaf`: where the leaf was before it moved (`← was active`; it was never
+        set, and help's legend named it: QA). An entry appended at the leaf moves nothing."""
+        tree = self.session.tree
+        leaf, seen = tree.leaf, self._leaf_seen
+        if leaf != seen and not (0 <= leaf < len(tree) and tree.parent[leaf] == seen):
+            self.previous_leaf = seen if 0 <= seen < len(tree) else None
+        self._leaf_seen = leaf
 
     def _refresh_changed(self, top: int, was_empty: bool) -> None:
         """Repaint the lines on screen whose look changed since they were drawn, given the
