@@ -512,9 +512,11 @@ async def test_an_old_format_file_without_write_bits_is_not_offered_an_upgrade(t
         await settle(app, pilot)
         text = str(app.browser.query_one("#banner").render())
         assert "U upgrades" not in text and "chmod u+w allows writing" in text
+        assert "Upgrade" not in screen_lines(app)[-1]  # the footer offered it all the same
         await pilot.press("U")
         await pilot.pause()
         assert app.screen is app.browser  # no dialog
+        assert status(app).startswith("Not upgraded: the file's permissions make it read-only")
     assert not (tmp_path / "old.jsonl.bak").exists()
 
 
@@ -834,7 +836,7 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
             assert contrast(Color.from_rich_color(s.style.color), Color.from_rich_color(s.style.bgcolor)) >= 3
 
 
-@pytest.mark.parametrize("theme", ["ansi-dark", "ansi-light", "textual-dark"])
+@pytest.mark.parametrize("theme", ["ansi-dark", "ansi-light", "textual-dark", "textual-light", "solarized-light"])
 async def test_diff_lines_and_the_leaf_row_are_not_drawn_in_their_own_colour(demo, theme):
     """In the ANSI themes an added line of a diff was green on green, a removed one red on red,
     and the leaf's mark green on the leaf row's green: a tint of a colour those themes cannot

@@ -194,11 +194,18 @@ async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
         assert any(r.lstrip("▌ ").startswith(("↳ [read: ", "↳ [read:")) or "[read: " in r for r in rows(app))
 
 
-async def test_a_wide_terminal_keeps_the_keys_that_show_hidden_matches(demo):
+@pytest.mark.parametrize(
+    ("width", "said"),
+    [
+        (160, "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all) · none below: from the top"),
+        (74, "2 matches for 'Asia/Tokyo' · 2 filtered out · none below: from the top"),
+    ],
+)
+async def test_the_find_status_gives_way_from_its_keys_not_from_where_the_cursor_went(demo, width, said):
+    """With 170 matches at 80 columns the end was still cut: where the cursor went (QA)."""
     app = make_app(demo)
-    async with app.run_test(size=(160, 40)) as pilot:
+    async with app.run_test(size=(width, 40)) as pilot:
         await search(app, pilot, "slash", "Asia/Tokyo")
-        said = "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all) · none below: from the top"
         assert status(app) == said
 
 

@@ -337,8 +337,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITES and self.session.read_only:
             return False  # hidden: the banner says why the session is read-only
-        if action == "upgrade":
-            return self.session.format_version < 3 and self.session.location is not None
+        if action == "upgrade":  # hidden too where it cannot be done: the banner says why
+            session = self.session
+            return (
+                session.format_version < 3 and session.location is not None and self.upgrade_blocked() is None
+            )
         # typed into the search box, keys are characters (the footer shows its keys); with
         # priority (`/`, `m`), they acted there
         return not isinstance(self.focused, SearchBox) or not self._taken_by_box(action)
@@ -370,7 +373,13 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return
         event.stop()
         if actions[0].action == "upgrade":
-            confirm(self, "This file is in the current format (v3): there is nothing to upgrade")
+            blocked = self.upgrade_blocked() if self.session.format_version < 3 else None
+            said = (
+                f"Not upgraded: {blocked}"
+                if blocked
+                else "This file is in the current format (v3): there is nothing to upgrade"
+            )
+            confirm(self, said)
             return
         # One line: the banner above the tree says why (four rows of a toast at 80x24 did).
         what = actions[0].description or event.key

@@ -383,22 +383,15 @@ class SearchMixin(BrowserBase):
         tail = " · none below: from the top" if wrapped else ""
         said = f"{matches} for '{query.source}'{note} (n / N)"
         short = _hidden_note(found, shown, tree.outline.vis, None)
-        # The whole of it, else without the keys that show what is hidden: at 80 columns the
-        # end was cut, and it was the part that says where the cursor went (QA).
-        confirm(
-            self,
-            next(
-                (
-                    text
-                    for text in (
-                        f"{said}{' · ' + hidden if hidden else ''}{tail}",
-                        f"{said}{' · ' + short if short else ''}{tail}",
-                    )
-                    if len(text) <= self.app.size.width - 2
-                ),
-                f"{said}{' · ' + short if short else ''}{tail}",
-            ),
+        # The whole of it, else without the keys that show what is hidden, then without n / N:
+        # at 80 columns the end was cut, and it said where the cursor went (QA).
+        bare = f"{matches} for '{query.source}'{note}"
+        wordings = (
+            f"{said}{' · ' + hidden if hidden else ''}{tail}",
+            f"{said}{' · ' + short if short else ''}{tail}",
+            f"{bare}{' · ' + short if short else ''}{tail}",
         )
+        confirm(self, next((t for t in wordings if len(t) <= self.app.size.width - 2), wordings[-1]))
         if landing:
             self.action_next_match(1, include_current=True)
         self._catch_up(query, searched)
