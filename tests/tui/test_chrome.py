@@ -836,7 +836,9 @@ async def test_rows_and_muted_lines_read_in_light_and_dark_themes(demo, theme):
             assert contrast(Color.from_rich_color(s.style.color), Color.from_rich_color(s.style.bgcolor)) >= 3
 
 
-@pytest.mark.parametrize("theme", ["ansi-dark", "ansi-light", "textual-dark", "textual-light", "solarized-light"])
+@pytest.mark.parametrize(
+    "theme", ["ansi-dark", "ansi-light", "textual-dark", "textual-light", "solarized-light"]
+)
 async def test_diff_lines_and_the_leaf_row_are_not_drawn_in_their_own_colour(demo, theme):
     """In the ANSI themes an added line of a diff was green on green, a removed one red on red,
     and the leaf's mark green on the leaf row's green: a tint of a colour those themes cannot
