@@ -229,6 +229,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._masks, self._path = Masks(tree), ActivePath(tree)
             self._cache.clear()
             self._unprepared = list(Filter)
+            self._leaf_seen, self.previous_leaf = tree.leaf, None  # positions of the old index
         self._runs = tree.runs()
         self._note_move()
         self._labels = self.session.labels()
