@@ -19,16 +19,31 @@ from ..model.header import SessionHeader
 from ..model.ids import iso_to_ms, new_entry_id
 from .index import TreeIndex
 from .lock import ADVICE
-from .scan import encode_line, non_finite
+from .scan import encode_line, message_words, non_finite
 
 CONTAINS, ESCAPED = 1, 2  # what `SessionStorage.lines_containing` says of a line
 
 
-def last_active_first(sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A database's sessions (`list_sessions`) by the instant of their last message, the latest
-    first, ties in the order given. By the instant, not the text: a "+05:00" time was sorted
-    as if it were UTC (QA)."""
-    return sorted(sessions, key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
+def listed_sessions(
+    rows: Sequence[Sequence[Any]], name: Callable[[Any], str | None] = lambda value: value
+) -> list[dict[str, Any]]:
+    """A database's `list_sessions`, from rows of (id, created_at, cwd, stored name, entry count,
+    first user message's data, last active), with `name` reading the stored name: by the
+    instant of their last message, the latest first, ties in the order given. By the instant,
+    not the text: a "+05:00" time was sorted as if it were UTC (QA)."""
+    listed = [
+        {
+            "id": r[0],
+            "created_at": r[1],
+            "last_active": r[6],
+            "cwd": r[2],
+            "name": name(r[3]),
+            "entry_count": r[4] or 0,
+            "first_message": message_words(r[5]),
+        }
+        for r in rows
+    ]
+    return sorted(listed, key=lambda s: iso_to_ms(str(s["last_active"] or "")), reverse=True)
 
 
 class SessionStorage(ABC):

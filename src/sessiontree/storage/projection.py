@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..model.entries import Entry
+from ..model.entries import Entry, entry_from_dict
 from ..model.errors import SessionError
 from .base import SessionStorage
 from .index import (
@@ -37,6 +37,7 @@ from .index import (
     TreeIndex,
     fold_entry,
 )
+from .scan import LineError, decode_entry_dict
 
 StateIds = tuple[str | None, str | None, str | None]  # thinking level, model, active tools
 
@@ -364,9 +365,22 @@ def differences(stored: Projection, fresh: Projection) -> list[str]:
 
 class ProjectedStorage(SessionStorage):
     """A database's storage, whose leaf, name, labels, count and derived state are its stored
-    projection (`_state`, read at open and `refresh` without the log) rather than its index."""
+    projection (`_state`, read at open and `refresh` without the log) rather than its index,
+    which is loaded on first need (`_index`), and whose entries are stored as their JSON."""
 
     _state: Projection
+    _index: TreeIndex | None
+
+    @property
+    def index_loaded(self) -> bool:
+        return self._index is not None
+
+    def _decode(self, blob: bytes, where: str) -> Entry:
+        """A stored entry's JSON, decoded and checked; `where` names it in the error."""
+        try:
+            return entry_from_dict(decode_entry_dict(blob))
+        except LineError as exc:
+            raise SessionError("invalid_entry", f"{where} {exc.reason}", path=self.location) from None
 
     @property
     def leaf_id(self) -> str | None:

@@ -31,20 +31,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from ...model.entries import Entry, entry_from_dict
+from ...model.entries import Entry
 from ...model.errors import SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
-from ..base import last_active_first
+from ..base import listed_sessions
 from ..index import TreeIndex
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import (
-    LineError,
     add_dict,
-    decode_entry_dict,
     encode_line,
     full_decode,
-    message_words,
     tool_only_line,
 )
 from . import schema
@@ -279,19 +276,7 @@ class PostgresStorage(ProjectedStorage):
                 ).fetchall()
         finally:
             conn.close()
-        listed = [
-            {
-                "id": r[0],
-                "created_at": r[1],
-                "last_active": r[6],
-                "cwd": r[2],
-                "name": _unpack(r[3]),
-                "entry_count": r[4] or 0,
-                "first_message": message_words(r[5]),
-            }
-            for r in rows
-        ]
-        return last_active_first(listed)
+        return listed_sessions(rows, _unpack)
 
     @contextmanager
     def _snapshot(self) -> Iterator[Any]:
@@ -390,10 +375,6 @@ class PostgresStorage(ProjectedStorage):
             old.close()
 
     @property
-    def index_loaded(self) -> bool:
-        return self._index is not None
-
-    @property
     def index(self) -> TreeIndex:
         if self._index is None:
             with self._mutex:
@@ -440,12 +421,6 @@ class PostgresStorage(ProjectedStorage):
                         tool_only=data is not None and tool_only_line(bytes(data)),
                     )
                 after = upto
-
-    def _decode(self, blob: bytes, where: str) -> Entry:
-        try:
-            return entry_from_dict(decode_entry_dict(blob))
-        except LineError as exc:
-            raise SessionError("invalid_entry", f"{where} {exc.reason}", path=self.location) from None
 
     def _load(self, i: int) -> Entry:
         index = self.index  # positions exist only once the index is loaded

@@ -10,16 +10,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from ...model.entries import Entry, entry_from_dict
+from ...model.entries import Entry
 from ...model.errors import Diagnostic, SessionError
 from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
 from .. import dbfiles
-from ..base import last_active_first
+from ..base import listed_sessions
 from ..index import TreeIndex
 from ..lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
-from ..scan import LONE_SURROGATE, LineError, decode_entry_dict, encode_line, message_words
+from ..scan import LONE_SURROGATE, encode_line
 from . import wal
 from .connection import (
     Snapshot,
@@ -218,19 +218,7 @@ class SqliteStorage(ProjectedStorage):
             raise storage_error(exc, os.fspath(db_path)) from None
         finally:
             conn.close()
-        listed = [
-            {
-                "id": r[0],
-                "created_at": r[1],
-                "last_active": r[6],
-                "cwd": r[2],
-                "name": r[3],
-                "entry_count": r[4] or 0,
-                "first_message": message_words(r[5]),
-            }
-            for r in rows
-        ]
-        return last_active_first(listed)
+        return listed_sessions(rows)
 
     def _stored_projection(self, problems: list[str] | None = None) -> tuple[Projection, int]:
         """The stored projection and the log position it is of (what `open` and `refresh`
@@ -316,10 +304,6 @@ class SqliteStorage(ProjectedStorage):
         return self._conn
 
     @property
-    def index_loaded(self) -> bool:
-        return self._index is not None
-
-    @property
     def index(self) -> TreeIndex:
         if self._index is None:
             with self._mutex:
@@ -350,12 +334,6 @@ class SqliteStorage(ProjectedStorage):
         if after_seq == 0:
             index.finish_load()
         return index
-
-    def _decode(self, blob: bytes, where: str) -> Entry:
-        try:
-            return entry_from_dict(decode_entry_dict(blob))
-        except LineError as exc:
-            raise SessionError("invalid_entry", f"{where} {exc.reason}", path=self.location) from None
 
     def _load(self, i: int) -> Entry:
         if not 0 <= i < len(self.index):  # positions exist only once the index is loaded
