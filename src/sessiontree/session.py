@@ -305,6 +305,12 @@ class Session:
         where the storage can, so a browser's keys keep the interpreter lock."""
         self.storage.finish_verification(elsewhere=elsewhere)
 
+    @property
+    def unchecked(self) -> int:
+        """Entries the checks deferred at open have still to look at; the first write waits for
+        them (`finish_verification`)."""
+        return self.storage.unchecked
+
     def close(self) -> None:
         self.storage.close()
 

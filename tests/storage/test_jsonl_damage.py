@@ -487,12 +487,16 @@ def test_invalid_utf8_inside_message_content_is_damage(tmp_path, monkeypatch, ma
         assert d.line == 3 and d.code == "invalid_utf8" and s.read_only
         assert [e for e in s.tree.ids] == ["a", "b", "c"]  # the damaged line stays visible in the tree
         assert s.get_entry("b").message["content"] == "caf\ufffd"  # as Pi reads it
+    with open_session(path) as s:
+        assert s.unchecked == 0
     with open_session(path, verify="later") as s:
         assert s.diagnostics == [] and not s.read_only  # not checked yet
+        assert s.unchecked == 3  # every entry: what a browser's write key waits for
         with pytest.raises(SessionError) as err:
             s.append_message(U("x"))  # a write runs the check first
         assert err.value.code == "read_only"
         assert [d.code for d in s.diagnostics] == ["invalid_utf8"]
+        assert s.unchecked == 0
     assert path.read_bytes().count(b"\n") == 4
 
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -26,12 +27,13 @@ from harness.pilot import (
     screen_lines,
     settle,
     status,
+    until,
 )
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
 from sessiontree.storage.index import LABEL
-from sessiontree.tui import launch
+from sessiontree.tui import core, launch
 from sessiontree.tui.help import HelpScreen
 from sessiontree.tui.launch import build_app
 from sessiontree.tui.modals import HistoryScreen, SummaryPrompt, TextPrompt
@@ -444,6 +446,107 @@ async def test_enter_moves_leaf_to_other_entry(demo):
         )
     with open_session(demo, read_only=True) as again:
         assert again.leaf_id == "3a7c137e"
+
+
+def held_check(app, monkeypatch) -> threading.Event:
+    """The check left for after the first paint (`finish_verification` in the browser's
+    worker) held until the returned event is set, and counted as long enough for a write key
+    to wait for it; the check itself is the real one."""
+    monkeypatch.setattr(core, "WAIT_FOR_CHECK", 1)
+    gate = threading.Event()
+    session = app.session
+    real = session.finish_verification
+
+    def held(*, elsewhere: bool = False) -> None:
+        if elsewhere:
+            assert gate.wait(20)
+        real(elsewhere=elsewhere)
+
+    monkeypatch.setattr(session, "finish_verification", held)
+    return gate
+
+
+async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo, monkeypatch):
+    """Every write waits for the UTF-8 check of the whole file; waited for inside Enter's
+    handler, it froze the screen for 2.4 s on a 1M-entry file. The key is kept, the screen
+    goes on, and the move is made where the key was pressed once the check ends."""
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    before = demo.read_bytes()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        tree = app.browser.query_one(SessionTreeView)
+        tree.set_cursor(row_of(app, "3a7c137e"))
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert demo.read_bytes() == before  # not yet
+        assert status(app).startswith("The leaf moves to 3a7c137e when the check of the file's text ends")
+        await pilot.press("k", "k")  # keys work meanwhile
+        assert cursor_id(app) != "3a7c137e"
+        gate.set()
+        await until(pilot, lambda: app.session.leaf_id == "3a7c137e")
+        await settle(app, pilot)
+        assert status(app).startswith("Leaf moved to 3a7c137e")
+        last = lines(demo)[-1]
+        assert last["type"] == "leaf" and last["targetId"] == "3a7c137e"
+        assert len(lines(demo)) == before.count(b"\n") + 1
+
+
+async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage(demo, monkeypatch):
+    # in a field nothing draws: the tree and the preview would find it first, as they decode
+    old = b'{"type":"leaf","id":"3a7c2316"'
+    demo.write_bytes(demo.read_bytes().replace(old, b'{"type":"leaf","by":"\xff","id":"3a7c2316"', 1))
+    before = demo.read_bytes()
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
+        await pilot.press("b")
+        await pilot.pause(0.1)
+        assert status(app).startswith("Back when the check of the file's text ends")
+        gate.set()
+        await until(pilot, lambda: app.session.read_only)
+        await settle(app, pilot)
+        assert status(app) == "Read-only: nothing was written (the banner says why)"
+    assert demo.read_bytes() == before
+
+
+async def test_quitting_while_a_write_key_waits_for_the_check_writes_it_first(demo, monkeypatch):
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
+        await pilot.press("enter", "q")
+        await pilot.pause(0.1)
+        assert app.is_running
+        assert status(app).startswith("Quitting once the keys pressed are written")
+        gate.set()
+        for _ in range(200):
+            if not app.is_running:
+                break
+            await pilot.pause(0.02)
+        assert not app.is_running
+    last = lines(demo)[-1]
+    assert last["type"] == "leaf" and last["targetId"] == "3a7c137e"
+
+
+async def test_a_second_quit_leaves_without_the_write_keys_waiting_for_the_check(demo, monkeypatch):
+    before = demo.read_bytes()
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
+        await pilot.press("enter", "q", "q")
+        for _ in range(200):
+            if not app.is_running:
+                break
+            await pilot.pause(0.02)
+        assert not app.is_running
+        gate.set()
+    assert demo.read_bytes() == before
 
 
 async def test_enter_on_user_message_goes_to_parent_and_offers_text(demo):

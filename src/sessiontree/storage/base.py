@@ -86,6 +86,12 @@ class SessionStorage(ABC):
         """Complete any checks deferred at open (JSONL: the UTF-8 of message text);
         `elsewhere`: in a helper process where the storage can."""
 
+    @property
+    def unchecked(self) -> int:
+        """How many entries the checks deferred at open have still to look at (0: none left).
+        Read without waiting for a check under way, which counts them until it ends."""
+        return 0
+
     def verify_state(self) -> list[str]:
         """Differences between what the storage keeps materialised (SQLite: leaf, labels, the
         active branch as rows, ...) and a fresh fold of its log; empty when consistent. Storages

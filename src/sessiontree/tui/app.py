@@ -687,6 +687,9 @@ class SessionTreeApp(App[None]):
         screen = self.screen
         if isinstance(screen, SummaryPrompt) and screen.asks_before_losing("Ctrl+Q again quits without it"):
             return
+        browser = self.browser
+        if browser is not None and browser.writes_waiting and browser.quit_after_writes():
+            return
         self.exit()
 
     def action_help(self) -> None:

@@ -220,6 +220,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         # take it out of the garbage collector's full passes, which otherwise walk it every time
         # and stall scrolling for 50-200 ms on big sessions (measured in bench/run.py).
         gc.freeze()
+        self.checking = True
         self.call_after_refresh(self._verify)  # after the first paint: it competes for the GIL
         if self._note and self._note != self._reason_at_open:  # the banner says the reason
             confirm(self, self._note, timeout=8)
@@ -271,8 +272,11 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
     @work(thread=True, exclusive=True, group="verify")
     def _verify(self) -> None:
         """The checks left for after the first paint (the UTF-8 of message text)."""
-        self.session.finish_verification(elsewhere=True)
-        deliver(self.app, self._damage_found)
+        try:
+            self.session.finish_verification(elsewhere=True)
+        finally:  # write keys pressed meanwhile run then (`_write_when_checked`), or say why not
+            deliver(self.app, self._damage_found)
+            deliver(self.app, self._checked)
 
     @on(SessionTreeView.Damaged)
     def _damage_found(self) -> None:
@@ -412,10 +416,14 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         if target is None or not self._writable():
             return
         on = target.position not in self._tree().archived
-        if not self._guard(lambda: set_archived(self.session, target.entry_id, on)):
-            return
-        what = "Archived" if on else "Unarchived"
-        self._after_write(keep=target.position, message=f"{what} the branch below {target.entry_id}")
+
+        def write() -> None:
+            if not self._guard(lambda: set_archived(self.session, target.entry_id, on)):
+                return
+            what = "Archived" if on else "Unarchived"
+            self._after_write(keep=target.position, message=f"{what} the branch below {target.entry_id}")
+
+        self._write_when_checked(write, "Archiving" if on else "Unarchiving")
 
     def action_go_to_id(self) -> None:
         """Jump the cursor to an entry by (a prefix of) its id, switching to the "all" filter

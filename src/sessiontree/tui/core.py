@@ -28,6 +28,9 @@ from .notices import confirm
 from .preview_pane import PreviewPane
 from .tree_view import RowTarget, SessionTreeView
 
+# Entries the check left for after the first paint may still have to look at for a write key to
+# run at once (waiting, it blocks the screen; ~50,000 entries are about a quarter of a second).
+WAIT_FOR_CHECK = 50_000
 NOT_THE_NAME = 40  # header columns a long session name leaves to the rest (`_update_header`)
 NAME_MOST = 48  # columns a session's name keeps whatever the rest (`_update_header`)
 HEADER_CHROME = 8  # the header's columns that are neither name nor the rest: icon, " — ", the right margin
@@ -68,6 +71,9 @@ class BrowserBase(Screen[None]):
         self.writer_gone = False  # the writer that kept this session read-only has quit
         self.writer_back = False  # and another took its place since (the reason names the first)
         self.follow = True
+        self.checking = False  # the check left for after the first paint runs (`_verify`)
+        self._waiting: list[Callable[[], object]] = []  # write keys pressed meanwhile, in order
+        self._quit_after_writes = False
 
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
@@ -245,6 +251,42 @@ class BrowserBase(Screen[None]):
         return self._match_rows_cache
 
     # --- writes -------------------------------------------------------------------------------
+
+    def _write_when_checked(self, write: Callable[[], object], what: str) -> None:
+        """Run a write key's work now or, while the check left for after the first paint has
+        many entries to go, as soon as it ends. Every write waits for that check (the UTF-8 of
+        every line: `JsonlStorage.finish_verification`); waited for inside the key's handler, it
+        froze the screen for 2.4 s after the first Enter on a deep 1M-entry file. `write` takes
+        its target when the key is pressed: it runs there even if the cursor moved since."""
+        if not self.checking or self.session.unchecked < WAIT_FOR_CHECK:
+            write()
+            return
+        self._waiting.append(write)
+        confirm(self, f"{what} when the check of the file's text ends: keys work meanwhile")
+
+    @property
+    def writes_waiting(self) -> bool:
+        return bool(self._waiting)
+
+    def quit_after_writes(self) -> bool:
+        """A quit while write keys wait for the check: they are written first, then the app
+        quits (True). A second quit quits without them (False)."""
+        if self._quit_after_writes:
+            return False
+        self._quit_after_writes = True
+        confirm(self, "Quitting once the keys pressed are written (q again quits without them)")
+        return True
+
+    def _checked(self) -> None:
+        """The check left for after the first paint ended: the write keys pressed meanwhile
+        run, in order, each refused as any write is if the check found damage."""
+        self.checking = False
+        waiting, self._waiting = self._waiting, []
+        for write in waiting:
+            if self._writable():
+                write()
+        if self._quit_after_writes:
+            self.app.exit()
 
     def _writable(self) -> bool:
         if self.session.read_only:

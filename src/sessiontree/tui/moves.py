@@ -27,7 +27,9 @@ class MovesMixin(BrowserBase):
         target = self._target()
         if target is None or not self._writable():
             return
-        self._navigate(target, None)
+        self._write_when_checked(
+            lambda: self._navigate(target, None), f"The leaf moves to {_short(target.entry_id)}"
+        )
 
     def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> bool:
         """Move the leaf to `target`; False when the write was refused (the message says why)."""
@@ -177,6 +179,9 @@ class MovesMixin(BrowserBase):
         The move is found from the index's record of moves, without decoding any entry."""
         if not self._writable():
             return
+        self._write_when_checked(self._back, "Back")
+
+    def _back(self) -> None:
         session = self.session
         total = session.move_count()
         cursor = total - 1 if self._back_cursor is None else self._back_cursor

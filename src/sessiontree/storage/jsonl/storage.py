@@ -634,6 +634,12 @@ class JsonlStorage(SessionStorage):
             self._verified = total
             self._mark_damaged()
 
+    @property
+    def unchecked(self) -> int:
+        if self._fd is None or self._legacy is not None:
+            return 0
+        return max(0, len(self._lines.lengths) - self._verified)
+
     # --- reading ------------------------------------------------------------------------------
 
     @property
