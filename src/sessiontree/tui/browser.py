@@ -285,9 +285,10 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         if not self.is_attached:
             return
         self._update_header()
-        self.refresh_bindings()
         session = self.session
         if session.read_only:  # the write keys are off now: so is the hint for them
+            # only then: the footer laid out again takes ~40 ms at 160×50, after every check
+            self.refresh_bindings()
             for line in self.query(StatusLine):
                 line.hint(self._hint(READ_ONLY_HINT))
         if session.read_only and not self._damage_told and session.read_only_reason != self._reason_at_open:
