@@ -661,11 +661,19 @@ class Outline:
     def is_foldable(self, i: int) -> bool:
         return i in self.folded or bool(self.visiblechildren(i))
 
-    def next_fork_row(self, row: int, step: int) -> int:
-        """The next row (in direction `step`) whose entry has 2+ visible children, or -1."""
+    def _forks(self) -> Sequence[int]:
         if callable(self._fork_rows):
             self._fork_rows = self._fork_rows()
-        forks = self._fork_rows
+        return self._fork_rows
+
+    def fork_count(self, row: int) -> tuple[int, int]:
+        """(how many fork rows there are down to `row`, `row` included; how many in all)."""
+        forks = self._forks()
+        return bisect_right(forks, row), len(forks)
+
+    def next_fork_row(self, row: int, step: int) -> int:
+        """The next row (in direction `step`) whose entry has 2+ visible children, or -1."""
+        forks = self._forks()
         if step > 0:
             k = bisect_right(forks, row)
             return forks[k] if k < len(forks) else -1

@@ -189,16 +189,23 @@ async def test_fork_keys_say_when_there_is_no_fork_further(demo):
     async with app.run_test(size=SIZE) as pilot:
         tree = app.browser.query_one(SessionTreeView)
         await pilot.press("home", "left_square_bracket")
-        assert tree.cursor_row == 0 and status(app) == "No fork above this row under this filter"
+        # the demo's default view has two forks: at 3a7c137e and at 3a7c30bb
+        assert (
+            tree.cursor_row == 0
+            and status(app) == "No fork above this row under this filter (2 forks in all)"
+        )
         await pilot.press("right_square_bracket")
         first = tree.cursor_row
         assert first > 0 and tree.outline.next_fork_row(first, -1) < 0
+        assert status(app) == "Fork 1 of 2"  # how many are left to visit
+        await pilot.press("right_square_bracket")
+        assert tree.cursor_row > first and status(app) == "Fork 2 of 2"
         await pilot.press("end", "right_square_bracket")
-        assert status(app) == "No fork below this row under this filter"
+        assert status(app) == "No fork below this row under this filter (2 forks in all)"
         await pilot.press("home")  # said of the row the cursor left: taken back (QA: it stayed)
         assert tree.cursor_row == 0 and status(app) == ""
         await pilot.press("left_square_bracket", "right_square_bracket")  # a jump that finds one
-        assert tree.cursor_row == first and status(app) == ""
+        assert tree.cursor_row == first and status(app) == "Fork 1 of 2"
         await pilot.press("end", "right_square_bracket", "k")  # any move takes it back
         assert status(app) == ""
 

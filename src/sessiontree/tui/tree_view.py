@@ -542,11 +542,15 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             confirm(self, self.empty_text())
             return
         row = self.outline.next_fork_row(self.cursor_row, step)
+        # where among the forks: "next fork" alone did not say how many were left to visit
+        upto, total = self.outline.fork_count(row if row >= 0 else self.cursor_row)
         if row >= 0:
             self.set_cursor(row, center=True)  # takes back a "No fork" said at the other end
+            confirm(self, f"Fork {upto:,} of {total:,}")
         else:
             self.app.bell()
-            confirm(self, f"{NO_FORK} {'above' if step < 0 else 'below'} this row under this filter")
+            said = f"{NO_FORK} {'above' if step < 0 else 'below'} this row under this filter"
+            confirm(self, said + (f" ({counted(total, 'fork', 'forks')} in all)" if total else ""))
             self._no_fork_said = True
 
     def action_fold(self) -> None:
