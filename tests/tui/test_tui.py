@@ -487,7 +487,7 @@ async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo
         await pilot.press("enter")
         await pilot.pause(0.1)
         assert demo.read_bytes() == before  # not yet
-        assert status(app).startswith("The leaf moves to 3a7c137e when the check of the file's text ends")
+        assert status(app) == "Move to 3a7c137e: waiting for the file check to end (keys work meanwhile)"
         await pilot.press("k", "k")  # keys work meanwhile
         assert cursor_id(app) != "3a7c137e"
         gate.set()
@@ -511,7 +511,7 @@ async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage
         app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
         await pilot.press("b")
         await pilot.pause(0.1)
-        assert status(app).startswith("Back when the check of the file's text ends")
+        assert status(app).startswith("Back: waiting for the file check to end")
         gate.set()
         await until(pilot, lambda: app.session.read_only)
         await settle(app, pilot)

@@ -424,7 +424,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             what = "Archived" if on else "Unarchived"
             self._after_write(keep=target.position, message=f"{what} the branch below {target.entry_id}")
 
-        self._write_when_checked(write, "Archiving" if on else "Unarchiving")
+        self._write_when_checked(write, "Archive" if on else "Unarchive")
 
     def action_go_to_id(self) -> None:
         """Jump the cursor to an entry by (a prefix of) its id, switching to the "all" filter

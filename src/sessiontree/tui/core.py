@@ -262,7 +262,8 @@ class BrowserBase(Screen[None]):
             write()
             return
         self._waiting.append(write)
-        confirm(self, f"{what} when the check of the file's text ends: keys work meanwhile")
+        # fits 80 columns with an id of Pi's length: the end of a longer wording was cut off
+        confirm(self, f"{what}: waiting for the file check to end (keys work meanwhile)")
 
     @property
     def writes_waiting(self) -> bool:

@@ -27,9 +27,7 @@ class MovesMixin(BrowserBase):
         target = self._target()
         if target is None or not self._writable():
             return
-        self._write_when_checked(
-            lambda: self._navigate(target, None), f"The leaf moves to {_short(target.entry_id)}"
-        )
+        self._write_when_checked(lambda: self._navigate(target, None), f"Move to {_short(target.entry_id)}")
 
     def _navigate(self, target: RowTarget, summary: BranchSummary | None) -> bool:
         """Move the leaf to `target`; False when the write was refused (the message says why)."""
