@@ -473,6 +473,22 @@ def held_check(app, monkeypatch) -> threading.Event:
     return gate
 
 
+async def press_at(app, pilot, entry_id: str, *keys: str) -> None:
+    """`keys` with the cursor on `entry_id`, soon after the first paint."""
+    await pilot.pause(0.2)
+    app.browser.query_one(SessionTreeView).set_cursor(row_of(app, entry_id))
+    await pilot.press(*keys)
+    await pilot.pause(0.1)
+
+
+async def until_quit(app, pilot) -> None:
+    for _ in range(200):
+        if not app.is_running:
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("the app did not quit")
+
+
 async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo, monkeypatch):
     """Every write waits for the UTF-8 check of the whole file; waited for inside Enter's
     handler, it froze the screen for 2.4 s on a 1M-entry file. The key is kept, the screen
@@ -481,11 +497,7 @@ async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo
     gate = held_check(app, monkeypatch)
     before = demo.read_bytes()
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.2)
-        tree = app.browser.query_one(SessionTreeView)
-        tree.set_cursor(row_of(app, "3a7c137e"))
-        await pilot.press("enter")
-        await pilot.pause(0.1)
+        await press_at(app, pilot, "3a7c137e", "enter")
         assert demo.read_bytes() == before  # not yet
         assert status(app) == "Move to 3a7c137e: waiting for the file check to end (keys work meanwhile)"
         await pilot.press("k", "k")  # keys work meanwhile
@@ -507,10 +519,7 @@ async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage
     app = make_app(demo)
     gate = held_check(app, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.2)
-        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
-        await pilot.press("b")
-        await pilot.pause(0.1)
+        await press_at(app, pilot, "3a7c137e", "b")
         assert status(app).startswith("Back: waiting for the file check to end")
         gate.set()
         await until(pilot, lambda: app.session.read_only)
@@ -523,18 +532,11 @@ async def test_quitting_while_a_write_key_waits_for_the_check_writes_it_first(de
     app = make_app(demo)
     gate = held_check(app, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.2)
-        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
-        await pilot.press("enter", "q")
-        await pilot.pause(0.1)
+        await press_at(app, pilot, "3a7c137e", "enter", "q")
         assert app.is_running
         assert status(app).startswith("Quitting once the keys pressed are written")
         gate.set()
-        for _ in range(200):
-            if not app.is_running:
-                break
-            await pilot.pause(0.02)
-        assert not app.is_running
+        await until_quit(app, pilot)
     last = lines(demo)[-1]
     assert last["type"] == "leaf" and last["targetId"] == "3a7c137e"
 
@@ -544,14 +546,8 @@ async def test_a_second_quit_leaves_without_the_write_keys_waiting_for_the_check
     app = make_app(demo)
     gate = held_check(app, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.2)
-        app.browser.query_one(SessionTreeView).set_cursor(row_of(app, "3a7c137e"))
-        await pilot.press("enter", "q", "q")
-        for _ in range(200):
-            if not app.is_running:
-                break
-            await pilot.pause(0.02)
-        assert not app.is_running
+        await press_at(app, pilot, "3a7c137e", "enter", "q", "q")
+        await until_quit(app, pilot)
         gate.set()
     assert demo.read_bytes() == before
 
