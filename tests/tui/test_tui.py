@@ -511,7 +511,7 @@ async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo
         assert len(lines(demo)) == before.count(b"\n") + 1
 
 
-async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage(demo, monkeypatch):
+async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage_and_q_waits(demo, monkeypatch):
     # in a field nothing draws: the tree and the preview would find it first, as they decode
     old = b'{"type":"leaf","id":"3a7c2316"'
     demo.write_bytes(demo.read_bytes().replace(old, b'{"type":"leaf","by":"\xff","id":"3a7c2316"', 1))
@@ -519,13 +519,35 @@ async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage
     app = make_app(demo)
     gate = held_check(app, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
-        await press_at(app, pilot, "3a7c137e", "b")
-        assert status(app).startswith("Back: waiting for the file check to end")
+        await press_at(app, pilot, "3a7c137e", "b", "q")
+        assert status(app).startswith("Quitting once the keys pressed are written")
         gate.set()
         await until(pilot, lambda: app.session.read_only)
         await settle(app, pilot)
-        assert status(app) == "Read-only: nothing was written (the banner says why)"
+        # it quit as if the key had been written (QA)
+        assert app.is_running
+        assert status(app) == "Not quitting: a key that waited was not written (q quits)"
     assert demo.read_bytes() == before
+
+
+async def test_a_label_typed_during_the_files_check_is_written_when_it_ends(demo, monkeypatch):
+    """The dialogs' writes wait as the keys' do: Enter in the label prompt froze the screen
+    until the check ended (QA)."""
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    before = demo.read_bytes()
+    async with app.run_test(size=SIZE) as pilot:
+        await press_at(app, pilot, "3a7c137e", "m")
+        await pilot.press("ctrl+u", *"retry", "enter")
+        await pilot.pause(0.1)
+        assert status(app) == "Label on 3a7c137e: waiting for the file check to end (keys work meanwhile)"
+        assert demo.read_bytes() == before
+        gate.set()
+        await until(pilot, lambda: app.session.get_label("3a7c137e") == "retry")
+        await settle(app, pilot)
+        assert status(app) == "Label 'retry' set on 3a7c137e"
+    last = lines(demo)[-1]
+    assert last["type"] == "label" and last["targetId"] == "3a7c137e" and last["label"] == "retry"
 
 
 async def test_quitting_while_a_write_key_waits_for_the_check_writes_it_first(demo, monkeypatch):

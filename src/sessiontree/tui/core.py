@@ -74,6 +74,7 @@ class BrowserBase(Screen[None]):
         self.checking = False  # the check left for after the first paint runs (`_verify`)
         self._waiting: list[Callable[[], object]] = []  # write keys pressed meanwhile, in order
         self._quit_after_writes = False
+        self._refused = 0  # writes `_guard` refused: a quit after waiting writes asks
 
     def _tree(self) -> SessionTreeView:
         return self.query_one(SessionTreeView)
@@ -257,7 +258,8 @@ class BrowserBase(Screen[None]):
         many entries to go, as soon as it ends. Every write waits for that check (the UTF-8 of
         every line: `JsonlStorage.finish_verification`); waited for inside the key's handler, it
         froze the screen for 2.4 s after the first Enter on a deep 1M-entry file. `write` takes
-        its target when the key is pressed: it runs there even if the cursor moved since."""
+        its target when the key is pressed: it runs there even if the cursor moved since. Its
+        writes go through `_guard`, which refuses them if the check found damage."""
         if not self.checking or self.session.unchecked < WAIT_FOR_CHECK:
             write()
             return
@@ -280,14 +282,22 @@ class BrowserBase(Screen[None]):
 
     def _checked(self) -> None:
         """The check left for after the first paint ended: the write keys pressed meanwhile
-        run, in order, each refused as any write is if the check found damage."""
+        run, in order. A quit asked meanwhile waits for them, and does not happen when one was
+        refused (the check found damage, another writer): it quit as if all were written (QA)."""
         self.checking = False
         waiting, self._waiting = self._waiting, []
+        if waiting:  # what each write says replaces it; a refused one said only in a toast (QA)
+            confirm(self, "The file check ended")
+        refused = self._refused
         for write in waiting:
-            if self._writable():
-                write()
-        if self._quit_after_writes:
+            write()
+        if not self._quit_after_writes:
+            return
+        if self._refused == refused:
             self.app.exit()
+        else:
+            self._quit_after_writes = False
+            confirm(self, "Not quitting: a key that waited was not written (q quits)")
 
     def _writable(self) -> bool:
         if self.session.read_only:
@@ -298,11 +308,16 @@ class BrowserBase(Screen[None]):
     def _guard(self, operation: Callable[[], object]) -> bool:
         """Run a write; a refused write is reported, never raised into Textual. A torn last line
         the write set aside first is said with where its bytes went (the toast at open said
-        only that it would be, and stayed up after)."""
+        only that it would be, and stayed up after). Read-only is said as `_writable` says it:
+        a write that waited for the file check may find the session read-only since."""
+        if not self._writable():
+            self._refused += 1
+            return False
         aside = self._set_aside()
         try:
             operation()
         except SessionError as exc:
+            self._refused += 1
             said = str(exc)  # the storage's messages mostly say so already
             already = ("nothing was written", "nothing was added", "nothing was changed")
             note = "" if any(words in said for words in already) else " (nothing was written)"

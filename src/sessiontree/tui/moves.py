@@ -125,6 +125,9 @@ class MovesMixin(BrowserBase):
             if choice is None:
                 confirm(self, "Move cancelled: nothing was written.")
                 return
+            self._write_when_checked(lambda: write(choice), f"Move to {_short(target.entry_id)}")
+
+        def write(choice: SummaryChoice) -> None:
             summary = None
             if choice.text is not None:
                 summary = BranchSummary(choice.text, details=branch.files.details())
@@ -245,6 +248,9 @@ class MovesMixin(BrowserBase):
             if text == session.get_label(target.entry_id):  # Enter on the text as it was
                 confirm(self, f"Label unchanged on {target.entry_id}: nothing was written")
                 return
+            self._write_when_checked(lambda: write(value, text), f"Label on {_short(target.entry_id)}")
+
+        def write(value: str, text: str | None) -> None:
             if self._guard(lambda: session.append_label(target.entry_id, text)):
                 # As typed, not as Python writes it: a backslash read as two (QA).
                 what = f"Label '{one_line(text, 80)}' set on" if text else "Label cleared on"
@@ -280,6 +286,9 @@ class MovesMixin(BrowserBase):
             if re.sub(r"[\r\n]+", " ", value).strip() == (session.session_name or ""):  # as stored
                 confirm(self, "Name unchanged: nothing was written")
                 return
+            self._write_when_checked(lambda: write(value), "Rename")
+
+        def write(value: str) -> None:
             if self._guard(lambda: session.append_session_name(value)):
                 # Pi's coding agent passes over an empty name and shows the last one given:
                 # said, as the two then name the session apart (QA)
