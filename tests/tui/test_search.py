@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
 from textual import events
 from textual.widgets import Input
 
-from harness.pilot import cursor_id, make_app, put_cursor, rows, settle, status
+from harness.pilot import cursor_id, make_app, put_cursor, rows, settle, status, until
 from helpers import PI_FIXTURES, A, U
 from sessiontree import JsonlStorage, Session, create_session
 from sessiontree.tui.tree_view import SessionTreeView
@@ -492,6 +493,32 @@ async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
         await pilot.press("n")
         assert tree(app).current_position() == sorted(so_far)[1]
         assert status(app) == f"Match 2/{len(so_far)} so far"  # stopped: all it will count
+
+
+async def test_esc_keeps_every_match_found_so_far_and_says_how_many_are_shown(slow_search, monkeypatch):
+    """The progress line counted what the find had found, Esc what it had shown last (those
+    show at growing intervals), and `n` the rows shown: 74,793, 56,315 and 4,735 (QA)."""
+    from sessiontree.tui import search as search_module
+
+    monkeypatch.setattr(search_module, "PARTIAL_EVERY", 1000.0)  # nothing shown before Esc
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("home", "slash", *"flaky", "enter")
+        await until(pilot, lambda: app.browser._so_far is not None and len(app.browser._so_far[1]) >= 2)
+        found = list(app.browser._so_far[1])
+        assert app.browser._matches == []
+        await pilot.press("4")  # labeled only: no match has a row
+        await pilot.press("escape")
+        go.set()
+        await settle(app, pilot)
+        assert app.browser._matches == found
+        assert status(app) == f"Search stopped: {len(found)} matches so far, 0 shown (n / N)"
+        await pilot.press("1")
+        await settle(app, pilot)
+        await pilot.press("n")
+        assert re.fullmatch(rf"Match \d/{len(found)} so far", status(app))  # every match has a row again
 
 
 def marked(app) -> list[str]:

@@ -511,7 +511,9 @@ async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo
         assert len(lines(demo)) == before.count(b"\n") + 1
 
 
-async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage_and_q_waits(demo, monkeypatch):
+async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage_and_q_waits(
+    demo, monkeypatch
+):
     # in a field nothing draws: the tree and the preview would find it first, as they decode
     old = b'{"type":"leaf","id":"3a7c2316"'
     demo.write_bytes(demo.read_bytes().replace(old, b'{"type":"leaf","by":"\xff","id":"3a7c2316"', 1))

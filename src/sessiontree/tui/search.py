@@ -50,6 +50,8 @@ class SearchMixin(BrowserBase):
     _query: Query | None = None  # the last find's or filter's query: its words marked in the preview
     _filter_after = False  # `&` came for the words of a find still running: narrow when it ends
     _filter_landed: int | None = None  # the entry a search filter put the cursor on
+    # (the running find's worker, the matches it found up to now): the list grows in its thread
+    _so_far: tuple[Worker[None], list[int]] | None = None
 
     def _show_keys(self) -> tuple[str, str]:
         """The keys that show hidden matches: fold every side branch (z), and filter 5 (all)."""
@@ -144,12 +146,20 @@ class SearchMixin(BrowserBase):
             search.display = False
             self._tree().focus()
         self._filter_after = False
+        running = [w for w in self.workers if w.group == "search" and not w.is_finished]
         if self.workers.cancel_group(self, "search"):
             self._status("")
+            so_far = self._so_far
+            # The matches found up to now, not those shown last (the showings come at growing
+            # intervals): the progress line said 74,793 found, and Esc then 56,315 (QA).
+            if so_far is not None and so_far[0] in running and len(so_far[1]) > len(self._matches):
+                self._set_matches(list(so_far[1]), partial=True)
+            self._so_far = None
             if self._matches:  # a find stopped after showing some
-                confirm(
-                    self, f"Search stopped: {counted(len(self._matches), 'match', 'matches')} so far (n / N)"
-                )
+                total, shown = len(self._matches), len(self._match_rows())
+                # `n` counts the rows shown: "match 3/4,735" after "56,315 matches" (QA)
+                rows = f", {shown:,} shown" if shown != total else ""
+                confirm(self, f"Search stopped: {counted(total, 'match', 'matches')} so far{rows} (n / N)")
             return
         self._status("")
         if self._tree().restrict is not None:
@@ -197,7 +207,12 @@ class SearchMixin(BrowserBase):
         due = [time.monotonic() + PARTIAL_EVERY, PARTIAL_EVERY]  # next showing of matches, then the wait
 
         def progress(done: int, total: int, matches: list[int]) -> None:
-            deliver(self.app, self._status, f"searching… {100 * done // total}% · {len(matches):,} found")
+            if outline is not None:  # a find: Esc keeps what it found
+                self._so_far = (worker, matches)
+            # Named apart from the scan's percentage, which reached 100% and then seemed to
+            # start again (QA): these are the entries the scan left to decode.
+            said = f"searching… {100 * done // total}% of {total:,} entries to check · {len(matches):,} found"
+            deliver(self.app, self._status, said)
             # Find shows its matches as they come: a common word on a 1M-entry file takes ~17 s
             # to decode, and its first match is on screen after the scan rather than at the end.
             # Each showing costs the UI thread a pass over the matches (~0.1 s at 400,000), so
