@@ -7,6 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+# Property tests run a third of their examples under CI=true (`.ci/run`), keeping the run under
+# its 15 minutes on a 2-core machine; `python -m pytest` elsewhere runs them all.
+EXAMPLES_UNDER_CI = 3
+
+
+def examples(n: int) -> int:
+    """`max_examples` for a property test of `n` examples (see `EXAMPLES_UNDER_CI`)."""
+    return max(10, n // EXAMPLES_UNDER_CI) if os.environ.get("CI") == "true" else n
+
+
 PI_FIXTURES = FIXTURES / "pi"
 
 

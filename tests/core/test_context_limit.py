@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import PI_FIXTURES, session_from_steps
+from helpers import PI_FIXTURES, examples, session_from_steps
 from sessiontree import open_session
 from sessiontree.storage.index import COMPACTION, LEAF
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     steps=st.lists(st.tuples(st.sampled_from(["u", "a", "compact", "back"]), st.integers(0, 99)), max_size=40)
 )

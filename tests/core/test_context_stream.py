@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import PI_FIXTURES, A, U, session_from_steps, zero_usage
+from helpers import PI_FIXTURES, A, U, examples, session_from_steps, zero_usage
 from sessiontree import MemoryStorage, Session, create_session, open_session
 from sessiontree.context import TokenTally, estimate_context_tokens
 from sessiontree.storage.index import LEAF
@@ -34,7 +34,7 @@ def built(session: Session, at: str | None = None) -> tuple[list, tuple, int]:
 STEPS = ["u", "a", "a-usage", "compact", "back", "summary", "model"]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(steps=st.lists(st.tuples(st.sampled_from(STEPS), st.integers(0, 99)), max_size=40))
 def test_a_streamed_context_is_the_built_one(steps):
     s, ids = session_from_steps(steps)
@@ -121,7 +121,7 @@ messages = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(messages)
 def test_the_tally_is_the_estimate_of_the_whole_list(messages):
     tally = TokenTally()

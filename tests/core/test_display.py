@@ -6,13 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
+from helpers import examples
 from sessiontree.display import call_label, counted, inert, message_summary, one_line
 from sessiontree.outline import Filter, Outline
 from sessiontree.storage.index import TreeIndex
 from sessiontree.tui.preview import wrap
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab  xyz日本é\t")), max_size=200), st.integers(2, 40))
 def test_wrap_keeps_every_character_and_fits(text, width):
     pieces = wrap(text, width)

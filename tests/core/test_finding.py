@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import PI_FIXTURES, A, U
+from helpers import PI_FIXTURES, A, U, examples
 from sessiontree import Session, SqliteStorage, finding, open_session
 from sessiontree.finding import Remembered, find, haystack, required_pieces, scan_needle
 from sessiontree.opening import create_session, upgrade_session
@@ -99,7 +99,9 @@ def _with_lines(path, first: str, bodies: list[str]):
     return path
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     texts=st.lists(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=4), min_size=3, max_size=12),
     queries=st.lists(

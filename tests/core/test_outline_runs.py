@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.reference_outline import ReferenceOutline
+from helpers import examples
 from sessiontree import folds as folds_module
 from sessiontree import layout
 from sessiontree import outline as outline_module
@@ -91,7 +92,7 @@ def _same(index: TreeIndex, outline: Outline, ref: ReferenceOutline) -> None:
         ]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     index=trees(),
     flt=st.sampled_from(list(Filter)),
@@ -111,7 +112,7 @@ def test_rows_equal_the_entry_by_entry_walk(index, flt, fold_seeds, restrict_see
     _same(index, Outline(index, flt, labels, folded, marks, restrict), ref)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     index=trees(adoptions=False),
     flt=st.sampled_from(list(Filter)),
@@ -151,7 +152,7 @@ def test_array_layout_equals_the_entry_by_entry_walk(
             _same(index, outline, ref)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     index=trees(adoptions=False),
     builds=st.lists(
@@ -178,7 +179,7 @@ def test_array_layout_kept_between_builds_equals_the_walk(index, builds):
         _same(index, outline, ReferenceOutline(index, flt, labels, folded, marks, None))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(index=trees(adoptions=False), batches=st.lists(st.integers(1, 8), min_size=1, max_size=30))
 def test_array_layout_shape_follows_appends(index, batches):
     """The structure the numpy layout keeps with the runs (preorder numbers, subtree sizes,
@@ -213,7 +214,7 @@ def test_a_run_added_is_written_into_room_past_the_shapes_arrays():
     assert layout._grown(put, 4).ctypes.data == put.ctypes.data
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(index=trees(adoptions=False), leaves=st.lists(st.integers(-1, 59), min_size=1, max_size=8))
 def test_active_path_marked_at_once_equals_the_walk(index, leaves):
     """On trees of many runs a long leaf move marks the path with array operations; it must
@@ -229,7 +230,7 @@ def _runs_equal(a: Runs, b: Runs) -> None:
     assert (a.lo, a.hi) == (b.lo, b.hi)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     index=trees(),
     cut=st.integers(0, 60),
@@ -374,7 +375,7 @@ def test_grow_leaves_entries_below_a_fold_hidden():
         assert len(outline) == 10
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     start=st.binary(min_size=0, max_size=40),
     steps=st.lists(
@@ -402,7 +403,7 @@ def test_kept_counts_equal_a_fresh_count(start, steps):
         assert layout._kept_counts(runs, vis).tolist() == layout._shown_before(vis).tolist()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     index=trees(adoptions=False),
     moves=st.lists(st.tuples(st.integers(-1, 200), st.booleans()), min_size=1, max_size=8),
@@ -432,7 +433,7 @@ def test_array_layout_follows_leaf_moves(index, moves):
         _same_groups(kept, fresh)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     index=trees(adoptions=False),
     flt=st.sampled_from([Filter.DEFAULT, Filter.NO_TOOLS, Filter.USER]),
@@ -565,7 +566,7 @@ def _same_groups(kept: layout._Shape, fresh: layout._Shape) -> None:
         assert np.array_equal(*seen)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(index=trees(adoptions=False), targets=st.lists(st.integers(0, 200), min_size=1, max_size=4))
 def test_pieces_computed_later_ignore_the_moves_since(index, targets):
     """Fork rows and side roots are computed when first asked (`[`, `]`, `z`), maybe after a
@@ -601,7 +602,7 @@ def _array_layout(recording: str) -> Iterator[list[Any]]:
         yield returned
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     index=trees(adoptions=False),
     first=st.sampled_from(list(Filter)),
@@ -791,7 +792,7 @@ def test_a_filter_that_hands_a_hidden_runs_children_up_is_laid_out_anew():
     _same(index, outline, ReferenceOutline(index, Filter.NO_TOOLS, {}, (), active_marks(index, 3), None))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     index=trees(adoptions=False),
     flt=st.sampled_from(list(Filter)),
@@ -820,7 +821,7 @@ def test_folds_and_their_undo_from_the_last_layout_equal_the_walk(index, flt, st
                 _same(index, outline, ReferenceOutline(index, flt, {}, folded, marks, None))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     index=trees(adoptions=False),
     steps=st.lists(
@@ -930,7 +931,7 @@ def _below(index: TreeIndex, j: int, i: int) -> bool:
     return False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(index=trees())
 def test_subtree_sizes_agree(index):
     """Adoptions included: the preorder is not kept for them, so the run walk answers."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import examples
 from sessiontree.storage import index as index_module
 from sessiontree.storage.index import COMPACTION, NONE, TreeIndex, state_slot
 
@@ -70,7 +71,7 @@ def nearest_state(index: TreeIndex, i: int) -> tuple[int, int, int]:
     return found[0], found[1], found[2]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     index=logs(),
     marker=st.one_of(st.none(), st.integers(0, 80)),

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import A, U
+from helpers import A, U, examples
 from sessiontree import JsonlStorage, MemoryStorage, PostgresStorage, Session, SqliteStorage
 
 ops = st.lists(
@@ -135,7 +135,7 @@ class Runner:
         }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequence=ops)
 def test_all_storages_agree(sequence, pg_url):
     with tempfile.TemporaryDirectory() as tmp:

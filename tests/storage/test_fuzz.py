@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.fuzzing import exercise, mutate
-from helpers import PI_FIXTURES
+from helpers import PI_FIXTURES, examples
 from sessiontree import open_session
 
 DEMO = resources.files("sessiontree.demo").joinpath("demo.jsonl").read_bytes()
@@ -36,7 +36,7 @@ def written_earlier(path: Path, data: bytes) -> None:
     os.utime(path, (earlier, earlier))
 
 
-@settings(max_examples=400, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SEEDS), st.integers(0, 2**32), st.integers(1, 3), st.booleans())
 def test_mutated_files_never_crash(seed, salt, rounds, writable):
     rng = random.Random(salt)
@@ -49,7 +49,7 @@ def test_mutated_files_never_crash(seed, salt, rounds, writable):
         exercise(str(path), open_session, writable=writable)  # any exception but SessionError fails
 
 
-@settings(max_examples=200, deadline=5000)
+@settings(max_examples=examples(200), deadline=5000)
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash(data):
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,7 +58,7 @@ def test_arbitrary_bytes_never_crash(data):
         exercise(str(path), open_session)
 
 
-@settings(max_examples=200, deadline=5000)
+@settings(max_examples=examples(200), deadline=5000)
 @given(st.binary(max_size=200))
 def test_arbitrary_lines_after_a_valid_header(data):
     with tempfile.TemporaryDirectory() as tmp:

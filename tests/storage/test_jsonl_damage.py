@@ -506,6 +506,7 @@ def test_the_deferred_check_in_a_helper_process_finds_what_the_check_here_finds(
     it reports the same damage, and if the child cannot run, the check runs here instead."""
     if child == "cannot start":
         monkeypatch.setattr("sessiontree.storage.jsonl.verify.sys.executable", str(tmp_path / "no-python"))
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.ELSEWHERE_BYTES", 0)  # this small file too
     bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
     also = line(msg("d", "c"))[:-1].replace(b'"x"', b'"\xff\xfe"') + b"\n"
     fine = line(msg("e", "d"))[:-1].replace(b'"x"', b'"' + "café".encode() + b'"') + b"\n"
@@ -521,6 +522,21 @@ def test_the_deferred_check_in_a_helper_process_finds_what_the_check_here_finds(
     with open_session(path) as s:  # checked here, at open
         assert [(d.code, d.line, d.entry_id) for d in s.diagnostics] == found
     assert found == [("invalid_utf8", 3, "b"), ("invalid_utf8", 5, "d")]
+
+
+def test_a_small_file_is_checked_here_without_a_helper_process(tmp_path, monkeypatch):
+    """A helper costs ~0.2 s of a core to start, for a check of a few milliseconds: every
+    small session a browser opened started one."""
+
+    def no_helper(*args):
+        raise AssertionError("a helper process was started")
+
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.check_utf8_elsewhere", no_helper)
+    bad = line(msg("b", "a"))[:-1].replace(b'"x"', b'"caf\xc3"') + b"\n"
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), bad)
+    with open_session(path, verify="later") as s:
+        s.finish_verification(elsewhere=True)
+        assert [(d.code, d.line) for d in s.diagnostics] == [("invalid_utf8", 3)] and s.read_only
 
 
 def test_out_of_range_float_reads_as_infinity(tmp_path):

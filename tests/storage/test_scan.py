@@ -7,6 +7,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import examples
 from sessiontree.model.entries import ENTRY_TYPES, validate_entry
 from sessiontree.storage.index import TreeIndex
 from sessiontree.storage.scan import LineError, decode_entry_dict, fast_decode
@@ -80,7 +81,7 @@ def fast_accepts(raw: bytes) -> bool:
     return True
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(entry_like())
 def test_fast_path_never_accepts_what_validation_rejects(obj):
     raw = orjson.dumps(obj)
@@ -94,7 +95,7 @@ def test_fast_path_never_accepts_what_validation_rejects(obj):
         assert not valid
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(entry_like())
 def test_fast_and_slow_index_the_same(obj):
     raw = orjson.dumps(obj)
@@ -184,7 +185,7 @@ def _state(index: TreeIndex):
     )
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(entry_sequences())
 def test_bulk_feed_matches_one_by_one(entries):
     from sessiontree.storage.scan import add_dict, decode_all, feed_rows

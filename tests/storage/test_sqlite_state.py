@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import A, U
+from helpers import A, U, examples
 from sessiontree import MemoryStorage, Session, SessionError, SqliteStorage, open_session
 from sessiontree.model.entries import entry_from_dict
 
@@ -218,7 +218,7 @@ def batches(draw):
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(batches())
 def test_projection_matches_a_fresh_fold_for_any_append(batch_list):
     with tempfile.TemporaryDirectory() as tmp:

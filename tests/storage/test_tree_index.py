@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import examples
 from sessiontree.storage import index as index_module
 from sessiontree.storage.index import TreeIndex
 from sessiontree.storage.scan import add_dict
@@ -193,7 +194,7 @@ def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int, int]:
     return (length, *found, messages)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     steps=st.lists(
         st.tuples(st.integers(0, len(KINDS) - 1), st.integers(0, 10**6), st.booleans()),

@@ -22,6 +22,10 @@ from ...model.errors import Diagnostic
 from ..scan import utf8_ok
 
 BLOCK_LINES = 8192
+# Bytes below which `elsewhere` checks here all the same: a few milliseconds of work, against a
+# helper process that costs ~0.2 s of a core to start (it imports this package), for every small
+# session a browser opens.
+ELSEWHERE_BYTES = 4 << 20
 
 
 def check_utf8(
@@ -36,9 +40,14 @@ def check_utf8(
     elsewhere: bool = False,
 ) -> list[Diagnostic]:
     """Diagnostics for the entries in positions [start, stop) whose line is not valid UTF-8.
-    `elsewhere`: in a helper process, falling back to this one if it cannot run."""
+    `elsewhere`: in a helper process, falling back to this one if it cannot run; here all the
+    same for fewer than `ELSEWHERE_BYTES`."""
     bad = None
-    if elsewhere:
+    if (
+        elsewhere
+        and start < stop
+        and offsets[stop - 1] + lengths[stop - 1] - offsets[start] >= ELSEWHERE_BYTES
+    ):
         bad = check_utf8_elsewhere(fd, offsets, lengths, start, stop)
     if bad is None:
         bad = invalid_lines(fd, offsets, lengths, start, stop)
