@@ -532,6 +532,21 @@ async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage
     assert demo.read_bytes() == before
 
 
+async def test_another_session_waits_for_the_write_keys_waiting_for_the_check(demo, monkeypatch):
+    """Opening another session closes this one: the keys waiting to be written would be lost."""
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+    async with app.run_test(size=SIZE) as pilot:
+        await press_at(app, pilot, "3a7c137e", "enter", "o")
+        assert not isinstance(app.screen, PickerScreen)
+        assert status(app) == "Keys wait for the file check to be written: open another session after"
+        gate.set()
+        await until(pilot, lambda: app.session.leaf_id == "3a7c137e")
+        await pilot.press("o")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PickerScreen)
+
+
 async def test_a_label_typed_during_the_files_check_is_written_when_it_ends(demo, monkeypatch):
     """The dialogs' writes wait as the keys' do: Enter in the label prompt froze the screen
     until the check ended (QA)."""

@@ -36,6 +36,7 @@ from .input_gate import InputGate
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
+from .notices import confirm
 from .settings import load_settings, save_setting
 from .tree_view import SessionTreeView
 
@@ -671,6 +672,10 @@ class SessionTreeApp(App[None]):
     def action_open_other(self) -> None:
         if self.only_session:  # said, not a key that does nothing
             self.notify("This page shows one session: it opens no other", markup=False, timeout=4)
+            return
+        browser = self.browser
+        if browser is not None and browser.writes_waiting:  # leaving would close the session first
+            confirm(browser, "Keys wait for the file check to be written: open another session after")
             return
         if self.database is not None and self.picker_dir is None:
             self._pick_in_database()  # the sessions beside it, not files

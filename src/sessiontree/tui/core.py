@@ -286,6 +286,8 @@ class BrowserBase(Screen[None]):
         refused (the check found damage, another writer): it quit as if all were written (QA)."""
         self.checking = False
         waiting, self._waiting = self._waiting, []
+        if not self.is_attached:  # another session was opened meanwhile: this one is closed
+            return
         if waiting:  # what each write says replaces it; a refused one said only in a toast (QA)
             confirm(self, "The file check ended")
         refused = self._refused
