@@ -528,23 +528,27 @@ async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage
         await settle(app, pilot)
         # it quit as if the key had been written (QA)
         assert app.is_running
-        assert status(app) == "Not quitting: a key that waited was not written (q quits)"
+        assert status(app) == "Not quitting: a key that waited was not written (q again)"
     assert demo.read_bytes() == before
 
 
-async def test_another_session_waits_for_the_write_keys_waiting_for_the_check(demo, monkeypatch):
+async def test_another_session_is_opened_once_the_write_keys_waiting_for_the_check_are_written(
+    demo, monkeypatch
+):
     """Opening another session closes this one: the keys waiting to be written would be lost."""
     app = make_app(demo)
     gate = held_check(app, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
         await press_at(app, pilot, "3a7c137e", "enter", "o")
         assert not isinstance(app.screen, PickerScreen)
-        assert status(app) == "Keys wait for the file check to be written: open another session after"
+        assert (
+            status(app)
+            == "Opening the list of sessions once the keys pressed are written (o again: without them)"
+        )
         gate.set()
-        await until(pilot, lambda: app.session.leaf_id == "3a7c137e")
-        await pilot.press("o")
-        await settle(app, pilot)
-        assert isinstance(app.screen, PickerScreen)
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+    last = lines(demo)[-1]
+    assert last["type"] == "leaf" and last["targetId"] == "3a7c137e"
 
 
 async def test_a_label_typed_during_the_files_check_is_written_when_it_ends(demo, monkeypatch):

@@ -36,7 +36,6 @@ from .input_gate import InputGate
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
-from .notices import confirm
 from .settings import load_settings, save_setting
 from .tree_view import SessionTreeView
 
@@ -674,8 +673,13 @@ class SessionTreeApp(App[None]):
             self.notify("This page shows one session: it opens no other", markup=False, timeout=4)
             return
         browser = self.browser
-        if browser is not None and browser.writes_waiting:  # leaving would close the session first
-            confirm(browser, "Keys wait for the file check to be written: open another session after")
+        # leaving closes the session: the keys waiting for the file check are written first
+        opening = "Opening the list of sessions"
+        if (
+            browser is not None
+            and browser.writes_waiting
+            and browser.after_writes(self.action_open_other, opening, "o")
+        ):
             return
         if self.database is not None and self.picker_dir is None:
             self._pick_in_database()  # the sessions beside it, not files
@@ -693,7 +697,11 @@ class SessionTreeApp(App[None]):
         if isinstance(screen, SummaryPrompt) and screen.asks_before_losing("Ctrl+Q again quits without it"):
             return
         browser = self.browser
-        if browser is not None and browser.writes_waiting and browser.quit_after_writes():
+        if (
+            browser is not None
+            and browser.writes_waiting
+            and browser.after_writes(self.exit, "Quitting", "q")
+        ):
             return
         self.exit()
 

@@ -73,7 +73,8 @@ class BrowserBase(Screen[None]):
         self.follow = True
         self.checking = False  # the check left for after the first paint runs (`_verify`)
         self._waiting: list[Callable[[], object]] = []  # write keys pressed meanwhile, in order
-        self._quit_after_writes = False
+        # (what to do once they are written, how the status line names it, the key that asks again)
+        self._after_writes: tuple[Callable[[], object], str, str] | None = None
         self._refused = 0  # writes `_guard` refused: a quit after waiting writes asks
 
     def _tree(self) -> SessionTreeView:
@@ -271,19 +272,21 @@ class BrowserBase(Screen[None]):
     def writes_waiting(self) -> bool:
         return bool(self._waiting)
 
-    def quit_after_writes(self) -> bool:
-        """A quit while write keys wait for the check: they are written first, then the app
-        quits (True). A second quit quits without them (False)."""
-        if self._quit_after_writes:
+    def after_writes(self, then: Callable[[], object], doing: str, key: str) -> bool:
+        """`then`, asked while write keys wait for the check (a quit, another session: leaving
+        closes this one), happens once they are written (True). Asked again, it happens now,
+        without them (False). `doing`: "Quitting"; `key`: what asks for it ("q")."""
+        if self._after_writes is not None:
             return False
-        self._quit_after_writes = True
-        confirm(self, "Quitting once the keys pressed are written (q again quits without them)")
+        self._after_writes = (then, doing, key)
+        confirm(self, f"{doing} once the keys pressed are written ({key} again: without them)")
         return True
 
     def _checked(self) -> None:
         """The check left for after the first paint ended: the write keys pressed meanwhile
-        run, in order. A quit asked meanwhile waits for them, and does not happen when one was
-        refused (the check found damage, another writer): it quit as if all were written (QA)."""
+        run, in order. A quit asked meanwhile waits for them (`after_writes`), and does not
+        happen when one was refused (the check found damage, another writer): it quit as if all
+        were written (QA)."""
         self.checking = False
         waiting, self._waiting = self._waiting, []
         if not self.is_attached:  # another session was opened meanwhile: this one is closed
@@ -293,13 +296,16 @@ class BrowserBase(Screen[None]):
         refused = self._refused
         for write in waiting:
             write()
-        if not self._quit_after_writes:
+        after, self._after_writes = self._after_writes, None
+        if after is None:
             return
+        then, doing, key = after
         if self._refused == refused:
-            self.app.exit()
+            then()
         else:
-            self._quit_after_writes = False
-            confirm(self, "Not quitting: a key that waited was not written (q quits)")
+            confirm(
+                self, f"Not {doing[:1].lower()}{doing[1:]}: a key that waited was not written ({key} again)"
+            )
 
     def _writable(self) -> bool:
         if self.session.read_only:
