@@ -7,7 +7,9 @@ import random
 import sys
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -194,6 +196,7 @@ def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int, int]:
     return (length, *found, messages)
 
 
+@pytest.mark.parametrize("arrays", [False, True], ids=["run-by-run", "arrays"])
 @settings(max_examples=examples(120), deadline=None)
 @given(
     steps=st.lists(
@@ -203,10 +206,20 @@ def _walked(index: TreeIndex, i: int) -> tuple[int, int, int, int, int, int]:
     ),
     late=st.integers(0, 20),
 )
-def test_path_facts_equal_a_walk_up_the_parents_as_entries_arrive(steps, late):
+def test_path_facts_equal_a_walk_up_the_parents_as_entries_arrive(steps, late, arrays):
     """Forks anywhere, facts asked between batches of appends (the kept answers must stay true),
     and one entry held back and appended last, after its children: its adoption relinks their
-    paths, which must drop what was kept."""
+    paths, which must drop what was kept. Summed run by run, and as a long path is (numpy over
+    the runs, keeping what holds at some of them: here every path crossing a run or more, and
+    one run in two kept)."""
+    with (
+        patch.object(index_module, "ARRAY_WALK", 0 if arrays else index_module.ARRAY_WALK),
+        patch.object(index_module, "KEEP_EVERY", 2),
+    ):
+        _facts_as_entries_arrive(steps, late)
+
+
+def _facts_as_entries_arrive(steps: list[tuple[int, int, bool]], late: int) -> None:
     entries: list[dict[str, Any]] = []
     for k, (what, pick, fork) in enumerate(steps):
         parent = None if k == 0 else f"n{pick % k if fork else k - 1}"
