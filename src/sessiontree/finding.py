@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .display import call_label, entry_summary
-from .model.entries import MessageEntry
+from .model.entries import Entry, MessageEntry
 from .model.errors import SessionError
 from .model.messages import format_tool_call, thinking_text, tool_calls
 from .query import Query
@@ -72,6 +72,8 @@ _ADDED_WORDS = (
 _ALWAYS_DECODED = bytes(1 if code in (CUSTOM, LABEL, UNKNOWN) else 0 for code in range(256))
 _RUN = re.compile(r"[a-z]+")  # ASCII letters (compared lowercased)
 MIN_NEEDLE = 3
+DECODE_BATCH = 512  # candidates decoded at once (`Session.iter_entries`)
+KEEP_RECENT = 256  # entries decoded kept for the tool results below them (`find`)
 
 # (entries done, entries to do, the matches so far): the list the search appends to, to be
 # copied by a caller that keeps it
@@ -94,11 +96,18 @@ class Found:
         return len(self.unreadable)
 
 
-def haystack(session: Session, position: int) -> str:
+def haystack(
+    session: Session,
+    position: int,
+    entry: Entry | None = None,
+    entry_at: Callable[[int], Entry] | None = None,
+) -> str:
     """The text a query is matched against: what the tree shows, the label, the id. A tool
     result's row shows the call that produced it, so the call is part of its text too, whole:
-    the default filter hides the turn of an edit, whose row is then its result's."""
-    entry = session.entry_at(position)
+    the default filter hides the turn of an edit, whose row is then its result's. `entry`: the
+    entry at `position`, when decoded already; `entry_at`: how to get its call's turn."""
+    if entry is None:
+        entry = session.entry_at(position)
     text = entry_summary(entry)
     if isinstance(entry, MessageEntry) and entry.role == "assistant":
         # The row cuts a call's arguments at 80 characters and shows thinking only on a turn
@@ -107,7 +116,7 @@ def haystack(session: Session, position: int) -> str:
         calls = [_whole(call) for call in tool_calls(message)]
         text = "\n".join((text, *calls, thinking_text(message)))
     if session.tree.role[position] == TOOL_RESULT:
-        call = session.tool_call_of(position)
+        call = session.tool_call_of(position, entry_at=entry_at)
         if call is not None:
             text = f"{call_label(call)}\n{_whole(call)}\n{text}"
     return f"{text}\n{session.get_label(entry.id) or ''}\n{entry.id}"
@@ -190,9 +199,9 @@ def find(
         lines = session.storage.lines_containing(needle, cancelled=cancelled, progress=scanning)
         if lines is None and cancelled():
             return None
+    tree = session.tree
     if lines is not None:
         found.scanned = True
-        tree = session.tree
         kind = tree.kind
         labelled = {tree.pos[eid] for eid in session.labels() if eid in tree.pos}
         pieces = required_pieces(query)[1:]
@@ -206,18 +215,51 @@ def find(
                 kept.append(i)  # the other pieces are in the line too: a check far cheaper than decoding
         wanted = kept
     total = len(wanted)
-    for n, i in enumerate(wanted, 1):
+    # Decoded a batch at a time (one read per stretch of consecutive lines, not through the
+    # entry cache, which a million entries would only churn), and kept a while: the results of
+    # a turn, right below it, show its calls.
+    recent: dict[int, Entry] = {}
+
+    def entry_at(i: int) -> Entry:
+        entry = recent.get(i)
+        return entry if entry is not None else session.entry_at(i)
+
+    for n, (i, entry) in enumerate(_decoded(session, wanted), 1):
         if cancelled():
             return None
+        if entry is None:
+            found.unreadable.append(i)  # an entry that cannot be decoded is not a match
+            continue
+        if len(recent) >= KEEP_RECENT:
+            recent.clear()
+        recent[i] = entry
         try:
-            if query.matches(haystack(session, i)):
+            if query.matches(haystack(session, i, entry, entry_at)):
                 found.positions.append(i)
         except SessionError:
-            found.unreadable.append(i)  # an entry that cannot be decoded is not a match
+            found.unreadable.append(i)  # its call's turn could not be read
         if progress is not None and n % every == 0:
             progress(n, total, found.positions)
     found.candidates = total
     return found
+
+
+def _decoded(session: Session, positions: list[int]) -> Iterator[tuple[int, Entry | None]]:
+    """(position, entry) for each of `positions`, None for an entry that cannot be read: a
+    batch at a time, and, should the storage fail (the session closed as the app leaves it),
+    the rest one by one, as unreadable as they are."""
+    done = 0
+    try:
+        for pair in session.iter_entries(positions, batch=DECODE_BATCH):
+            yield pair
+            done += 1
+    except SessionError:
+        for i in positions[done:]:
+            try:
+                entry: Entry | None = session.entry_at(i)
+            except SessionError:
+                entry = None
+            yield i, entry
 
 
 class Remembered:

@@ -383,12 +383,18 @@ class Session:
                 "invalid_argument", f"no entry at position {position} (the session has {len(self.tree):,})"
             )
 
-    def tool_call_of(self, position: int) -> dict[str, Any] | None:
+    def tool_call_of(
+        self, position: int, *, entry_at: Callable[[int], Entry] | None = None
+    ) -> dict[str, Any] | None:
         """The `toolCall` block that produced the tool result at `position`, or None. Pi writes
         the results of one assistant turn as a chain below it, so the call is found by walking
-        up past sibling results (and `WALKED_PAST` entries) to the first assistant message."""
+        up past sibling results (and `WALKED_PAST` entries) to the first assistant message.
+        `entry_at`: how to get the entries it reads (default `Session.entry_at`), for a caller
+        that has them decoded already."""
         tree = self.tree
-        entry = self.entry_at(position)  # checks the position
+        entry_at = entry_at or self.entry_at
+        self._check_position(position)
+        entry = entry_at(position)
         message = entry.get("message")
         if not isinstance(message, dict) or tree.role[position] != TOOL_RESULT:
             return None
@@ -398,7 +404,7 @@ class Session:
             if i < 0 or (tree.role[i] not in (TOOL_RESULT, ASSISTANT) and tree.kind[i] not in WALKED_PAST):
                 return None
             if tree.role[i] == ASSISTANT:
-                calls = self.entry_at(i).get("message", {}).get("content")
+                calls = entry_at(i).get("message", {}).get("content")
                 if isinstance(calls, list):
                     for block in calls:
                         if (

@@ -207,6 +207,49 @@ def test_a_cancelled_search_returns_nothing(tmp_path):
         assert find(session, compile_query("theme"), range(len(session.tree)), cancelled=lambda: True) is None
 
 
+def _turns(path, count: int) -> None:
+    """A session of `count` user turns saying "flaky N", each a line of the same length."""
+    with Session(jsonl_storage.JsonlStorage.create(path, cwd="/p")) as s:
+        for n in range(count):
+            s.append_message(U(f"flaky {n:04d}"))
+
+
+def test_a_line_changed_on_disk_is_unreadable_and_the_others_of_its_batch_are_found(tmp_path):
+    """Candidates are decoded a batch at a time (one read per stretch of lines); a line that
+    fails to decode costs that entry, not the batch around it."""
+    path = tmp_path / "s.jsonl"
+    _turns(path, 700)
+    with open_session(path, read_only=True) as session:
+        bad = 300
+        line = session.storage.raw_line(bad)
+        with open(path, "r+b") as f:  # same length, no longer JSON: indexed whole, read broken
+            f.seek(session.storage._lines.offsets[bad])
+            f.write(b"#" + line[1:])
+        found = find(session, compile_query("flaky"), range(len(session.tree)), scan=False)
+        assert found is not None
+        assert found.unreadable == [bad]
+        assert found.positions == [i for i in range(len(session.tree)) if i != bad]
+
+
+def test_a_session_closed_during_a_find_leaves_the_rest_unreadable(tmp_path):
+    """The app leaving a session (its storage closed) while a find decodes: what is left comes
+    out unreadable, where an error would end the find's thread with the app."""
+    path = tmp_path / "s.jsonl"
+    _turns(path, 1200)
+    with open_session(path, read_only=True) as session:
+        count = len(session.tree)
+
+        def progress(done: int, total: int, matches: list[int]) -> None:
+            if done == 600:
+                session.close()
+
+        found = find(session, compile_query("flaky"), range(count), scan=False, progress=progress, every=600)
+        assert found is not None
+        assert found.positions and found.positions == list(range(len(found.positions)))
+        assert found.unreadable == list(range(len(found.positions), count))
+        assert len(found.positions) >= 600
+
+
 def test_the_scan_reports_its_progress_through_the_file(tmp_path, monkeypatch):
     """(bytes scanned, bytes to scan) after every block: what the app shows before the first
     entry is decoded, about a second per gigabyte."""
@@ -236,7 +279,7 @@ def test_a_query_searched_again_decodes_only_what_it_has_not_seen(tmp_path, monk
         session.append_message(A(f"flaky answer {n}" if n % 4 else f"answer {n}"))
     decoded: list[int] = []
     real = finding.haystack
-    monkeypatch.setattr(finding, "haystack", lambda s, i: decoded.append(i) or real(s, i))
+    monkeypatch.setattr(finding, "haystack", lambda s, i, *rest: decoded.append(i) or real(s, i, *rest))
     query = compile_query("flaky")
     remembered = Remembered()
     everything = range(len(session.tree))

@@ -342,7 +342,7 @@ async def test_the_filter_after_the_same_find_decodes_nothing_again(large, monke
 
     decoded: list[int] = []
     real = finding.haystack
-    monkeypatch.setattr(finding, "haystack", lambda s, i: decoded.append(i) or real(s, i))
+    monkeypatch.setattr(finding, "haystack", lambda s, i, *rest: decoded.append(i) or real(s, i, *rest))
     app = make_app(large)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(app, pilot)
@@ -373,11 +373,11 @@ def slow_search(tmp_path, monkeypatch):
     go, decoded = threading.Event(), []
     real = finding.haystack
 
-    def haystack(session, i):
+    def haystack(session, i, *rest):
         decoded.append(i)
         if len(decoded) > 5:
             go.wait(10)
-        return real(session, i)
+        return real(session, i, *rest)
 
     monkeypatch.setattr(finding, "haystack", haystack)
     monkeypatch.setattr(search_module, "PROGRESS_EVERY", 1)
