@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -522,6 +523,38 @@ def test_the_deferred_check_in_a_helper_process_finds_what_the_check_here_finds(
     with open_session(path) as s:  # checked here, at open
         assert [(d.code, d.line, d.entry_id) for d in s.diagnostics] == found
     assert found == [("invalid_utf8", 3, "b"), ("invalid_utf8", 5, "d")]
+
+
+def test_closing_the_session_stops_its_check_in_a_helper_process(tmp_path, monkeypatch):
+    """A browser quitting during the deferred check waited for its helper to finish (2 s on a
+    million entries): closing the session kills the helper, and the check ends unfinished."""
+    slow = tmp_path / "slow-python"  # a helper that would take a minute
+    slow.write_text("#!/bin/sh\nexec sleep 60\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.sys.executable", str(slow))
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.ELSEWHERE_BYTES", 0)
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Recorded(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.subprocess.Popen", Recorded)
+    path = write(tmp_path, line(HEADER), line(msg("a", None)), line(msg("b", "a")))
+    s = open_session(path, verify="later")
+    check = threading.Thread(target=s.finish_verification, kwargs={"elsewhere": True})
+    check.start()
+    for _ in range(1000):
+        if started:
+            break
+        time.sleep(0.01)
+    assert started, "the helper never started"
+    s.close()
+    check.join(30)
+    assert not check.is_alive()
+    assert started[0].returncode is not None  # killed and waited for: no process left behind
+    assert s.storage._verified == 0  # not taken for checked
 
 
 def test_a_small_file_is_checked_here_without_a_helper_process(tmp_path, monkeypatch):

@@ -50,7 +50,7 @@ from . import cache, legacy, repair
 from .files import open_regular, read_header
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
-from .verify import check_utf8, utf8_damage
+from .verify import Halted, check_utf8, utf8_damage
 from .writers import writer_elsewhere
 
 # Decoded entries kept around. Small on purpose: decoding a line again costs microseconds, while
@@ -217,6 +217,7 @@ class JsonlStorage(SessionStorage):
         self._verified = 0  # entries whose bytes finish_verification() has checked
         self._verify_later = False
         self._verify_lock = threading.Lock()
+        self._halt = threading.Event()  # set by `close`: a check running stops (`finish_verification`)
         if lock is None:
             self.read_only_reason = "opened read-only"
 
@@ -619,16 +620,20 @@ class JsonlStorage(SessionStorage):
             if fd is None or done >= total or self._legacy is not None:
                 return
             lines = self._lines
-            found = check_utf8(
-                fd,
-                lines.offsets,
-                lines.lengths,
-                lines.lines,
-                lines.index.ids,
-                done,
-                total,
-                elsewhere=elsewhere,
-            )
+            try:
+                found = check_utf8(
+                    fd,
+                    lines.offsets,
+                    lines.lengths,
+                    lines.lines,
+                    lines.index.ids,
+                    done,
+                    total,
+                    elsewhere=elsewhere,
+                    halt=self._halt,
+                )
+            except Halted:  # closed meanwhile: nothing more is read or written through it
+                return
             said = {d.line for d in self._diagnostics if d.code == "invalid_utf8"}  # by `_decode`
             self._diagnostics += [d for d in found if d.line not in said]
             self._verified = total
@@ -1078,7 +1083,11 @@ class JsonlStorage(SessionStorage):
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        # A check still running stops within a tenth of a second (its helper killed), before
+        # the descriptor it reads goes: a browser quitting waited for its end (1.8 s at 1M).
+        self._halt.set()
+        with self._verify_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
         self._cache.clear()

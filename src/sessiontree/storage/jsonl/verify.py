@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from array import array
 from collections.abc import Sequence
 
@@ -26,6 +27,8 @@ BLOCK_LINES = 8192
 # helper process that costs ~0.2 s of a core to start (it imports this package), for every small
 # session a browser opens.
 ELSEWHERE_BYTES = 4 << 20
+HALT_POLL = 0.1  # seconds between looks at `halt` while the helper works
+HELPER_SECONDS = 600  # a helper taking longer is given up on (the check runs here instead)
 
 
 def check_utf8(
@@ -38,20 +41,26 @@ def check_utf8(
     stop: int,
     *,
     elsewhere: bool = False,
+    halt: threading.Event | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics for the entries in positions [start, stop) whose line is not valid UTF-8.
     `elsewhere`: in a helper process, falling back to this one if it cannot run; here all the
-    same for fewer than `ELSEWHERE_BYTES`."""
+    same for fewer than `ELSEWHERE_BYTES`. `halt` set: `Halted` is raised within a block or a
+    tenth of a second, the helper stopped (a browser quitting does not wait for the check)."""
     bad = None
     if (
         elsewhere
         and start < stop
         and offsets[stop - 1] + lengths[stop - 1] - offsets[start] >= ELSEWHERE_BYTES
     ):
-        bad = check_utf8_elsewhere(fd, offsets, lengths, start, stop)
+        bad = check_utf8_elsewhere(fd, offsets, lengths, start, stop, halt=halt)
     if bad is None:
-        bad = invalid_lines(fd, offsets, lengths, start, stop)
+        bad = invalid_lines(fd, offsets, lengths, start, stop, halt=halt)
     return [utf8_damage(lines[j], ids[j]) for j in bad]
+
+
+class Halted(Exception):
+    """The check stopped before its end (`check_utf8`'s `halt`)."""
 
 
 def utf8_damage(line: int, entry_id: str | None) -> Diagnostic:
@@ -66,12 +75,20 @@ def utf8_damage(line: int, entry_id: str | None) -> Diagnostic:
 
 
 def invalid_lines(
-    fd: int, offsets: Sequence[int], lengths: Sequence[int], start: int, stop: int
+    fd: int,
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    start: int,
+    stop: int,
+    *,
+    halt: threading.Event | None = None,
 ) -> list[int]:
     """Positions in [start, stop) whose line is not valid UTF-8."""
     found = []
     k = start
     while k < stop:
+        if halt is not None and halt.is_set():
+            raise Halted
         first = offsets[k]
         end = min(stop, k + BLOCK_LINES)
         block = os.pread(fd, offsets[end - 1] + lengths[end - 1] - first, first)
@@ -84,27 +101,64 @@ def invalid_lines(
 
 
 def check_utf8_elsewhere(
-    fd: int, offsets: Sequence[int], lengths: Sequence[int], start: int, stop: int
+    fd: int,
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    start: int,
+    stop: int,
+    *,
+    halt: threading.Event | None = None,
 ) -> list[int] | None:
     """`invalid_lines` in a child process reading the same open file (the descriptor is passed
     on, so a file renamed meanwhile is still the one checked). The line table goes over stdin
     as raw arrays; the answer comes back as positions, one per line. None if the child could
-    not be run or did not answer as expected: the caller checks here then."""
+    not be run or did not answer as expected: the caller checks here then. `halt` set: the
+    child is killed and `Halted` raised."""
     table = array("q", offsets[start:stop]).tobytes() + array("q", lengths[start:stop]).tobytes()
     command = [sys.executable, "-m", __name__, str(fd), str(start), str(stop)]
     try:
-        done = subprocess.run(
-            command, input=table, capture_output=True, pass_fds=(fd,), timeout=600, check=False
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if done.returncode != 0:
+    try:
+        answer = _answer(child, table, halt)
+    finally:
+        if child.poll() is None:  # halted, or an error on the way: no child outlives the check
+            child.kill()
+            child.wait()
+    if answer is None or child.returncode != 0:
         return None
     try:
-        found = [int(word) for word in done.stdout.split()]
+        found = [int(word) for word in answer.split()]
     except ValueError:
         return None
     return found if all(start <= j < stop for j in found) else None
+
+
+def _answer(child: subprocess.Popen[bytes], table: bytes, halt: threading.Event | None) -> bytes | None:
+    """What the child writes, waited for a tenth of a second at a time while `halt` is clear
+    (at most `HELPER_SECONDS`); None if it could not be talked to or took longer."""
+    waited = 0.0
+    given: bytes | None = table
+    while True:
+        try:
+            out, _ = child.communicate(given, timeout=HALT_POLL)
+            return out
+        except subprocess.TimeoutExpired:
+            given = None  # `communicate` goes on with what it was given
+            waited += HALT_POLL
+        except (OSError, ValueError):
+            return None
+        if halt is not None and halt.is_set():
+            raise Halted
+        if waited >= HELPER_SECONDS:
+            return None
 
 
 def _main(argv: list[str]) -> int:
