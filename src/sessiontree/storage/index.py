@@ -457,7 +457,9 @@ class TreeIndex:
         preview asks at every cursor move and every followed append. What holds for a position
         never changes as entries are appended (only an adoption relinks paths), so the answer
         for each fork point a walk passes is kept, and the next walk stops at the first one it
-        meets: near the last question, that is after a range or two."""
+        meets: near the last question, that is after a range or two. A first walk crossing more
+        than `ARRAY_WALK` runs is summed with array operations (`path_sums`, tables of the log
+        kept for the next: about 7 bytes an entry) and keeps one fork point in `KEEP_EVERY`."""
         if self._facts_relinks != self.relinks:
             self._facts.clear()
             self._facts_relinks = self.relinks
