@@ -525,6 +525,27 @@ def test_the_deferred_check_in_a_helper_process_finds_what_the_check_here_finds(
     assert found == [("invalid_utf8", 3, "b"), ("invalid_utf8", 5, "d")]
 
 
+def test_the_helper_checks_a_line_table_bigger_than_a_pipe_holds(tmp_path, monkeypatch):
+    """The helper reads its line table (16 bytes an entry) before it checks: a table over a
+    pipe's 64 KiB was left half written, the helper waited for the rest, and the browser's first
+    write waited with it (QA: frozen on a 20,000-entry file)."""
+    monkeypatch.setattr("sessiontree.storage.jsonl.verify.HELPER_SECONDS", 30)  # not 10 minutes
+    count = 6000
+    bad = {2500, count - 1}
+    lines = [line(HEADER)]
+    for k in range(count):
+        data = line(msg(f"m{k}", f"m{k - 1}" if k else None))
+        if k in bad:
+            data = data[:-1].replace(b'"x"', b'"\xff"') + b"\n"
+        lines.append(data)
+    path = write(tmp_path, *lines)
+    with open_session(path, verify="later") as s:
+        storage = s.storage
+        table = storage._lines
+        assert 16 * len(table) > 64 << 10
+        assert check_utf8_elsewhere(storage._fd, table.offsets, table.lengths, 0, len(table)) == sorted(bad)
+
+
 def test_closing_the_session_stops_its_check_in_a_helper_process(tmp_path, monkeypatch):
     """A browser quitting during the deferred check waited for its helper to finish (2 s on a
     million entries): closing the session kills the helper, and the check ends unfinished."""

@@ -511,6 +511,37 @@ async def test_a_write_key_pressed_during_the_files_check_runs_when_it_ends(demo
         assert len(lines(demo)) == before.count(b"\n") + 1
 
 
+async def test_enter_on_a_file_checked_by_the_helper_process_moves_the_leaf(tmp_path, monkeypatch):
+    """The real check, in its helper process, on a file whose line table is more than a pipe
+    holds: Enter froze the app when the helper was left waiting for the rest of its table (QA,
+    a 20,000-entry file)."""
+    from sessiontree.storage.jsonl import verify
+
+    monkeypatch.setattr(verify, "ELSEWHERE_BYTES", 0)  # this file too goes to the helper
+    monkeypatch.setattr(verify, "HELPER_SECONDS", 5)
+    answers: list[list[int] | None] = []
+    real = verify.check_utf8_elsewhere
+
+    def recorded(*args, **kwargs):
+        answers.append(real(*args, **kwargs))
+        return answers[-1]
+
+    monkeypatch.setattr(verify, "check_utf8_elsewhere", recorded)
+    path = tmp_path / "long.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p")) as s:
+        for k in range(3000):
+            s.append_message(U(f"turn {k}"))
+            s.append_message(A(f"answer {k}"))
+        target = s.tree.ids[5991]  # an answer: the leaf goes to it (to a question, to its parent)
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await press_at(app, pilot, target, "enter")
+        await until(pilot, lambda: app.session.leaf_id == target, 20)
+    assert answers == [[]]  # the helper answered: nothing is damaged
+    assert lines(path)[-1]["targetId"] == target
+
+
 async def test_a_write_key_waiting_for_the_check_is_refused_when_it_finds_damage_and_q_waits(
     demo, monkeypatch
 ):

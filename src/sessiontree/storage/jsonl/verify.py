@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from array import array
 from collections.abc import Sequence
@@ -114,20 +115,23 @@ def check_utf8_elsewhere(
     as raw arrays; the answer comes back as positions, one per line. None if the child could
     not be run or did not answer as expected: the caller checks here then. `halt` set: the
     child is killed and `Halted` raised."""
-    table = array("q", offsets[start:stop]).tobytes() + array("q", lengths[start:stop]).tobytes()
     command = [sys.executable, "-m", __name__, str(fd), str(start), str(stop)]
+    # The table goes in a file, not a pipe: waiting on the child a tenth of a second at a time
+    # (`communicate` with a timeout, again and again) stops writing to its stdin after the first
+    # wait, and a table over a pipe's 64 KiB left the child waiting for the rest (the browser's
+    # first write then froze with it, QA).
     try:
-        child = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(fd,),
-        )
+        with tempfile.TemporaryFile() as table:
+            table.write(array("q", offsets[start:stop]).tobytes())
+            table.write(array("q", lengths[start:stop]).tobytes())
+            table.seek(0)
+            child = subprocess.Popen(
+                command, stdin=table, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=(fd,)
+            )
     except (OSError, subprocess.SubprocessError):
         return None
     try:
-        answer = _answer(child, table, halt)
+        answer = _answer(child, halt)
     finally:
         if child.poll() is None:  # halted, or an error on the way: no child outlives the check
             child.kill()
@@ -141,17 +145,15 @@ def check_utf8_elsewhere(
     return found if all(start <= j < stop for j in found) else None
 
 
-def _answer(child: subprocess.Popen[bytes], table: bytes, halt: threading.Event | None) -> bytes | None:
+def _answer(child: subprocess.Popen[bytes], halt: threading.Event | None) -> bytes | None:
     """What the child writes, waited for a tenth of a second at a time while `halt` is clear
     (at most `HELPER_SECONDS`); None if it could not be talked to or took longer."""
     waited = 0.0
-    given: bytes | None = table
     while True:
         try:
-            out, _ = child.communicate(given, timeout=HALT_POLL)
+            out, _ = child.communicate(timeout=HALT_POLL)
             return out
         except subprocess.TimeoutExpired:
-            given = None  # `communicate` goes on with what it was given
             waited += HALT_POLL
         except (OSError, ValueError):
             return None
