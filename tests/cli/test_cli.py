@@ -446,6 +446,10 @@ def test_a_misspelt_command_and_pick_on_a_file_say_what_is_wrong(tmp_path):
     path, _u1, _a1 = make(tmp_path)
     done = run("exprot", str(path), check=False)
     assert done.returncode == 2 and "no command 'exprot'; did you mean 'export'?" in done.stderr
+    # nothing close: said of the word that is wrong, not of the file after it (QA)
+    done = run("bogus", str(path), check=False)
+    assert done.returncode == 2 and "no command 'bogus' and no such file" in done.stderr
+    assert str(path) not in done.stderr
     for where, why in ((path, "is a file: open it without --pick"), (tmp_path / "nope", "does not exist")):
         done = run("--pick", str(where), check=False)
         assert done.returncode == 2 and done.stdout == ""

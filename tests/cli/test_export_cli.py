@@ -90,7 +90,7 @@ def test_existing_output_is_refused_unless_forced(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert (
         done.stderr.count("\n") == 1
-        and "already exists; --force replaces it (`force=True` in Python)" in done.stderr
+        and "already exists; --force replaces it [invalid_argument]" in done.stderr
     )
     assert target.read_text() == "precious"
     run("export", str(path), "-o", str(target), "--force")

@@ -113,11 +113,13 @@ def _misspelt_command(argv: list[str]) -> str | None:
     if not argv or argv[0].startswith("-") or "#" in argv[0] or os.path.exists(argv[0]):
         return None
     close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
-    return (
-        f"no command {argv[0]!r}; did you mean {close[0]!r}? (sessiontree --help lists them)"
-        if close
-        else None
-    )
+    if close:
+        return f"no command {argv[0]!r}; did you mean {close[0]!r}? (sessiontree --help lists them)"
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        # a word then another: a command and its argument, as no file is opened with a second
+        # word (it said "unrecognized arguments: FILE", of the word that was right, QA)
+        return f"no command {argv[0]!r} and no such file (sessiontree --help lists the commands)"
+    return None
 
 
 __all__ = ["COMMANDS", "main"]

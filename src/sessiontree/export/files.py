@@ -26,8 +26,8 @@ PURPOSE = "export"
 Chunk = bytes | bytearray | memoryview
 
 
-# the command line's word for it, and the library's
-EXISTS = "already exists; --force replaces it (`force=True` in Python)"
+# the command line's word for it (the library's is `force=True`, which its docstrings say)
+EXISTS = "already exists; --force replaces it"
 
 
 def write_file(
