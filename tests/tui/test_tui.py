@@ -2188,6 +2188,25 @@ async def test_the_palette_over_a_dialog_says_to_close_it_first(demo):
         assert CommandPalette.is_open(app)
 
 
+async def test_the_palette_finds_find_by_search_and_names_the_quit_key(demo):
+    """Typing "search" in the palette found nothing, and Quit was its one command without its
+    key (QA)."""
+    from textual.command import CommandPalette
+    from textual.widgets import OptionList
+
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+p", *"search")
+        await until(pilot, lambda: CommandPalette.is_open(app) and app.screen.query(OptionList))
+        options = app.screen.query_one(OptionList)
+        await until(pilot, lambda: options.option_count > 0)
+        first = str(options.get_option_at_index(0).prompt)
+        assert first.startswith("Find / search…")
+        quit_command = next(c for c in app.get_system_commands(app.screen) if c.title == "Quit")
+        assert quit_command.help.endswith("(q)")
+
+
 async def test_history_shows_a_move_a_row_at_80_columns(demo):
     """A move's row wrapped to two at 80x24, the second cut mid-word anyway (QA)."""
     from textual.widgets import OptionList

@@ -470,6 +470,8 @@ class SessionTreeApp(App[None]):
         for command in super().get_system_commands(screen):
             if command.title == "Keys":
                 yield SystemCommand("Keys", "every key, and what it does here (?)", self.action_help)
+            elif command.title == "Quit":  # the one command without its key (QA)
+                yield SystemCommand("Quit", "leave sessiontree (q)", command.callback)
             elif command.title != "Screenshot":
                 yield command
         if not isinstance(screen, BrowserScreen):
@@ -505,7 +507,7 @@ class SessionTreeApp(App[None]):
             ("Go to the next fork", "(])", partial(tree.action_fork, 1)),
             ("Go to the previous fork", "([)", partial(tree.action_fork, -1)),
             ("Fold / unfold below this entry", "(space)", tree.action_fold),
-            ("Find…", "search entries (/)", screen.action_search),
+            ("Find / search…", "entries by words (/)", screen.action_search),
             ("Filter by search…", "narrow the tree to matching entries (&)", screen.action_search_filter),
             ("Go to the active leaf", "jump the cursor to the leaf (a)", tree.action_jump_active),
             ("Go to entry id…", "jump the cursor to an entry by its id", screen.action_go_to_id),

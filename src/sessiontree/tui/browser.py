@@ -115,7 +115,8 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             "search_filter",
             "Filter by search",
             show=False,
-            tooltip="show only the matching entries (Esc restores)",
+            tooltip="show only the entries matching words: the last find's are filled in, Enter"
+            " applies them (Esc restores)",
             id="search-filter",
             priority=True,
         ),
