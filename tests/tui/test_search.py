@@ -200,6 +200,8 @@ async def test_find_then_next_on_tool_rows_drawn_as_calls(large):
     [
         (160, "2 matches for 'Asia/Tokyo' (n / N) · 2 filtered out (5 shows all) · none below: from the top"),
         (74, "2 matches for 'Asia/Tokyo' · 2 filtered out · none below: from the top"),
+        (60, "2 matches for 'Asia/Tokyo' · 2 filtered out · from the top"),
+        (50, "2 matches for 'Asia/Tokyo' · from the top"),
     ],
 )
 async def test_the_find_status_gives_way_from_its_keys_not_from_where_the_cursor_went(demo, width, said):

@@ -401,10 +401,13 @@ class SearchMixin(BrowserBase):
         # The whole of it, else without the keys that show what is hidden, then without n / N:
         # at 80 columns the end was cut, and it said where the cursor went (QA).
         bare = f"{matches} for '{query.source}'{note}"
+        brief = " · from the top" if wrapped else ""
         wordings = (
             f"{said}{' · ' + hidden if hidden else ''}{tail}",
             f"{said}{' · ' + short if short else ''}{tail}",
             f"{bare}{' · ' + short if short else ''}{tail}",
+            f"{bare}{' · ' + short if short else ''}{brief}",  # long words: cut, it lost the end (QA)
+            f"{bare}{brief}",
         )
         confirm(self, next((t for t in wordings if len(t) <= self.app.size.width - 2), wordings[-1]))
         if landing:
