@@ -685,6 +685,12 @@ async def test_move_with_summary_write(demo):
         assert summary["fromId"] == "3a7c55c4" and summary["summary"] == "left the --tz work for later"
         assert set(summary["details"]) == {"readFiles", "modifiedFiles"}
         assert app.session.leaf_id == summary["id"]
+        # the history says the summary is where the move left the leaf (QA: only the target)
+        await pilot.press("H")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HistoryScreen)
+        newest = next(line for line in screen_lines(app) if "3a7c55c4 → 3a7c2123" in line)
+        assert f"+ summary {summary['id']}" in newest
 
 
 async def test_a_summary_typed_when_the_file_is_replaced_goes_to_the_clipboard(demo, tmp_path):

@@ -216,9 +216,16 @@ class MovesMixin(BrowserBase):
             for move in session.recent_leaf_moves(skip, count):
                 text, timestamp = "", ""
                 try:  # an entry that fails to decode is listed without its text, not a crash
-                    to = session.tree.pos.get(move.to_id) if move.to_id is not None else None
+                    tree = session.tree
+                    to = tree.pos.get(move.to_id) if move.to_id is not None else None
                     if to is not None:
                         text = row_preview(session, to, HISTORY_CHARS)
+                        # A move with a summary: the summary, written next below the target,
+                        # became the leaf, which the row did not say (QA)
+                        after = tree.pos[move.entry_id] + 1
+                        summary = after < len(tree) and tree.type_name(after) == "branch_summary"
+                        if summary and tree.parent[after] == to:
+                            text = f"+ summary {tree.ids[after]} · {text}"
                     timestamp = session.require_entry(move.entry_id).timestamp
                 except SessionError as exc:
                     text = f"(unreadable: {exc.detail})"
