@@ -80,7 +80,40 @@ async def until_warmed(tree: SessionTreeView, pilot) -> None:
         if tree.prepared and tree.warmed:
             break
         await pilot.pause(0.05)
+    for _ in range(20):  # the pages above and below the screen, read ahead a step at a time
+        if not tree.prepare():
+            break
     assert not tree.prepare()  # nothing left
+
+
+async def test_the_page_above_the_screen_is_read_while_nobody_types(tmp_path, monkeypatch):
+    """A page key draws a screen of rows new to it: decoding their entries was half the
+    tree's part of that frame on a deep 1M-entry file. They are decoded ahead."""
+    import threading
+
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=100, nested=4).close()
+    monkeypatch.setattr(collector, "QUIET", 0.2)
+    app = make_app(path)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        assert len(tree.outline) > 3 * tree.scrollable_content_region.height
+        await until_warmed(tree, pilot)
+        drawn: list[int] = []  # entries decoded on the UI thread, where rows are drawn
+        session = app.session
+        real = session.entry_at
+
+        def counted(position: int):
+            if threading.current_thread() is threading.main_thread():
+                drawn.append(position)
+            return real(position)
+
+        monkeypatch.setattr(session, "entry_at", counted)
+        top = int(tree.scroll_offset.y)
+        await pilot.press("pageup", "pageup")  # the first takes the cursor to the screen's top
+        await pilot.pause()
+        assert int(tree.scroll_offset.y) < top and not drawn
 
 
 async def test_keys_after_a_quiet_spell_start_from_the_rows_on_screen(tmp_path, monkeypatch):

@@ -50,6 +50,7 @@ PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 NOT_DIM = Style(dim=False)
 WHEN_WIDTH = 100  # columns of the tree from which rows say when they were written
 AGE_WIDTH = 60  # columns of the tree from which a fold's stub says the age of its newest entry
+READ_AHEAD_ROWS = 16  # rows whose entries `_read_ahead` decodes a step (a key waits for one step)
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
@@ -199,6 +200,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self._version = 0
         self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
+        self._read_from: tuple[int, int, int] | None = None  # (version, top, height) read around
+        self._rows_read = 0  # of the rows around it (`_read_ahead`)
         self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
         # (entry the cursor was on, entry a rebuild put it on instead): a filter that hides the
         # cursor's entry moves it to an ancestor; the next filter, if the cursor has not moved
@@ -307,18 +310,40 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         each position, each run's nearest shown ancestor) is then built before its key is
         pressed. On a deep 1M-entry tree a filter's first use took up to 20 ms, most of it page
         faults for those arrays, against 5 ms once they exist (`bench/keys.py`). Then, after
-        each build, what the next keys would find when pressed (`Outline.warm`). One step per
-        call, so a key pressed meanwhile waits for one at most."""
+        each build, what the next keys would find when pressed (`Outline.warm`), and the
+        entries of the pages above and below the screen (`_read_ahead`). One step per call, so
+        a key pressed meanwhile waits for one at most."""
         if self._runs.index is not self.session.tree or not len(self.outline):
             return False
         if not self.prepared:
             self._runs = self.session.tree.runs()  # entries may have arrived since the last build
             self._lay_out(self._unprepared.pop(0), trial=True)
             return True
-        if self.warmed:
+        if not self.warmed:
+            self._warmed = self._version
+            self.outline.warm()
+            return True
+        return self._read_ahead()
+
+    def _read_ahead(self) -> bool:
+        """Decode the entries of the page above the screen, then of the page below, a few
+        rows a step (`READ_AHEAD_ROWS`, ~3 ms on a deep 1M-entry file): a page key draws a
+        screen of rows new to it, and decoding their entries was about half of the tree's part
+        of that frame (6 of 13 ms)."""
+        height = self.scrollable_content_region.height
+        top = int(self.scroll_offset.y)
+        where = (self._version, top, height)
+        if self._read_from != where:
+            self._read_from, self._rows_read = where, 0
+        above = range(max(top - height, 0), top)
+        below = range(top + height, min(top + 2 * height, len(self.outline)))
+        rows = [*above, *below]
+        if self._rows_read >= len(rows):
             return False
-        self._warmed = self._version
-        self.outline.warm()
+        rows_pos = self.outline.rows_pos
+        for row in rows[self._rows_read : self._rows_read + READ_AHEAD_ROWS]:
+            self._row_info(rows_pos[row])
+        self._rows_read += READ_AHEAD_ROWS
         return True
 
     @property
