@@ -2194,6 +2194,26 @@ async def test_the_palette_over_a_dialog_says_to_close_it_first(demo):
         assert CommandPalette.is_open(app)
 
 
+async def test_keys_typed_in_a_burst_act_in_order(demo):
+    """`Up m` sent at once labelled the entry the cursor was on before the Up: `m` opens its
+    prompt as it arrives (so the text typed next goes there), while the Up waited in the tree's
+    queue (QA). Both come here as a terminal sends them: one after the other, no pause."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        leaf_row = tree.cursor_row
+        above = tree.outline.rows_pos[leaf_row - 1]
+        for key, character in (("up", None), ("up", None), ("m", "m"), ("x", "x")):
+            app.post_message(events.Key(key, character))
+        await until(pilot, lambda: isinstance(app.screen, TextPrompt))
+        await pilot.pause(0.2)
+        two_up = tree.outline.rows_pos[leaf_row - 2]
+        assert app.session.tree.ids[two_up] in app.screen.title_text
+        assert app.screen.query_one(Input).value == "x"  # the key typed after `m` went to the box
+        assert above != two_up
+
+
 async def test_the_palette_finds_find_by_search_and_names_the_quit_key(demo):
     """Typing "search" in the palette found nothing, and Quit was its one command without its
     key (QA)."""

@@ -23,6 +23,7 @@ from textual import events, on
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 
 from ..display import label_text
@@ -573,7 +574,27 @@ class SessionTreeApp(App[None]):
             self.input_gate.close()  # not on mouse moves: a mouse resting on the app sends many
             self.collector.hold()
             self.call_after_refresh(self._input_handled)
+        if isinstance(event, events.Key) and await self._tree_key(event):
+            return
         await super().on_event(event)
+
+    async def _tree_key(self, event: events.Key) -> bool:
+        """A key for the tree, run here as it arrives: whether a binding took it. Textual runs
+        a priority binding (`/`, `m`, `r`, `:`, which must open their box before the keys typed
+        next arrive) here, but passes other keys to the tree's own queue, to come back up to
+        the app's bindings: `Up m` labelled the entry the cursor was on before the Up (QA), and
+        keys typed in the first second on a big file went to a prompt opened over the wrong
+        entry. In one queue, keys act in the order typed. A key some widget handles itself
+        (`key_escape`) or no binding takes goes Textual's way."""
+        focused = self.focused
+        if event.is_forwarded or not isinstance(focused, SessionTreeView) or self._exit:
+            return False
+        node: DOMNode | None = focused
+        while node is not None:
+            if hasattr(node, f"key_{event.name}"):
+                return False
+            node = node.parent
+        return await self._check_bindings(event.key, priority=True) or await self._check_bindings(event.key)
 
     def _input_handled(self) -> None:
         """An input's frame is drawn: workers may go on, and garbage collection once Textual's
