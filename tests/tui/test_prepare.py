@@ -88,7 +88,8 @@ async def until_warmed(tree: SessionTreeView, pilot) -> None:
 
 async def test_the_page_above_the_screen_is_read_while_nobody_types(tmp_path, monkeypatch):
     """A page key draws a screen of rows new to it: decoding their entries was half the
-    tree's part of that frame on a deep 1M-entry file. They are decoded ahead."""
+    tree's part of that frame on a deep 1M-entry file, drawing them the other half. Both are
+    done ahead: the page draws only the rows the cursor leaves and lands on."""
     import threading
 
     path = tmp_path / "retries.jsonl"
@@ -110,10 +111,14 @@ async def test_the_page_above_the_screen_is_read_while_nobody_types(tmp_path, mo
             return real(position)
 
         monkeypatch.setattr(session, "entry_at", counted)
+        strips: list[object] = []
+        draw = tree._draw
+        monkeypatch.setattr(tree, "_draw", lambda look: strips.append(look) or draw(look))
         top = int(tree.scroll_offset.y)
         await pilot.press("pageup", "pageup")  # the first takes the cursor to the screen's top
         await pilot.pause()
         assert int(tree.scroll_offset.y) < top and not drawn
+        assert len(strips) <= 4, strips  # the cursor's rows: left, landed on, twice
 
 
 async def test_keys_after_a_quiet_spell_start_from_the_rows_on_screen(tmp_path, monkeypatch):

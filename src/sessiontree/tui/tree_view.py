@@ -50,7 +50,7 @@ PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 NOT_DIM = Style(dim=False)
 WHEN_WIDTH = 100  # columns of the tree from which rows say when they were written
 AGE_WIDTH = 60  # columns of the tree from which a fold's stub says the age of its newest entry
-READ_AHEAD_ROWS = 16  # rows whose entries `_read_ahead` decodes a step (a key waits for one step)
+READ_AHEAD_ROWS = 16  # rows `_read_ahead` decodes and draws a step (a key waits for one step)
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
@@ -326,11 +326,14 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         return self._read_ahead()
 
     def _read_ahead(self) -> bool:
-        """Decode the entries of the page above the screen, then of the page below, a few
-        rows a step (`READ_AHEAD_ROWS`, ~3 ms on a deep 1M-entry file): a page key draws a
-        screen of rows new to it, and decoding their entries was about half of the tree's part
-        of that frame (6 of 13 ms)."""
+        """Decode the entries of the page above the screen, then of the page below, and draw
+        their rows into the strip cache, a few rows a step (`READ_AHEAD_ROWS`, ~5 ms on a deep
+        1M-entry file): a page key draws a screen of rows new to it, which was the tree's whole
+        part of that frame (13 ms, half decoding, half drawing). Only the row the cursor lands
+        on is drawn again. Not with the tokens column shown: a row off screen would ask for
+        sizes not computed yet, and be drawn with `…` in their place."""
         height = self.scrollable_content_region.height
+        width = self.scrollable_content_region.width
         top = int(self.scroll_offset.y)
         where = (self._version, top, height)
         if self._read_from != where:
@@ -340,9 +343,13 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         rows = [*above, *below]
         if self._rows_read >= len(rows):
             return False
-        rows_pos = self.outline.rows_pos
+        rows_pos, draw = self.outline.rows_pos, width > 0 and not self.show_sizes
         for row in rows[self._rows_read : self._rows_read + READ_AHEAD_ROWS]:
             self._row_info(rows_pos[row])
+            if draw:
+                look = self._look(row, width)
+                if look not in self._cache:
+                    self._cache[look] = self._draw(look)
         self._rows_read += READ_AHEAD_ROWS
         return True
 
