@@ -626,6 +626,34 @@ async def test_a_second_quit_leaves_without_the_write_keys_waiting_for_the_check
     assert demo.read_bytes() == before
 
 
+def test_a_quit_without_the_write_keys_waiting_says_them_in_the_shell(demo, monkeypatch, capsys, tmp_path):
+    """`q q` drops the keys waiting for the check, as the status line said, but that line went
+    with the screen: the shell got nothing saying what was not written (QA). `launch` itself
+    runs here, with the real app driven under `run_test` in place of a terminal."""
+    import asyncio
+
+    before = demo.read_bytes()
+    app = make_app(demo)
+    gate = held_check(app, monkeypatch)
+
+    async def drive() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await press_at(app, pilot, "3a7c137e", "enter")
+            await press_at(app, pilot, "3a7c30bb", "m")
+            await pilot.press("ctrl+u", *"retry", "enter", "q", "q")
+            await until_quit(app, pilot)
+            gate.set()
+
+    monkeypatch.setattr(launch, "build_app", lambda path, **options: app)
+    monkeypatch.setattr(launch, "default_settings_path", lambda: tmp_path / "settings.json")
+    monkeypatch.setattr(app, "run", lambda: asyncio.run(drive()))
+    assert launch.launch(str(demo)) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "sessiontree: not written (you left before the file check ended): Move to 3a7c137e; Label on 3a7c30bb"
+    ]
+    assert demo.read_bytes() == before
+
+
 async def test_enter_on_user_message_goes_to_parent_and_offers_text(demo):
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:

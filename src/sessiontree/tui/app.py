@@ -142,6 +142,9 @@ class SessionTreeApp(App[None]):
         self.settings_path: Path | None = None
         self._theme_saved: str | None = None  # the theme the settings file holds
         self.demo_dir: Path | None = None  # set by the launcher for the bundled demo
+        # Write keys still waiting for the file check when the app was made to leave without
+        # them (`q q`, a signal), as the status line named them: `launch` says them in the shell.
+        self.unwritten: list[str] = []
         self.collector = IdleCollector()  # full garbage-collection passes between keys
         self.input_gate = InputGate()  # the preview's worker waits while an input is handled
         self._switch_interval = sys.getswitchinterval()  # given back when the app ends
@@ -726,6 +729,12 @@ class SessionTreeApp(App[None]):
             and browser.after_writes(self.exit, "Quitting", "q")
         ):
             return
+        self.leave()
+
+    def leave(self) -> None:
+        """Exit now; write keys waiting for the file check are not written (`unwritten`)."""
+        if self.browser is not None:
+            self.unwritten = self.browser.waiting_writes()
         self.exit()
 
     def action_help(self) -> None:

@@ -72,7 +72,8 @@ class BrowserBase(Screen[None]):
         self.writer_back = False  # and another took its place since (the reason names the first)
         self.follow = True
         self.checking = False  # the check left for after the first paint runs (`_verify`)
-        self._waiting: list[Callable[[], object]] = []  # write keys pressed meanwhile, in order
+        # write keys pressed meanwhile, in order, with how the status line named each
+        self._waiting: list[tuple[Callable[[], object], str]] = []
         # (what to do once they are written, how the status line names it, the key that asks again)
         self._after_writes: tuple[Callable[[], object], str, str] | None = None
         self._refused = 0  # writes `_guard` refused: a quit after waiting writes asks
@@ -264,13 +265,18 @@ class BrowserBase(Screen[None]):
         if not self.checking or self.session.unchecked < WAIT_FOR_CHECK:
             write()
             return
-        self._waiting.append(write)
+        self._waiting.append((write, what))
         # fits 80 columns with an id of Pi's length: the end of a longer wording was cut off
         confirm(self, f"{what}: waiting for the file check to end (keys work meanwhile)")
 
     @property
     def writes_waiting(self) -> bool:
         return bool(self._waiting)
+
+    def waiting_writes(self) -> list[str]:
+        """What each write key waiting for the check would write ("Move to 1a2b3c4d"), in the
+        order pressed: a quit without them says them in the shell (`launch`)."""
+        return [what for _, what in self._waiting]
 
     def after_writes(self, then: Callable[[], object], doing: str, key: str) -> bool:
         """`then`, asked while write keys wait for the check (a quit, another session: leaving
@@ -294,7 +300,7 @@ class BrowserBase(Screen[None]):
         if waiting:  # what each write says replaces it; a refused one said only in a toast (QA)
             confirm(self, "The file check ended")
         refused = self._refused
-        for write in waiting:
+        for write, _ in waiting:
             write()
         after, self._after_writes = self._after_writes, None
         if after is None:

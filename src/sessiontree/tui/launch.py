@@ -184,7 +184,7 @@ def launch(path: str | None, **options) -> int:
         # on the closed terminal at full CPU and keeps the process from ever exiting. With the
         # terminal gone there is nothing to resume.
         signal.signal(signal.SIGCONT, signal.SIG_DFL)
-        app.exit()
+        app.leave()
 
     previous = {sig: signal.signal(sig, close) for sig in (signal.SIGHUP, signal.SIGTERM)}
     try:
@@ -200,6 +200,11 @@ def launch(path: str | None, **options) -> int:
                     f"sessiontree: kept what you made from the demo in {app.demo_dir}: {names}",
                     file=sys.stderr,
                 )
+    if app.unwritten:  # said on the status line, gone with the screen: a user who quit anyway sees it
+        print(
+            "sessiontree: not written (you left before the file check ended): " + "; ".join(app.unwritten),
+            file=sys.stderr,
+        )
     if app.still_opening:
         # `q` while connecting to a server that does not answer waited for the connection's
         # timeout (10 s) on a blank terminal: no session is open yet, nothing to close.
