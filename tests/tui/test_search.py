@@ -516,7 +516,9 @@ async def test_esc_keeps_every_match_found_so_far_and_says_how_many_are_shown(sl
         go.set()
         await settle(app, pilot)
         assert app.browser._matches == found
-        assert status(app) == f"Search stopped: {len(found)} matches so far, 0 shown (n / N)"
+        # as a finished find says it: none shown, and what hides them (QA)
+        hidden = f"{len(found)} filtered out (5 shows all)"
+        assert status(app) == f"Search stopped: no match shown so far · {hidden}"
         await pilot.press("1")
         await settle(app, pilot)
         await pilot.press("n")

@@ -156,10 +156,19 @@ class SearchMixin(BrowserBase):
                 self._set_matches(list(so_far[1]), partial=True)
             self._so_far = None
             if self._matches:  # a find stopped after showing some
-                total, shown = len(self._matches), len(self._match_rows())
-                # `n` counts the rows shown: "match 3/4,735" after "56,315 matches" (QA)
-                rows = f", {shown:,} shown" if shown != total else ""
-                confirm(self, f"Search stopped: {counted(total, 'match', 'matches')} so far{rows} (n / N)")
+                # Counted as a finished find counts them: those shown, as `n` steps through
+                # them ("match 3/4,735" after "56,315 matches", QA), and what hides the others
+                # said apart; the total with "shown" counted the filtered out as matches (QA).
+                found, shown = self._matches, len(self._match_rows())
+                vis = self._tree().outline.vis
+                said = (
+                    f"Search stopped: {counted(shown, 'match', 'matches')} so far (n / N)"
+                    if shown
+                    else "Search stopped: no match shown so far"
+                )
+                notes = (_hidden_note(found, shown, vis, keys) for keys in (self._show_keys(), None))
+                wordings = [f"{said}{' · ' + hidden if hidden else ''}" for hidden in notes]
+                confirm(self, next((t for t in wordings if len(t) <= self.app.size.width - 2), wordings[-1]))
             return
         self._status("")
         if self._tree().restrict is not None:
