@@ -979,3 +979,26 @@ async def test_notes_name_the_keys_as_remapped(demo, tmp_path):
         tree = app.browser.query_one(SessionTreeView)
         hidden = next(i for i in range(len(app.session.tree)) if not tree.filter_shows(i))
         assert tree.hidden_reason(hidden).endswith("the filter hides (0 shows it)")
+
+
+async def test_tab_says_the_keys_went_to_the_preview_and_lights_its_edge(demo):
+    """Tab moved the keys to the preview with no cue but a dimmer cursor bar; the arrows then
+    scrolled the preview and the tree seemed stuck (QA)."""
+    from sessiontree.tui.browser import PREVIEW_FOCUSED
+    from sessiontree.tui.preview import PreviewView
+
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        side = app.browser.query_one("#side")
+        unfocused = side.styles.border_left[1]
+        hint = status(app)
+        await pilot.press("tab")
+        await pilot.pause()
+        assert isinstance(app.focused, PreviewView)
+        assert status(app) == PREVIEW_FOCUSED and PREVIEW_FOCUSED in screen_lines(app)[-2]
+        assert side.styles.border_left[1] != unfocused  # the edge between tree and preview
+        await pilot.press("tab")
+        await pilot.pause()
+        assert isinstance(app.focused, SessionTreeView)
+        assert status(app) == hint and side.styles.border_left[1] == unfocused

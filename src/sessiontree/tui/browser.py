@@ -29,8 +29,8 @@ from .header import SessionHeader
 from .keymap import TYPING_KEYS
 from .modals import ConfirmScreen, TextPrompt
 from .moves import MovesMixin
-from .notices import StatusLine, confirm
-from .preview import COLLAPSED, EXPANDED, Scope
+from .notices import StatusLine, confirm, withdraw
+from .preview import COLLAPSED, EXPANDED, PreviewView, Scope
 from .preview_pane import PreviewPane
 from .search import SearchMixin
 from .search_box import SearchBox
@@ -53,6 +53,8 @@ READ_ONLY_HINT = (
 HINT_KEYS = {"move": "enter", "back": "b", "help": "question_mark", "search": "slash"}  # binding id → default
 
 WRITES = {"move", "move_with_summary", "leaf_back", "label", "rename", "archive"}
+# What the status line says while the preview has the keys (Tab); within 78 columns
+PREVIEW_FOCUSED = "Keys scroll the preview (↑↓ PgUp PgDn Home End) · Tab: back to the tree"
 
 
 def _filter_bindings() -> list[Binding]:
@@ -367,6 +369,15 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         if self.app._keymap:
             bindings.apply_keymap(self.app._keymap)
         return bindings
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Tab moved the keys to the preview with no cue but a dimmer cursor bar: the arrows
+        then scrolled the preview and the tree seemed stuck (QA). Said on the status line, and
+        the preview's edge and title light up (`app.tcss`, `#side:focus-within`)."""
+        if isinstance(event.widget, PreviewView):
+            confirm(self, PREVIEW_FOCUSED)
+        elif isinstance(event.widget, SessionTreeView):
+            withdraw(self, PREVIEW_FOCUSED)
 
     def on_key(self, event: events.Key) -> None:
         """A key whose binding is hidden (a write in a read-only session, `U` on a file in the
