@@ -2242,6 +2242,55 @@ async def test_keys_typed_in_a_burst_act_in_order(demo):
         assert above != two_up
 
 
+def burst(app, keys: str) -> None:
+    """`keys` (space-separated names; one character is itself) as a terminal sends a burst:
+    each posted at once, none waiting for the one before to be handled."""
+    for key in keys.split():
+        app.post_message(events.Key(key, key if len(key) == 1 else None))
+
+
+async def test_keys_typed_after_the_enter_that_closes_a_prompt_act_on_the_tree(demo):
+    """They had reached the prompt before it closed, and were typed into it: `m abc Enter k k`
+    labelled the row and did not move, `Enter q` did not quit (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        row = tree.cursor_row
+        labelled = app.session.tree.ids[tree.outline.rows_pos[row - 1]]
+        burst(app, "k m ctrl+u a b c enter k k")
+        await until(pilot, lambda: app.session.get_label(labelled) == "abc" and tree.cursor_row == row - 3)
+        await pilot.pause(0.2)
+        assert app.screen is app.browser and tree.cursor_row == row - 3
+        burst(app, "m ctrl+u d enter q")
+        await until_quit(app, pilot)
+    assert lines(demo)[-1]["label"] == "d"
+
+
+async def test_keys_typed_after_the_enter_of_a_find_act_on_the_tree(demo):
+    """`/ word Enter n n` searched and stayed on the first match: the `n`s went into the box as
+    it closed (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        burst(app, "slash t e s t enter n n")
+        await until(pilot, lambda: status(app).startswith("Match 3/"))
+        assert app.browser.query_one("#search").value == "test"
+
+
+async def test_enter_typed_before_the_app_has_the_terminal_acts_as_enter(demo):
+    """A terminal not yet in raw mode turns Enter into a line feed, which the app reads as
+    Ctrl+J: Enter typed in the first half second was lost, in the browser and its prompts (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        burst(app, "k m ctrl+u x ctrl+j")
+        await until(pilot, lambda: app.screen is app.browser and "x" in app.session.labels().values())
+        burst(app, "k ctrl+j")
+        await until(pilot, lambda: status(app).startswith("Leaf moved"))
+    assert lines(demo)[-1]["type"] == "leaf"
+
+
 async def test_the_palette_finds_find_by_search_and_names_the_quit_key(demo):
     """Typing "search" in the palette found nothing, and Quit was its one command without its
     key (QA)."""

@@ -34,6 +34,7 @@ from ..session import Session
 from .browser import BrowserScreen
 from .collector import CHECK_EVERY, IdleCollector
 from .input_gate import InputGate
+from .inputs import InTurnInput
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
@@ -577,9 +578,23 @@ class SessionTreeApp(App[None]):
             self.input_gate.close()  # not on mouse moves: a mouse resting on the app sends many
             self.collector.hold()
             self.call_after_refresh(self._input_handled)
+        if isinstance(event, events.Key) and event.key == "ctrl+j" and not self._keymap_takes("ctrl+j"):
+            # Enter typed before the app had the terminal (within its first half second) was
+            # turned into a line feed by the terminal, not yet in raw mode (ICRNL): Ctrl+J,
+            # which nothing took, so Enter was lost there (QA). A line feed is Enter here, as it
+            # is to a shell (readline's C-j), unless keys.toml gives Ctrl+J a binding.
+            event = events.Key("enter", "\r")
         if isinstance(event, events.Key) and await self._tree_key(event):
             return
         await super().on_event(event)
+
+    @on(InTurnInput.EnterDone)
+    def _enter_done(self, message: InTurnInput.EnterDone) -> None:
+        message.box.enter_done()
+
+    def _keymap_takes(self, key: str) -> bool:
+        """Whether the user's keys.toml binds `key`."""
+        return any(key in (k.strip() for k in keys.split(",")) for keys in self._keymap.values())
 
     async def _tree_key(self, event: events.Key) -> bool:
         """A key for the tree, run here as it arrives: whether a binding took it. Textual runs

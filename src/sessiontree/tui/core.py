@@ -63,6 +63,7 @@ class BrowserBase(Screen[None]):
         self.session = session
         self._matches: list[int] = []  # entry positions of the last search's hits
         self._matches_partial = False  # those of a search still running or stopped: "so far"
+        self._steps_waiting: list[int] = []  # `n`/`N` pressed before a running search found any
         self._match_rows_key: tuple[int, int] | None = None
         self._match_rows_cache: list[int] = []
         self._new_entries = 0  # appended by another process since the cursor was at the leaf

@@ -79,10 +79,7 @@ class DatabasePickerScreen(Screen[str | None]):
         Binding("escape", "back('back')", "Back"),
         Binding("escape", "back('none')", "Nothing to clear (q quits)", show=False),
         Binding("slash", "search", "Filter (then q and ? are typed too)", show=False),
-        # The list's Enter, said in help; typed before the app has the terminal, Enter is a
-        # line feed, Ctrl+J (see `picker.py`)
-        Binding("enter", "open", "Open the session", show=False),
-        Binding("ctrl+j", "open", "", show=False),
+        Binding("enter", "open", "Open the session", show=False),  # the list's Enter, said in help
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark", "app.help", "Help"),
     ]

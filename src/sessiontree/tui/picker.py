@@ -172,11 +172,9 @@ class PickerScreen(Screen[Path | None]):
         # With nothing to clear or go back to, Esc says how to quit: a second Esc after the one
         # that cleared a search quit the whole app (QA).
         Binding("escape", "escape('none')", "Nothing to clear (q quits)", show=False),
-        Binding("enter", "open", "Open"),
-        # Enter typed before the app has the terminal (within half a second of the command) was
-        # turned into a line feed by the terminal, Ctrl+J here, and lost (QA). Undescribed: not
-        # a key of its own in help.
-        Binding("ctrl+j", "open", "", show=False),
+        Binding(
+            "enter", "open", "Open"
+        ),  # also typed before the app had the terminal (`SessionTreeApp.on_event`)
         # With priority, the app runs it as the key arrives: the keys typed in the same burst
         # are handed to the box it focuses, not to the list (`check_action` leaves `/` to the
         # box while it has focus).

@@ -101,6 +101,7 @@ class SearchMixin(BrowserBase):
         search = self.query_one(SearchBox)
         search.display = False
         self._tree().focus()
+        self._steps_waiting = []  # pressed during an earlier search
         if query.is_empty:
             marked, narrowed = bool(self._matches), self._tree().restrict is not None
             self._set_matches([])
@@ -147,6 +148,7 @@ class SearchMixin(BrowserBase):
             self._tree().focus()
         self._filter_after = False
         running = [w for w in self.workers if w.group == "search" and not w.is_finished]
+        self._steps_waiting = []
         if self.workers.cancel_group(self, "search"):
             self._status("")
             so_far = self._so_far
@@ -332,6 +334,7 @@ class SearchMixin(BrowserBase):
         if first and tree.outline is outline and tree.cursor_row == self._search_row:
             self.action_next_match(1, include_current=True)
             self._search_row = tree.cursor_row
+        self._take_steps_waiting()
 
     def _search_gave_up(self, reason: str) -> None:
         self._status("")
@@ -354,6 +357,9 @@ class SearchMixin(BrowserBase):
             return
         note = f" ({skipped:,} unreadable entries skipped)" if skipped else ""
         self._status("")
+        # taken once the landing is made, below; a search ending otherwise (no match shown, a
+        # filter) drops them
+        steps, self._steps_waiting = self._steps_waiting, []
         if self._filter_after and outline is not None:  # `&` came while it ran: now the filter,
             self._filter_after = False  # from the verdicts just made (`Remembered`), not a rescan
             if self._restore_position is None:
@@ -421,7 +427,15 @@ class SearchMixin(BrowserBase):
         confirm(self, next((t for t in wordings if len(t) <= self.app.size.width - 2), wordings[-1]))
         if landing:
             self.action_next_match(1, include_current=True)
+        for step in steps:
+            self.action_next_match(step)
         self._catch_up(query, searched)
+
+    def _take_steps_waiting(self) -> None:
+        """The `n`/`N` pressed while the search had found nothing yet, now that it has."""
+        steps, self._steps_waiting = self._steps_waiting, []
+        for step in steps:
+            self.action_next_match(step)
 
     def _catch_up(self, query: Query, searched: int) -> None:
         """The entries that arrived while the search of `query` ran, searched now."""
@@ -450,6 +464,11 @@ class SearchMixin(BrowserBase):
 
     def action_next_match(self, step: int, include_current: bool = False) -> None:
         rows = self._match_rows()
+        if not rows and not self._matches and self._query is not None and self._finding(self._query):
+            # `/ word Enter n` in a burst: the `n` came before the search had found anything,
+            # and said there was no search (QA). It steps once the first matches are shown.
+            self._steps_waiting.append(step)
+            return
         if not rows:
             self.app.bell()  # and why, as less says "No previous regular expression"
             if self._matches:
