@@ -1002,3 +1002,29 @@ async def test_tab_says_the_keys_went_to_the_preview_and_lights_its_edge(demo):
         await pilot.pause()
         assert isinstance(app.focused, SessionTreeView)
         assert status(app) == hint and side.styles.border_left[1] == unfocused
+
+
+async def test_a_filter_that_shows_nothing_previews_nothing(tmp_path):
+    """Under "labeled only" in a session without labels, the preview went on showing the
+    context of the entry the cursor had left (QA); the same entry comes back with the filter."""
+    from harness.retries import write_retries
+    from sessiontree.tui.preview import PreviewView
+    from sessiontree.tui.preview_pane import PreviewPane
+
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=5, nested=2).close()
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        pane = app.browser.query_one(PreviewPane)
+        before = pane.target
+        assert before is not None and app.browser.query_one(PreviewView).display
+        await pilot.press("4")  # labeled only: no row
+        await settle(app, pilot)
+        title = str(app.browser.query_one("#preview-title").render())
+        assert pane.target is None and title.startswith("nothing selected · ")
+        assert not app.browser.query_one(PreviewView).display
+        await pilot.press("1")
+        await settle(app, pilot)
+        assert pane.target == before and app.browser.query_one(PreviewView).display
+        await until(pilot, lambda: "context · up to" in str(app.browser.query_one("#preview-title").render()))

@@ -305,6 +305,13 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         # `z` unfolding the only match left "matches hidden"; `:` switching to "all" left
         # "filter user-only" (QA)
         self._update_header()
+        tree, pane = self._tree(), self.query_one(PreviewPane)
+        target = tree.current_target()
+        if target is None:
+            if len(self.session.tree):  # (an empty session previews nothing anyway)
+                pane.show_none("no row is shown")  # the tree says why
+        elif pane.target is None:  # the cursor is back on the entry it left: no Highlighted
+            pane.show(target)
 
     @on(SessionTreeView.Highlighted)
     def _highlighted(self, event: SessionTreeView.Highlighted) -> None:

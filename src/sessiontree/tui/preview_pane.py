@@ -150,6 +150,22 @@ class PreviewPane(Vertical):
         else:
             self._timer = self.set_timer(PREVIEW_DELAY, self.rebuild)
 
+    def show_none(self, why: str) -> None:
+        """No row is shown (a filter that leaves none): nothing is previewed, and the title says
+        why. The entry the cursor had left went on being previewed, under a tree that showed
+        nothing (QA). `show` brings the preview back."""
+        self.target = None
+        for timer in (self._timer, self._follow_timer, self._slow):
+            if timer is not None:
+                timer.stop()
+        self._follow_timer = None
+        self.workers.cancel_group(self, "preview")
+        self._shown, self._waiting = None, -1
+        with contextlib.suppress(NoMatches):
+            self._title_text = f"nothing selected · {why}"
+            self.query_one("#preview-title", Static).update(Text(self._title_text), layout=False)
+            self.query_one(PreviewView).display = False
+
     def _followed(self) -> None:
         self._follow_timer = None
         self.workers.cancel_group(self, "preview")
@@ -163,6 +179,10 @@ class PreviewPane(Vertical):
             title = self.query_one("#preview-title", Static)
             view = self.query_one(PreviewView)
         except NoMatches:  # a timer firing while the app shuts down
+            return
+        if not view.display:  # back from `show_none`
+            view.display = True
+            self.call_after_refresh(self.rebuild)  # laid out again first
             return
         if view.scrollable_content_region.width <= 0:  # not laid out yet: render for its width
             self.call_after_refresh(self.rebuild)
