@@ -172,9 +172,8 @@ class PickerScreen(Screen[Path | None]):
         # With nothing to clear or go back to, Esc says how to quit: a second Esc after the one
         # that cleared a search quit the whole app (QA).
         Binding("escape", "escape('none')", "Nothing to clear (q quits)", show=False),
-        Binding(
-            "enter", "open", "Open"
-        ),  # also typed before the app had the terminal (`SessionTreeApp.on_event`)
+        # also when typed before the app had the terminal (`SessionTreeApp.on_event`)
+        Binding("enter", "open", "Open"),
         # With priority, the app runs it as the key arrives: the keys typed in the same burst
         # are handed to the box it focuses, not to the list (`check_action` leaves `/` to the
         # box while it has focus).

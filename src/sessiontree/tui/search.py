@@ -427,13 +427,13 @@ class SearchMixin(BrowserBase):
         confirm(self, next((t for t in wordings if len(t) <= self.app.size.width - 2), wordings[-1]))
         if landing:
             self.action_next_match(1, include_current=True)
-        for step in steps:
-            self.action_next_match(step)
+        self._take_steps_waiting(steps)
         self._catch_up(query, searched)
 
-    def _take_steps_waiting(self) -> None:
+    def _take_steps_waiting(self, steps: list[int] | None = None) -> None:
         """The `n`/`N` pressed while the search had found nothing yet, now that it has."""
-        steps, self._steps_waiting = self._steps_waiting, []
+        if steps is None:
+            steps, self._steps_waiting = self._steps_waiting, []
         for step in steps:
             self.action_next_match(step)
 
