@@ -17,7 +17,7 @@ from textual import events
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from harness.pilot import screen_lines
+from harness.pilot import screen_lines, until
 from helpers import A, U, as_nobody
 from sessiontree import JsonlStorage, Session, SqliteStorage, create_session, open_session
 from sessiontree.catalog import FIRST_WORDS, Catalog, describe, listing_match, read_messages, text_match
@@ -440,6 +440,25 @@ async def test_keys_typed_right_after_slash_go_to_the_search_box(root):
         assert (picker(app).memory.sort, picker(app).memory.reverse) == sort
         await pilot.press("slash")  # in the box a slash is text (`cwd:/srv`)
         assert box.value == "quirks/" and app.focused is box
+
+
+async def test_editing_keys_typed_in_a_burst_act_in_order_in_the_search_box(root):
+    """`/ a b c Backspace Backspace x` in one read gave " ab", `chain Left Left X` "chainX":
+    the letters were typed before the box's own keys ran (QA). Then Enter Enter in the same
+    burst: the list, and the session opened (the second Enter was lost)."""
+    app = picker_app(root)
+    async with app.run_test(size=WIDE) as pilot:
+        await settle(app, pilot)
+        keys = ["slash", *"abc", "backspace", "backspace", "x", "left", "left", "y"]
+        for key in keys:
+            app.post_message(events.Key(key, key if len(key) == 1 else ("/" if key == "slash" else None)))
+        await pilot.pause(0.3)
+        box = picker(app).query_one("#picker-search", Input)
+        assert box.value == "yax"
+        for key in ["end", "ctrl+u", *"rollback", "enter", "enter"]:  # one session: api
+            app.post_message(events.Key(key, key if len(key) == 1 else None))
+        await until(pilot, lambda: app.browser is not None and app.screen is app.browser)
+        assert app.session is not None and app.session.files[0].endswith("api.jsonl")
 
 
 async def test_search_names_and_first_messages_at_once(root):

@@ -26,6 +26,7 @@ from ..display import counted, inert, one_line, short_time
 from ..model.errors import SessionError
 from . import deliver
 from .cells import ending
+from .inputs import InTurnInput
 
 # Whole at 60 columns. It said "(/ for a q)", for `/` then `q` to filter by a q (QA: cryptic);
 # help says it.
@@ -119,7 +120,7 @@ class DatabasePickerScreen(Screen[str | None]):
         yield Static("", id="dbpick-title")
         # not selected on focus: the first key typed on the list moves the focus here, and a
         # selection made then was replaced by the second key (QA: "bench" left "h")
-        yield Input(placeholder=FILTER_HINT, id="dbpick-filter", compact=True, select_on_focus=False)
+        yield InTurnInput(placeholder=FILTER_HINT, id="dbpick-filter", compact=True, select_on_focus=False)
         yield SessionRows(id="dbpick-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="dbpick-status")
         yield Footer()

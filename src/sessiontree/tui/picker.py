@@ -40,6 +40,7 @@ from ..query import Query, QueryError, QueryTimeout, compile_query
 from . import deliver
 from .cells import ending, shortened
 from .help import HelpScreen
+from .inputs import InTurnInput
 
 SORTS = ("active", "name", "entries", "size", "project")
 # The order each column sorts in before `r` reverses it: what people look for first.
@@ -240,7 +241,7 @@ class PickerScreen(Screen[Path | None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="picker-title")
-        yield Input(
+        yield InTurnInput(
             # `/` first: typed on the list, letters are its keys (s sorts); it looked like a box
             # to type in, as the database list's filter is (QA)
             placeholder='/ to search: words, "a phrase", re:regex, cwd:dir',
