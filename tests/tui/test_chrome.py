@@ -1022,7 +1022,7 @@ async def test_a_filter_that_shows_nothing_previews_nothing(tmp_path):
         await pilot.press("4")  # labeled only: no row
         await settle(app, pilot)
         title = str(app.browser.query_one("#preview-title").render())
-        assert pane.target is None and title.startswith("nothing selected · ")
+        assert pane.target is None and title.startswith("nothing selected: ")
         assert not app.browser.query_one(PreviewView).display
         await pilot.press("1")
         await settle(app, pilot)

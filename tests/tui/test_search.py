@@ -497,6 +497,40 @@ async def test_esc_stops_a_find_and_keeps_the_matches_it_showed(slow_search):
         assert status(app) == f"Match 2/{len(so_far)} so far"  # stopped: all it will count
 
 
+async def test_esc_on_a_box_opened_over_a_running_find_closes_only_the_box(slow_search):
+    """`&` (or `/`) then Esc while a find ran stopped the find too, and its progress line
+    stayed (QA): one Esc at a time, the box goes and the find goes on."""
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await find_slowly(app, pilot)
+        running = [w for w in app.browser.workers if w.group == "search" and not w.is_finished]
+        await pilot.press("ampersand")
+        assert app.browser.query_one("#search").display
+        await pilot.press("escape")
+        assert not app.browser.query_one("#search").display
+        assert running and not running[0].is_cancelled
+        go.set()
+        await settle(app, pilot)
+        assert len(app.browser._matches) == 20  # every "flaky" turn: the find ran to its end
+        assert not app.browser.query_one("#search-status").display
+
+
+async def test_a_stopped_finds_progress_sent_as_it_stopped_is_not_shown(slow_search):
+    """The find's thread waits for each progress line to be shown: one on its way as Esc
+    stopped the find came after Esc had cleared the line, and stayed (QA)."""
+    path, go = slow_search
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await find_slowly(app, pilot)
+        worker = next(w for w in app.browser.workers if w.group == "search" and not w.is_finished)
+        await pilot.press("escape")
+        app.browser._progress(worker, "searching… 50% of 60 entries to check · 3 found")  # as delivered
+        go.set()
+        await settle(app, pilot)
+        assert not app.browser.query_one("#search-status").display
+
+
 async def test_esc_keeps_every_match_found_so_far_and_says_how_many_are_shown(slow_search, monkeypatch):
     """The progress line counted what the find had found, Esc what it had shown last (those
     show at growing intervals), and `n` the rows shown: 74,793, 56,315 and 4,735 (QA)."""

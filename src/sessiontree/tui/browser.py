@@ -309,7 +309,7 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
         target = tree.current_target()
         if target is None:
             if len(self.session.tree):  # (an empty session previews nothing anyway)
-                pane.show_none("no row is shown")  # the tree says why
+                pane.show_none("no row shown")  # the tree says why
         elif pane.target is None:  # the cursor is back on the entry it left: no Highlighted
             pane.show(target)
 

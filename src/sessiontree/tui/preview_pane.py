@@ -162,7 +162,7 @@ class PreviewPane(Vertical):
         self.workers.cancel_group(self, "preview")
         self._shown, self._waiting = None, -1
         with contextlib.suppress(NoMatches):
-            self._title_text = f"nothing selected · {why}"
+            self._title_text = f"nothing selected: {why}"
             self.query_one("#preview-title", Static).update(Text(self._title_text), layout=False)
             self.query_one(PreviewView).display = False
 

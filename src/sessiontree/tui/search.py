@@ -143,11 +143,13 @@ class SearchMixin(BrowserBase):
     def key_escape(self) -> None:
         search = self.query_one(SearchBox)
         was_open = search.display
+        running = [w for w in self.workers if w.group == "search" and not w.is_finished]
         if was_open:
             search.display = False
             self._tree().focus()
+            if running:  # one Esc at a time: the box goes, the find it was opened over goes on
+                return  # (`&` then Esc stopped a find, and its progress line stayed; QA)
         self._filter_after = False
-        running = [w for w in self.workers if w.group == "search" and not w.is_finished]
         self._steps_waiting = []
         if self.workers.cancel_group(self, "search"):
             self._status("")
@@ -204,7 +206,7 @@ class SearchMixin(BrowserBase):
         file picks the entries worth decoding (`finding.find`)."""
         worker = get_current_worker()
         positions = range(len(self.session.tree))
-        deliver(self.app, self._status, "searching…")
+        deliver(self.app, self._progress, worker, "searching…")
         shown = [-1]  # the percentage of the file scanned last shown
 
         def scanning(done: int, total: int) -> None:
@@ -213,7 +215,7 @@ class SearchMixin(BrowserBase):
             percent = 100 * done // max(total, 1)
             if percent != shown[0]:
                 shown[0] = percent
-                deliver(self.app, self._status, f"searching… scanning the file {percent}%")
+                deliver(self.app, self._progress, worker, f"searching… scanning the file {percent}%")
 
         due = [time.monotonic() + PARTIAL_EVERY, PARTIAL_EVERY]  # next showing of matches, then the wait
 
@@ -223,7 +225,7 @@ class SearchMixin(BrowserBase):
             # Named apart from the scan's percentage, which reached 100% and then seemed to
             # start again (QA): these are the entries the scan left to decode.
             said = f"searching… {100 * done // total}% of {total:,} entries to check · {len(matches):,} found"
-            deliver(self.app, self._status, said)
+            deliver(self.app, self._progress, worker, said)
             # Find shows its matches as they come: a common word on a 1M-entry file takes ~17 s
             # to decode, and its first match is on screen after the scan rather than at the end.
             # Each showing costs the UI thread a pass over the matches (~0.1 s at 400,000), so
@@ -263,6 +265,13 @@ class SearchMixin(BrowserBase):
             deliver(
                 self.app, self._search_done, query, outline, found.positions, found.skipped, kept, searched
             )
+
+    def _progress(self, worker: Worker[None], said: str) -> None:
+        """A running find's progress line, unless it was stopped since it was sent: the thread
+        waits for the line to be shown, and one sent as Esc stopped the find came after Esc had
+        cleared the line, to stay there (QA)."""
+        if not worker.is_cancelled:
+            self._status(said)
 
     def _entries_arrived(self, start: int) -> None:
         """Entries live follow brought in are matched against the search in effect: its count,
