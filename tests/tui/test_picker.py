@@ -186,6 +186,21 @@ async def test_lists_newest_first_with_id_and_project_columns(root):
         assert "4 sessions · 2 projects" in text_of(app, "#picker-status")
 
 
+async def test_the_project_column_is_as_wide_as_the_paths_and_the_titles_get_the_rest(root):
+    """A Project column of 30 cells beside paths of 17 while the titles were cut (QA)."""
+    app = picker_app(root)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(app, pilot)
+        widths = {c.key.value: c.width for c in table(app).columns.values()}
+        assert widths["cwd"] == 18  # "/home/dev/weather" (17) rounded up to a step of 6
+        # every cell of the table but the other columns' and their padding: the title's
+        assert (
+            widths["title"]
+            == picker(app)._table_width - sum(w + 2 for k, w in widths.items() if k != "title") - 2
+        )
+        assert widths["title"] == 66  # 12 more than beside the 30 cells it had
+
+
 @pytest.mark.parametrize("size", [NARROW, WIDE])
 async def test_sessions_of_one_name_are_told_apart_by_their_files(root, size):
     """A copy of a session (or a fork of it) has its name: two identical rows. Rows whose title

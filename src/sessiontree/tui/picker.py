@@ -351,12 +351,7 @@ class PickerScreen(Screen[Path | None]):
         with contextlib.suppress(NoMatches):  # so that at 80 columns every key is listed
             self.query_one(Footer).compact = width < 100
         self._table_width = table_width - 1  # the table's scrollbar takes one column
-        columns = _columns_for(self._table_width, self.memory.sort)
-        if columns != self._columns:
-            self._columns = columns
-            self._fill(rebuild=True)
-        else:
-            self._fill()
+        self._fill()  # with new columns if they changed
         self._update_title()
         self._show_preview()
 
@@ -423,6 +418,13 @@ class PickerScreen(Screen[Path | None]):
                 cells.append(Text(ending(one_line(listing.cwd, 400), column.width), style="dim"))
         return tuple(cells)
 
+    def _cwd_room(self) -> int:
+        """Cells the longest project path listed takes, rounded up to `CWD_STEP` (the table is
+        laid out again each time it grows): the column gives the rest to the titles, which
+        were cut beside a Project column half empty (QA)."""
+        longest = max((cell_len(one_line(x.cwd, 400)) for x in self.listings.values()), default=0)
+        return -(-longest // CWD_STEP) * CWD_STEP
+
     def _file_of(self, path: Path) -> str:
         """A file as a row names it: by its path below the directory (copies of one file in
         two project directories share their name too), its end shown when cut."""
@@ -440,6 +442,9 @@ class PickerScreen(Screen[Path | None]):
         except NoMatches:  # a worker's result arriving after the screen closed
             return
         rows = self._visible()
+        columns = _columns_for(self._table_width, self.memory.sort, self._cwd_room())
+        if columns != self._columns:
+            self._columns, rebuild = columns, True
         titles = Counter(x.title for x in rows)
         self._shared = {title for title, count in titles.items() if count > 1}
         self._matching = len(rows)
@@ -885,8 +890,7 @@ class PickerScreen(Screen[Path | None]):
         self._resorted()
 
     def _resorted(self) -> None:
-        self._columns = _columns_for(self._table_width, self.memory.sort)  # the sort's own shows
-        self._fill(rebuild=True)  # the column labels carry the sort arrow
+        self._fill(rebuild=True)  # the column labels carry the sort arrow; the sort's own shows
         self._update_title()
 
     def action_project(self, step: int) -> None:
@@ -1005,13 +1009,16 @@ SORTED_COLUMN = {**{sort: sort for sort in SORTS}, "name": "title", "project": "
 ADDED_WIDTH = {"active": 11, "entries": ENTRIES_WIDTH, "size": SIZE_WIDTH, "cwd": 16}  # on a narrow table
 DROPPED_FIRST = ("size", "entries", "active", "id")  # to make room for the sort's own column
 TITLE_ROOM = 16  # the title's cells before a column makes way for the sort's own
+CWD_STEP = 6  # the Project column's width follows the longest path listed by this many cells
+CWD_LEAST = 9  # its label, "Project", and the sort's arrow
 
 
-def _columns_for(width: int, sort: str = "active") -> list[_Column]:
+def _columns_for(width: int, sort: str = "active", cwd_room: int | None = None) -> list[_Column]:
     """Columns that fit `width` cells (each column also takes two cells of padding); the
     session's title gets what is left. The column the rows are sorted by is always among
     them, in place of others on a narrow table: sorted by project at 80 columns, the rows
-    had looked out of order, with no Project column to read the order from."""
+    had looked out of order, with no Project column to read the order from. `cwd_room`: the
+    cells the longest project path takes, past which the Project column does not grow."""
     if width >= 130:
         rest = [
             _Column("id", 8),
@@ -1043,6 +1050,8 @@ def _columns_for(width: int, sort: str = "active") -> list[_Column]:
         over = sum(c.width + 2 for c in rest) + 2 + 10 - width  # past a title of 10 cells
         if over > 0 and key == "cwd":  # a project's path is shown by its end: it may be short
             rest[-1] = _Column(key, max(8, rest[-1].width - over))
+    if cwd_room is not None:
+        rest = [_Column(c.key, min(c.width, max(cwd_room, CWD_LEAST))) if c.key == "cwd" else c for c in rest]
     used = sum(c.width + 2 for c in rest) + 2
     return [_Column("title", max(10, width - used)), *rest]
 
