@@ -1418,8 +1418,10 @@ async def test_a_writer_going_on_from_elsewhere_than_the_leaf_moved_here_is_said
         moved = app.session.leaf_id
         assert status(app).startswith("Leaf moved to") and moved != agents
         await agent_appends(app, pilot, demo, agents, "the agent's next turn")  # from its last entry
-        said = f"Another writer went on from {agents}, not the leaf {moved}: leaf is feed0002"
-        assert status(app) == said
+        said = f"Another writer went on from {agents}, not from the leaf {moved} moved here"
+        assert status(app) == said and "leaf feed0002" in app.browser.sub_title
+        await agent_appends(app, pilot, demo, "feed0002", "and the next", eid="feed0003")
+        assert status(app) == said and "leaf feed0003" in app.browser.sub_title  # nothing said goes stale
 
 
 async def agent_appends(app, pilot, path: Path, parent: str, text: str, eid: str = "feed0002") -> None:

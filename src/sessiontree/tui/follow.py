@@ -71,8 +71,10 @@ class FollowMixin(BrowserBase):
         if anchor == old_leaf or anchor < 0:
             return  # it went on from the leaf: the usual turn
         ids = index.ids
-        # within 80 columns with 8-character ids: the longer wording lost its end there (QA)
-        said = f"Another writer went on from {ids[anchor]}, not the leaf {ids[old_leaf]}: leaf is {ids[leaf]}"
+        # Within 80 columns with 8-character ids: the longer wording lost its end there (QA).
+        # The leaf it makes is the header's to name: named here, it went stale as that writer's
+        # next entries came (QA).
+        said = f"Another writer went on from {ids[anchor]}, not from the leaf {ids[old_leaf]} moved here"
         confirm(self, said)
 
     def action_toggle_follow(self) -> None:
