@@ -1816,6 +1816,7 @@ async def test_the_banner_says_when_the_other_writer_has_quit(demo, monkeypatch)
         banner = str(app.browser.query_one("#banner", Static).render())
         assert banner.startswith("READ-ONLY, though the process that was writing this session has quit")
         assert status(app) == follow.WRITER_GONE
+        assert max(len(follow.WRITER_GONE), len(follow.WRITER_BACK)) <= 78  # whole at 80 columns (QA)
         # another writer came: the banner said the writer had quit while it followed its
         # entries (QA); then that one quits too
         again = open_session(demo)

@@ -17,7 +17,8 @@ POLL_SECONDS = 0.1
 # How often a session read-only because another process writes it asks whether that writer has
 # quit (a lock probe: an instant's flock, a lock query, or a look at `pg_locks`).
 WRITER_LOOK_SECONDS = 2.0
-WRITER_GONE = "The process that was writing this session has quit: o, then Enter on it, opens it for writing"
+# Within 78 columns: at 80 the end, the keys that open the session for writing, was cut (QA).
+WRITER_GONE = "The writing process has quit: o, then Enter on it, opens it for writing"
 WRITER_BACK = "Another process is writing this session again: its entries are followed here"
 # How long live follow waits to look again after the database server did not answer.
 RETRY_SECONDS = 2.0
