@@ -781,6 +781,50 @@ async def test_the_summary_prompt_works_from_the_keyboard(demo):
         assert lines(demo)[-1]["summary"] == draft
 
 
+async def test_keys_typed_after_ctrl_s_are_not_saved_in_the_summary(demo):
+    """`abc`, Ctrl+S, `j j` in one burst wrote the summary "abcjj": the `j`s reached the editor
+    before Ctrl+S, bound on the dialog, ran (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await summary_dialog(app, pilot, "3a7c2123")
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        burst(app, "a b c ctrl+s j j")
+        await until(pilot, lambda: lines(demo)[-1]["type"] == "branch_summary")
+        await settle(app, pilot)
+        assert lines(demo)[-1]["summary"] == "abc"
+
+
+async def test_keys_typed_after_the_enter_that_moves_from_the_summary_dialog_act_on_the_tree(demo):
+    """`s`, then Enter on "No summary" and `k k` in one burst: the leaf moved, and the `k`s
+    went to the closing dialog (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await summary_dialog(app, pilot, "3a7c2123")
+        burst(app, "enter k k")
+        await until(pilot, lambda: app.session.leaf_id == "3a7c2123" and app.screen is app.browser)
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        assert tree.cursor_row == tree.outline.row_for(app.session.tree.pos["3a7c2123"]) - 2
+
+
+async def test_the_palette_runs_the_command_typed_in_a_burst(demo):
+    """`Ctrl+P user-only Enter` in one burst ran the first command of the list for no words,
+    "Archive / unarchive the branch below", a write: Enter came before the palette's search
+    for the words had run (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        before = demo.read_bytes()
+        tree = app.browser.query_one(SessionTreeView)
+        burst(app, "ctrl+p u s e r - o n l y enter k k")  # the `k`s: typed into the palette (QA)
+        await until(pilot, lambda: tree.filter is Filter.USER and app.screen is app.browser)
+        await settle(app, pilot)
+        assert demo.read_bytes() == before  # nothing archived
+        leaf_row = tree.outline.row_for(app.session.tree.leaf)
+        assert tree.cursor_row == leaf_row - 2  # the `k`s, on the tree
+
+
 async def test_a_dialog_opens_clear_of_toasts(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:  # toasts drawn
@@ -2248,8 +2292,10 @@ async def test_keys_typed_in_a_burst_act_in_order(demo):
 def burst(app, keys: str) -> None:
     """`keys` (space-separated names; one character is itself) as a terminal sends a burst:
     each posted at once, none waiting for the one before to be handled."""
+    from textual.keys import _character_to_key
+
     for key in keys.split():
-        app.post_message(events.Key(key, key if len(key) == 1 else None))
+        app.post_message(events.Key(_character_to_key(key), key) if len(key) == 1 else events.Key(key, None))
 
 
 async def test_keys_typed_after_the_enter_that_closes_a_prompt_act_on_the_tree(demo):

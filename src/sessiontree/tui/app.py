@@ -34,10 +34,11 @@ from ..session import Session
 from .browser import BrowserScreen
 from .collector import CHECK_EVERY, IdleCollector
 from .input_gate import InputGate
-from .inputs import InTurnInput
+from .inputs import KeysAfterClosing
 from .keymap import checked_keymap, load_keymap
 from .loading import LoadingScreen
 from .modals import SummaryPrompt
+from .palette import TypedPalette
 from .settings import load_settings, save_setting
 from .tree_view import SessionTreeView
 
@@ -465,7 +466,8 @@ class SessionTreeApp(App[None]):
         if isinstance(self.screen, ModalScreen) and not isinstance(self.screen, CommandPalette):
             self.notify("Close this dialog first (Esc): the palette lists the browser's commands", timeout=4)
             return
-        super().action_command_palette()
+        if self.use_command_palette and not any(isinstance(s, CommandPalette) for s in self.screen_stack):
+            self.push_screen(TypedPalette(id="--command-palette"))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The browser's actions in the command palette (Ctrl+P), with labels to jump to.
@@ -584,13 +586,19 @@ class SessionTreeApp(App[None]):
             # which nothing took, so Enter was lost there (QA). A line feed is Enter here, as it
             # is to a shell (readline's C-j), unless keys.toml gives Ctrl+J a binding.
             event = events.Key("enter", "\r")
+        # (a key bubbling back up from the palette is no new key)
+        if isinstance(event, events.Key) and not event.is_forwarded and isinstance(self.screen, TypedPalette):
+            if self.screen.keep(event):  # after an Enter, until the palette has closed
+                return
+            if event.key == "enter":
+                self.screen.hold()
         if isinstance(event, events.Key) and await self._tree_key(event):
             return
         await super().on_event(event)
 
-    @on(InTurnInput.EnterDone)
-    def _enter_done(self, message: InTurnInput.EnterDone) -> None:
-        message.box.enter_done()
+    @on(KeysAfterClosing.CloseDone)
+    def _close_done(self, message: KeysAfterClosing.CloseDone) -> None:
+        message.box.close_done()
 
     def _keymap_takes(self, key: str) -> bool:
         """Whether the user's keys.toml binds `key`."""

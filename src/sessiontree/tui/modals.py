@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 from ..compare import Row
 from ..display import counted, inert, one_line
 from . import deliver
-from .inputs import InTurnInput
+from .inputs import InTurnInput, InTurnTextArea, KeysAfterClosing
 from .lines_view import LinesView
 from .memory import give_back_in_background
 
@@ -92,22 +92,37 @@ class Choice(RadioButton):
         self.BUTTON_INNER = self._dot()
 
 
-class Kinds(RadioSet):
+class Kinds(KeysAfterClosing, RadioSet):
     """The kinds of summary: Enter picks the highlighted one, and on the one already picked it
     moves, the only thing left for it to do (it did nothing: "No summary" is picked when the
-    dialog opens, and a user of lazygit presses Enter to go on; QA)."""
+    dialog opens, and a user of lazygit presses Enter to go on; QA). The keys typed after that
+    Enter act once the dialog has closed: they went to the closing list, and were lost (QA)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "pick_or_move", "Pick", show=False)]
 
     class Confirmed(Message):
         """Enter on the kind already picked."""
 
-    def action_pick_or_move(self) -> None:
+    async def _on_key(self, event: events.Key) -> None:
+        if self._keep(event):
+            return
+        if event.key == "enter" and self._on_the_pick():
+            event.prevent_default()
+            event.stop()
+            await self._run_closing(self._confirm())
+
+    async def _confirm(self) -> None:
+        self.post_message(self.Confirmed())
+
+    def _on_the_pick(self) -> bool:
         # The highlighted button, asked before the toggle: the set learns of a new pick by a
         # message, after this returns, so comparing the picks before and after always found
         # them equal and Enter on another kind moved at once, dropping a written summary (QA).
         highlighted = next(iter(self.query(".-selected")), None)
-        if highlighted is not None and highlighted is self.pressed_button:
+        return highlighted is not None and highlighted is self.pressed_button
+
+    def action_pick_or_move(self) -> None:
+        if self._on_the_pick():
             self.post_message(self.Confirmed())
         else:
             self.action_toggle_button()
@@ -123,6 +138,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
+        # run by the editor in turn with the keys around it (`InTurnTextArea`)
         Binding("ctrl+s", "confirm", "Move"),
     ]
 
@@ -181,7 +197,7 @@ class SummaryPrompt(Dialog[SummaryChoice | None]):
                 yield Input(
                     placeholder="Instructions for the draft (optional), then Enter", id="instructions"
                 )
-                yield TextArea(id="summary-text", soft_wrap=True)
+                yield InTurnTextArea(id="summary-text", soft_wrap=True)
             # Below the scrolled part, above the buttons: at 80x24 a failed draft's reason was
             # out of sight under the text box when the entry's title took three lines (QA).
             yield Static("", id="summary-status", classes="dialog-help")
