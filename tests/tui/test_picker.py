@@ -587,6 +587,11 @@ async def test_invalid_regex_shows_one_line_and_keeps_the_rows(root):
         assert names(app) == ["weather.jsonl"]  # as the last valid query left them
         await pilot.press("backspace")  # still invalid
         assert text_of(app, "#picker-message").startswith("invalid regular expression '[unclose'")
+        box = picker(app).query_one("#picker-search", Input)
+        await pilot.press("enter", "d")  # Enter left for the list, which took the `d` (QA)
+        await settle(app, pilot)
+        assert app.focused is box and box.value.endswith("[unclosed")
+        await pilot.press("backspace")
         await pilot.press(*"]")  # valid again: a character class
         await settle(app, pilot)
         assert "invalid" not in text_of(app, "#picker-message")

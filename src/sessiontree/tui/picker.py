@@ -657,6 +657,8 @@ class PickerScreen(Screen[Path | None]):
 
     @on(Input.Submitted, "#picker-search")
     def _search_submitted(self) -> None:
+        if self._error:  # the box stays, to fix the query, as the browser's find does (QA)
+            return
         self.query_one(DataTable).focus()
 
     def _show_message(self) -> None:
