@@ -107,10 +107,9 @@ def open_session(
 ) -> Session:
     """Open the session at an address (`file.jsonl`, `db.sqlite#<id>`; `session_id=` overrides
     the address's id). Writers take the single-writer lock; `locked` if another process holds
-    it (see `open_or_read_only` for the browser's fallback). `lock="write"`: a session of a
-    database is refused the same way, but its lock is taken only at the first write, and a
-    refusal then turns it read-only (what the browser asks for: a viewer never keeps a writer
-    out); a file's writer always takes it at the open."""
+    it (see `open_or_read_only` for the browser's fallback). `lock="write"`: refused the same
+    way, but the lock is taken for each write only, and a refusal then turns the session
+    read-only (what the browser asks for: a viewer never keeps a writer out)."""
     if verify not in ("now", "later"):
         raise SessionError("invalid_argument", f"verify is 'now' or 'later', not {verify!r}")
     if lock not in ("open", "write"):
@@ -154,7 +153,12 @@ def open_session(
     _check_not_a_url(address.location)
     return Session(
         JsonlStorage.open(
-            address.location, read_only=read_only, durable=durable, progress=progress, verify=verify
+            address.location,
+            read_only=read_only,
+            durable=durable,
+            progress=progress,
+            verify=verify,
+            lock_at=lock,
         )
     )
 

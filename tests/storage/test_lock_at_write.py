@@ -1,26 +1,34 @@
-"""A session of a database opened with `lock="write"` (what the browser asks for) takes its
-writer lock for each write only, not at the open: a teammate who opened a session to look at
-it kept the owner's agent and imports out until they quit (QA). Both database storages,
-through the opening API."""
+"""A session opened with `lock="write"` (what the browser asks for) takes its writer lock for
+each write only, not at the open: a teammate who opened a session to look at it kept the
+owner's agent and imports out until they quit, and an agent built on the library was refused
+a file the app had open (QA). Every storage that locks, through the opening API."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from helpers import A, U
-from sessiontree import Session, SessionError, SqliteStorage, open_session
+from sessiontree import JsonlStorage, Session, SessionError, SqliteStorage, open_session
 from sessiontree.opening import open_or_read_only, open_to_write
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
 def session_address(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database holding one session "s1" of two messages, as an address."""
+    """A session "s1" of two messages, as an address: a file, or in a database."""
+    if request.param == "jsonl":
+        path = tmp_path / "s1.jsonl"
+        with Session(JsonlStorage.create(path, cwd="/p", session_id="s1")) as s:
+            s.append_message(U("question"))
+            s.append_message(A("answer"))
+        return str(path)
     if request.param == "sqlite":
         db = str(tmp_path / "team.sqlite")
         with Session(SqliteStorage.create(db, cwd="/p", session_id="s1")) as s:
@@ -97,6 +105,7 @@ def test_lock_is_open_or_write(session_address):
 
 AGENT = """
 import sys
+import time
 from sessiontree import open_session
 with open_session(sys.argv[1]) as s:
     for k in range(int(sys.argv[2])):
@@ -128,7 +137,7 @@ def test_agents_in_other_processes_lose_nothing_beside_a_viewer(session_address,
             "second 2",
         ]
         assert after.entry_count() == count + 6
-    if not session_address.startswith("postgres"):
+    if "#" in session_address and not session_address.startswith("postgres"):
         db = session_address.split("#")[0]
         with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -165,3 +174,29 @@ def test_a_move_to_the_leaf_another_writer_has_left_is_written(session_address):
         nav = viewer.navigate(left)  # no refresh of its own first
         assert nav.moved and viewer.leaf_id == left
         assert viewer.get_entries()[-1].type == "leaf"
+
+
+def test_an_agent_sets_a_torn_line_aside_beside_a_viewer(tmp_path):
+    """The viewer held the file open for writing between its writes, which is how a writer
+    tells that an unfinished last line may still be ended: after a crash, an agent's writes
+    were refused ("another program is writing this file right now (pid N: …)") for as long as
+    the app was open. It holds it open only to read now."""
+    path = tmp_path / "s1.jsonl"
+    with Session(JsonlStorage.create(path, cwd="/p", session_id="s1")) as s:
+        s.append_message(U("question"))
+    with open(path, "ab") as f:
+        f.write(b'{"type":"message","id":"cut","parentId":')  # a write cut short by a crash
+    os.utime(path, (time.time() - 60, time.time() - 60))
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    with open_or_read_only(str(path), lock="write") as viewer:
+        done = subprocess.run(
+            [sys.executable, str(agent), str(path), "1", "after"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        viewer.refresh()
+        texts = [e.to_dict().get("message", {}).get("content") for e in viewer.get_entries()]
+        assert texts == ["question", "after 0"]
+        viewer.append_label(viewer.get_entries()[0].id, "seen")
+        assert viewer.labels() == {viewer.get_entries()[0].id: "seen"}
+    assert [p.name for p in tmp_path.glob("s1.jsonl.torn*")] == ["s1.jsonl.torn"]

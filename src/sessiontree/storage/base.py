@@ -143,7 +143,7 @@ class SessionStorage(ABC):
 
     def begin_write(self) -> None:  # noqa: B027 - optional hook
         """Called by `Session` before each write, before it refreshes and builds the entries;
-        `end_write` after it, however it ended. A database storage opened with `lock="write"`
+        `end_write` after it, however it ended. A storage opened with `lock="write"`
         takes its writer lock here and lets go of it there, so that a viewer never keeps a
         writer out for longer than its own writes; when another process holds it, the storage
         turns read-only (`refused_at_write`) and `locked` is raised. Storages that lock at the

@@ -38,6 +38,26 @@ def open_regular(path: str, flags: int) -> int:
     return fd
 
 
+def reopen(fd: int, flags: int) -> int:
+    """Another descriptor of the file behind `fd`, opened with `flags`: the same file whatever
+    its path names now, through Linux's `/proc/self/fd` (OSError where there is none). The
+    permissions are asked again, as for any open."""
+    return os.open(f"/proc/self/fd/{fd}", flags | os.O_CLOEXEC)
+
+
+def read_only_instead(fd: int) -> int:
+    """A read-only descriptor of the file behind `fd`, which is closed; `fd` itself where it
+    cannot be reopened. A session that takes the writer lock for each write only holds one
+    between its writes: a descriptor open for writing is how another writer tells that an
+    unfinished last line may still be ended (`writers`), and it waited for a viewer's."""
+    try:
+        other = reopen(fd, os.O_RDONLY)
+    except OSError:
+        return fd
+    os.close(fd)
+    return other
+
+
 def read_header(fd: int, path: str) -> tuple[SessionHeader, int, int]:
     """Parse the first non-blank line: (header, offset after it, its line number)."""
     offset = 0  # file offset of buf[0]

@@ -47,7 +47,7 @@ from ..scan import (
     index_line,
 )
 from . import cache, legacy, repair
-from .files import open_regular, read_header
+from .files import open_regular, read_header, read_only_instead, reopen
 from .indexer import MMAP_MIN, LineIndex, Progress, find_newline, index_range
 from .tail import Tail, TailKind
 from .verify import Halted, check_utf8, utf8_damage
@@ -195,6 +195,8 @@ class JsonlStorage(SessionStorage):
             None,
         )  # `_writer_mid_line`'s last answer
         self._lock = lock
+        self._per_write = False  # the lock is taken for each write only (`open(lock_at="write")`)
+        self._write_fd: int | None = None  # opened for one write when `_fd` only reads (`begin_write`)
         self.durable = durable
         self._lines = LineIndex()
         self._legacy: list[Entry] | None = None  # v1/v2: migrated entries held in memory
@@ -294,13 +296,15 @@ class JsonlStorage(SessionStorage):
         progress: Progress | None = None,
         verify: str = "now",
         cache_index: bool = True,
+        lock_at: str = "open",
     ) -> JsonlStorage:
         """Open an existing session. Writers take the single-writer lock first (`locked` if
         another process holds it); readers never lock. A file the user may not write opens
         read-only, saying why. `progress(done, total)` gets byte counts while a large file is
         indexed. `verify="later"` returns before the UTF-8 check of the message text
         (`finish_verification`), which a browser runs after its first paint; writes always wait
-        for it."""
+        for it. `lock_at="write"`: refused the same way when another process holds the lock now,
+        which is then taken for each write only (`begin_write`, `end_write`), as a database's."""
         path = os.fspath(path)
         reason = None
         try:
@@ -341,8 +345,12 @@ class JsonlStorage(SessionStorage):
         try:
             if not read_only and reason is None:
                 lock = FileLock()
-                lock.acquire(fd, path)
+                lock.acquire(fd, path)  # taken to learn who holds it, or that it cannot be had
+                if lock_at == "write":
+                    lock.release()
+                    fd = read_only_instead(fd)
             storage = cls(path, fd, lock, durable)
+            storage._per_write = lock is not None and lock_at == "write"
         except BaseException:
             os.close(fd)
             raise
@@ -393,7 +401,7 @@ class JsonlStorage(SessionStorage):
             ):
                 cache.save(self.path, fd, self._lines, tail.offset, tail.line, header_end)
         self._lines.index.finish_load(self.line_number)
-        if self._lock is not None:
+        if self._lock is not None:  # each leftover is removed only once its own lock is free
             self.leftovers_removed = repair.remove_leftovers(self.path)
         self._mark_damaged()
         self._probe = self._take_probe(os.fstat(fd))
@@ -581,7 +589,8 @@ class JsonlStorage(SessionStorage):
     def _continue_torn(self, size: int) -> bool:
         """Another writer appended after a torn fragment found at open. If the fragment plus
         what followed now makes a valid line, it was a slow write, not a torn one; if what
-        followed is a whole line of its own, `LineIndex.add_one` recovers that entry. False
+        followed is a whole line of its own, `LineIndex.add_one` recovers that entry; blanks
+        are the fragment set aside by another sessiontree writer (`_set_aside_torn_tail`). False
         while the line is still unfinished."""
         fd = self._fd
         assert fd is not None
@@ -590,7 +599,9 @@ class JsonlStorage(SessionStorage):
         if nl < 0:
             return False
         self._torn = None
-        self._lines.add_one(os.pread(fd, nl - tail.offset, tail.offset), tail.offset, tail.line)
+        line = os.pread(fd, nl - tail.offset, tail.offset)
+        if line.strip():
+            self._lines.add_one(line, tail.offset, tail.line)
         self._tail = Tail(TailKind.NONE, nl + 1, 0, tail.line + 1)
         return True
 
@@ -870,7 +881,7 @@ class JsonlStorage(SessionStorage):
     def _persist(self, entries: Sequence[Entry], encoded: list[bytes]) -> None:
         """Append the lines, then index them (with whatever another writer appended before them:
         the one scan of the write). A write that fails part-way blanks its own bytes."""
-        fd = self._fd
+        fd = self._fd if self._write_fd is None else self._write_fd
         assert fd is not None
         if self._tail.kind is TailKind.TORN and self._writer_mid_line() is None:
             self._set_aside_torn_tail()
@@ -1078,11 +1089,50 @@ class JsonlStorage(SessionStorage):
         fd = self._fd
         return True if fd is None else flock_held_elsewhere(fd)
 
+    def begin_write(self) -> None:
+        lock, fd = self._lock, self._fd
+        if lock is None or lock.held or self.read_only or fd is None:
+            return  # read-only, closed, or the writer since the open
+        wfd = fd
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:  # see `read_only_instead`
+            try:
+                wfd = reopen(fd, os.O_RDWR | os.O_APPEND)
+            except OSError as exc:
+                self.mark_read_only(
+                    f"the file can no longer be opened for writing ({exc.strerror or exc}), so it is"
+                    " read-only from now on"
+                )
+                raise SessionError(
+                    "read_only", f"nothing was written: {self.read_only_reason}", path=self.path
+                ) from None
+        try:
+            lock.acquire(wfd, self.path)
+        except SessionError as exc:
+            if wfd != fd:
+                os.close(wfd)
+            if exc.code != "locked":
+                raise
+            self._lock = None
+            raise self.refused_at_write(exc) from None
+        if wfd != fd:
+            self._write_fd = wfd
+
+    def end_write(self) -> None:
+        lock = self._lock
+        if self._per_write and lock is not None and lock.held:
+            lock.release()
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
     def close(self) -> None:
         super().close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
         # A check still running stops within a tenth of a second (its helper killed), before
         # the descriptor it reads goes: a browser quitting waited for its end (1.8 s at 1M).
         self._halt.set()
