@@ -60,8 +60,9 @@ def open_for_browsing(
     path: str | Path, *, read_only: bool, progress: Progress | None = None
 ) -> tuple[Session, str | None]:
     """Open writable when possible; a session locked by another writer opens read-only, with a
-    note saying why. A session of a database takes its writer lock at the first write: a
-    teammate browsing a session kept the owner's agent and imports out until they quit (QA).
+    note saying why. The writer lock is taken for each write only: a teammate browsing a
+    session kept the owner's agent and imports out until they quit, and an agent built on the
+    library was refused a file the app had open (QA).
     The UTF-8 check of message text is left for after the first paint (`SessionTreeApp` runs it
     in a worker; writes wait for it anyway)."""
     if read_only:
