@@ -164,3 +164,35 @@ async def test_keys_after_a_quiet_spell_start_from_the_rows_on_screen(tmp_path, 
         await pilot.pause()
         assert tree.folded
         assert not in_key
+
+
+async def test_pages_are_read_soon_after_a_page_key(tmp_path, monkeypatch):
+    """Page keys half a second apart came before the idle work's turn (after `QUIET`), so
+    each decoded and drew a whole page in its frame: the pages around the screen are read
+    soon after each key's frame, whatever the quiet spell."""
+    import threading
+
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=100, nested=4).close()
+    monkeypatch.setattr(collector, "QUIET", 60.0)  # the idle work never comes
+    app = make_app(path)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        drawn: list[int] = []  # entries decoded on the UI thread, where rows are drawn
+        session = app.session
+        real = session.entry_at
+
+        def counted(position: int):
+            if threading.current_thread() is threading.main_thread():
+                drawn.append(position)
+            return real(position)
+
+        monkeypatch.setattr(session, "entry_at", counted)
+        await pilot.press("pageup", "pageup")  # the first takes the cursor to the screen's top
+        await pilot.pause(0.6)
+        assert not tree.read_ahead()  # read, all of it, by the app
+        top, read = int(tree.scroll_offset.y), len(drawn)
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert int(tree.scroll_offset.y) < top and len(drawn) == read

@@ -54,6 +54,12 @@ if TYPE_CHECKING:
 # switches between busy threads.
 SWITCH_INTERVAL = 0.001
 RESUME_COLLECTION = 0.02  # seconds after an input's frame is drawn that collections resume
+# Seconds after an input's frame is drawn that the tree reads the pages around the screen
+# (`SessionTreeView.read_ahead`), once the preview's first screen is usually up, and between
+# its steps: page keys half a second apart came before the idle work's turn (`_between_keys`,
+# after `collector.QUIET`), and each decoded and drew a whole page in its frame.
+READ_AHEAD_AFTER = 0.15
+READ_AHEAD_GAP = 0.01
 
 # The picker and help screens load on first use: a session given on the command line paints
 # without importing them (the picker's catalog and search add ~30 ms to every start).
@@ -628,6 +634,20 @@ class SessionTreeApp(App[None]):
         self.input_gate.release()
         if self.input_gate.is_open:
             self.set_timer(RESUME_COLLECTION, self._resume_collection)
+            self.set_timer(READ_AHEAD_AFTER, self._read_ahead)
+
+    def _read_ahead(self) -> None:
+        """One step of the tree's read-ahead, then the next one soon, until it is done or an
+        input comes (whose frame starts it again)."""
+        browser = self.browser
+        if (
+            self.input_gate.is_open
+            and time.monotonic() - self.collector.last_input >= READ_AHEAD_AFTER
+            and browser is not None
+            and browser.is_mounted
+            and browser.read_ahead()
+        ):
+            self.set_timer(READ_AHEAD_GAP, self._read_ahead)
 
     def _resume_collection(self) -> None:
         if self.input_gate.is_open:  # else the input handled next resumes it

@@ -250,6 +250,15 @@ class BrowserScreen(MovesMixin, SearchMixin, FollowMixin, BranchingMixin):
             return False
         return tree.prepare()
 
+    def read_ahead(self) -> bool:
+        """One step of the tree's read-ahead (`SessionTreeView.read_ahead`); False when it is
+        done, or there is no tree."""
+        try:
+            tree = self._tree()
+        except NoMatches:
+            return False
+        return tree.read_ahead()
+
     def on_resize(self, event: events.Resize) -> None:
         self._update_header()  # the session's name is cut to the width
         # The palette's label docks at the footer's right end: on a narrow terminal it would

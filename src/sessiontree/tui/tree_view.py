@@ -50,7 +50,7 @@ PREVIEW_CHARS = 300  # preview text kept per row; wider rows are rare
 NOT_DIM = Style(dim=False)
 WHEN_WIDTH = 100  # columns of the tree from which rows say when they were written
 AGE_WIDTH = 60  # columns of the tree from which a fold's stub says the age of its newest entry
-READ_AHEAD_ROWS = 16  # rows `_read_ahead` decodes and draws a step (a key waits for one step)
+READ_AHEAD_ROWS = 16  # rows `read_ahead` decodes and draws a step (a key waits for one step)
 MIN_TEXT = 22  # columns of text every row keeps, however deep its branch is nested
 NO_FORK = "No fork"  # what `[` and `]` say at the first and last fork
 
@@ -201,7 +201,8 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self._cache: LRUCache[RowLook, Strip] = LRUCache(256)  # ~4 screens; strips are GC-heavy
         self._info: LRUCache[int, tuple[str, str, str, str, str]] = LRUCache(8192)
         self._read_from: tuple[int, int, int] | None = None  # (version, top, height) read around
-        self._rows_read = 0  # of the rows around it (`_read_ahead`)
+        self._rows_read = 0  # of the rows around it (`read_ahead`)
+        self._upward = False  # the screen last scrolled up: the page above is read first
         self._last_highlight: int | None = None  # the cursor's last entry, kept through empty filters
         # (entry the cursor was on, entry a rebuild put it on instead): a filter that hides the
         # cursor's entry moves it to an ancestor; the next filter, if the cursor has not moved
@@ -311,8 +312,9 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         pressed. On a deep 1M-entry tree a filter's first use took up to 20 ms, most of it page
         faults for those arrays, against 5 ms once they exist (`bench/keys.py`). Then, after
         each build, what the next keys would find when pressed (`Outline.warm`), and the
-        entries of the pages above and below the screen (`_read_ahead`). One step per call, so
-        a key pressed meanwhile waits for one at most."""
+        entries of the pages above and below the screen (`read_ahead`, which the app also runs
+        soon after each key). One step per call, so a key pressed meanwhile waits for one at
+        most."""
         if self._runs.index is not self.session.tree or not len(self.outline):
             return False
         if not self.prepared:
@@ -323,25 +325,27 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             self._warmed = self._version
             self.outline.warm()
             return True
-        return self._read_ahead()
+        return self.read_ahead()
 
-    def _read_ahead(self) -> bool:
-        """Decode the entries of the page above the screen, then of the page below, and draw
-        their rows into the strip cache, a few rows a step (`READ_AHEAD_ROWS`, at most ~3 ms
-        on a deep 1M-entry file): a page key draws a screen of rows new to it, decoding their
-        entries and drawing them in its frame. Drawn ahead, only the rows the cursor leaves and
-        lands on are drawn again: the tree's part of a page up 1.2 ms against 2.1 (headless,
-        160x50). Not with the tokens column shown: a row off screen would ask for sizes not
-        computed yet, and be drawn with `…` in their place."""
+    def read_ahead(self) -> bool:
+        """Decode the entries of the pages above and below the screen (first the way it last
+        scrolled), and draw their rows into the strip cache, a few rows a step
+        (`READ_AHEAD_ROWS`, at most ~3 ms on a deep 1M-entry file): a page key draws a screen
+        of rows new to it, decoding their entries and drawing them in its frame. Drawn ahead,
+        only the rows the cursor leaves and lands on are drawn again: the tree's part of a page
+        up 1.2 ms against 2.1 (headless, 160x50). Not with the tokens column shown: a row off
+        screen would ask for sizes not computed yet, and be drawn with `…` in their place."""
         height = self.scrollable_content_region.height
         width = self.scrollable_content_region.width
         top = int(self.scroll_offset.y)
         where = (self._version, top, height)
         if self._read_from != where:
+            # the way the screen last went first: page keys pressed again go on that way
+            self._upward = self._read_from is not None and top < self._read_from[1]
             self._read_from, self._rows_read = where, 0
         above = range(max(top - height, 0), top)
         below = range(top + height, min(top + 2 * height, len(self.outline)))
-        rows = [*above, *below]
+        rows = [*above, *below] if self._upward else [*below, *above]
         if self._rows_read >= len(rows):
             return False
         rows_pos, draw = self.outline.rows_pos, width > 0 and not self.show_sizes
