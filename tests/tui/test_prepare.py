@@ -196,3 +196,28 @@ async def test_pages_are_read_soon_after_a_page_key(tmp_path, monkeypatch):
         await pilot.press("pageup")
         await pilot.pause()
         assert int(tree.scroll_offset.y) < top and len(drawn) == read
+
+
+async def test_a_fold_is_laid_out_once_while_nobody_types(tmp_path, monkeypatch):
+    """The first fold of a session asked the system for the memory of arrays no layout had
+    needed yet (18 ms of page faults on the deep 1M-entry tree, against 3 ms for the next): a
+    fold is laid out once ahead, and its result dropped."""
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=300, nested=40).close()
+    monkeypatch.setattr(outline_module, "VECTOR_MIN", 0)  # the array layout, as on big trees
+    monkeypatch.setattr(collector, "QUIET", 0.2)
+    tried: list[int] = []
+    real = layout.lay_out
+
+    def spied(index, runs, vis, folded, leaf, *, trial=False):
+        if trial and len(folded):
+            tried.append(len(folded))
+        return real(index, runs, vis, folded, leaf, trial=trial)
+
+    monkeypatch.setattr(layout, "lay_out", spied)  # imported where it is used
+    app = make_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await until_warmed(tree, pilot)
+        assert tried == [1] and not tree.folded  # one fold, tried and dropped
