@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from contextlib import closing
 from pathlib import Path
@@ -105,6 +106,7 @@ def test_lock_is_open_or_write(session_address):
 
 AGENT = """
 import sys
+import threading
 import time
 from sessiontree import open_session
 with open_session(sys.argv[1]) as s:
@@ -200,3 +202,15 @@ def test_an_agent_sets_a_torn_line_aside_beside_a_viewer(tmp_path):
         viewer.append_label(viewer.get_entries()[0].id, "seen")
         assert viewer.labels() == {viewer.get_entries()[0].id: "seen"}
     assert [p.name for p in tmp_path.glob("s1.jsonl.torn*")] == ["s1.jsonl.torn"]
+
+
+def test_a_write_waits_a_moment_for_another_writers_own_write(session_address):
+    """An agent that opens the session for each turn holds the lock for milliseconds: a
+    viewer's write that met one was refused, and the session turned read-only for good (QA:
+    one of 18 leaf moves written)."""
+    with open_or_read_only(session_address, lock="write") as viewer:
+        agent = open_to_write(session_address)
+        threading.Timer(0.2, agent.close).start()  # its turn written, the agent lets go
+        first = viewer.get_entries()[0].id
+        viewer.append_label(first, "mine")  # waits for the agent
+        assert viewer.labels() == {first: "mine"} and not viewer.read_only

@@ -15,6 +15,7 @@ from harness.pilot import status as status_line
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, SqliteStorage, open_session
 from sessiontree.tui.browser import BrowserScreen
+from sessiontree.tui.core import NOT_DONE_LOCKED
 from sessiontree.tui.database_picker import DatabasePickerScreen
 from sessiontree.tui.launch import build_app
 
@@ -392,6 +393,7 @@ async def test_browsing_a_session_keeps_no_writer_out_until_it_writes(tmp_path, 
         await settle(app, pilot)
         said = [n.message for n in app._notifications]
         assert any("nothing was written, and the session is read-only here now" in m for m in said)
+        assert status_line(app) == NOT_DONE_LOCKED  # not the last write that was done
         banner = str(app.browser.query_one("#banner", Static).render())
         assert banner.startswith("READ-ONLY: ") and banner.endswith("(o)")
         assert "is already open for writing in this process (pid" in banner

@@ -1091,6 +1091,27 @@ async def test_a_refused_move_leaves_where_b_goes_alone(demo):
         assert app.session.leaf_id == "3a7c55c4"
 
 
+async def test_b_writes_nothing_where_another_writer_has_taken_the_leaf(demo):
+    """Two apps on one file: one went back to where the other's next `b` went, which then
+    wrote a `leaf` record from the leaf to itself (QA)."""
+    app = make_app(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await move_leaf(app, pilot, "3a7c137e", "3a7c2123")
+        await pilot.press("b")  # to 3a7c137e; the next `b` goes to the demo's original leaf
+        assert app.session.leaf_id == "3a7c137e"
+        with open_session(demo) as other:
+            other.move_to("3a7c55c4")
+        await until(pilot, lambda: app.session.leaf_id == "3a7c55c4")  # followed
+        written = len(lines(demo))
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert len(lines(demo)) == written
+        assert status(app) == "Back: the leaf is at 3a7c55c4 already; b again goes further back"
+        await pilot.press("b")
+        await settle(app, pilot)
+        assert len(lines(demo)) == written + 1 and app.session.leaf_id != "3a7c55c4"
+
+
 async def test_the_history_list_moves_with_j_and_k_and_keeps_its_keys_line_at_80x24(demo):
     app = make_app(demo)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -30,6 +30,7 @@ import hashlib
 import os
 import stat
 import struct
+import time
 from collections.abc import Callable
 
 from ..model.errors import SessionError
@@ -134,6 +135,27 @@ def locked_refusal(what: str, pid: int | None) -> SessionError:
     return SessionError(
         "locked", f"{what} is open for writing in another process ({holder_named(pid)}){ADVICE}"
     )
+
+
+WRITE_WAIT = 0.5  # seconds a write waits for the writer lock while another process holds it
+WRITE_POLL = 0.005
+
+
+def taken_soon(take: Callable[[], None], seconds: float = WRITE_WAIT) -> None:
+    """`take()`, which raises `locked` while another process holds the lock, tried again
+    every few milliseconds for up to `seconds`. A session that takes the lock for each of its
+    writes (`lock="write"`) met an agent's own write of a few milliseconds, and that one
+    meeting turned it read-only for good (QA: one of 18 leaf moves written beside an agent
+    that opens the session for each turn)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            take()
+            return
+        except SessionError as exc:
+            if exc.code != "locked" or time.monotonic() >= deadline:
+                raise
+        time.sleep(WRITE_POLL)
 
 
 def flock_writer(path: str) -> str | None:

@@ -48,6 +48,10 @@ ASKED_SHORTER = (
 THIS_SESSION = re.compile(r"^session .+? in .+? is ((already )?open for writing in (another|this) process)")
 
 
+NOT_DONE = "Not done: nothing was written (the notice says why)"
+NOT_DONE_LOCKED = "Not done: another process is writing this session (the banner says more)"
+
+
 class BrowserBase(Screen[None]):
     """State and helpers used by more than one of the browser's jobs."""
 
@@ -337,8 +341,12 @@ class BrowserBase(Screen[None]):
             already = ("nothing was written", "nothing was added", "nothing was changed")
             note = "" if any(words in said for words in already) else " (nothing was written)"
             self.notify(f"{said}{note}", title="Not done", severity="error", markup=False)
-            if self.session.locked_out:  # refused the writer lock at this first write
+            # the status line said the last write that was done (QA: "Leaf moved to …" stayed)
+            if self.session.locked_out:  # refused the writer lock at this write
                 self._locked_out_now()
+                confirm(self, NOT_DONE_LOCKED)
+            else:
+                confirm(self, NOT_DONE)
             return False
         for diagnostic in self._set_aside()[len(aside) :]:
             self.app.clear_notifications()  # the warning that it would be is out of date

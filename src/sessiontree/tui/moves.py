@@ -191,6 +191,12 @@ class MovesMixin(BrowserBase):
             return
         previous = session.recent_leaf_moves(total - 1 - cursor, 1)[0].from_id
         here = session.leaf_id
+        if previous is not None and previous == here:
+            # Another writer moved the leaf there (another app's `b`, say): a `leaf` record from
+            # the leaf to itself was written, and the next `b` took an empty step (QA).
+            self._back_cursor = cursor - 1
+            confirm(self, f"Back: the leaf is at {_short(previous)} already; b again goes further back")
+            return
         i = session.tree.pos.get(here) if here is not None else None
         # The summary written with a move is the leaf after it, and stays behind (QA: `b` did
         # not say it, and the summary looked lost or undone)

@@ -35,7 +35,7 @@ from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, 
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
-from ..lock import FileLock, flock_held_elsewhere, holder_named
+from ..lock import FileLock, flock_held_elsewhere, holder_named, taken_soon
 from ..scan import (
     NOT_UTF8,
     LineError,
@@ -1106,7 +1106,7 @@ class JsonlStorage(SessionStorage):
                     "read_only", f"nothing was written: {self.read_only_reason}", path=self.path
                 ) from None
         try:
-            lock.acquire(wfd, self.path)
+            taken_soon(lambda: lock.acquire(wfd, self.path))
         except SessionError as exc:
             if wfd != fd:
                 os.close(wfd)

@@ -37,6 +37,7 @@ from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
 from ..base import listed_sessions
 from ..index import TreeIndex
+from ..lock import taken_soon
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import (
     add_dict,
@@ -760,7 +761,8 @@ class PostgresStorage(ProjectedStorage):
         with self._mutex:
             try:
                 with _errors("could not take the session's writer lock", self.location):
-                    try_lock(self._db(), self.session_id, what)
+                    db = self._db()
+                    taken_soon(lambda: try_lock(db, self.session_id, what))
             except SessionError as exc:
                 if exc.code != "locked":
                     raise

@@ -17,7 +17,7 @@ from ...model.ids import iso_now, session_id_or_new
 from .. import dbfiles
 from ..base import listed_sessions
 from ..index import TreeIndex
-from ..lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot
+from ..lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot, taken_soon
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import LONE_SURROGATE, encode_line
 from . import wal
@@ -671,7 +671,8 @@ class SqliteStorage(ProjectedStorage):
             return  # read-only, or the writer since the open
         with self._mutex:
             try:
-                take_lock(lock, self._db(), self.db_path, self.session_id)
+                db = self._db()
+                taken_soon(lambda: take_lock(lock, db, self.db_path, self.session_id))
             except SessionError as exc:
                 if exc.code != "locked":
                     raise
