@@ -214,3 +214,14 @@ def test_a_write_waits_a_moment_for_another_writers_own_write(session_address):
         first = viewer.get_entries()[0].id
         viewer.append_label(first, "mine")  # waits for the agent
         assert viewer.labels() == {first: "mine"} and not viewer.read_only
+
+
+@pytest.mark.parametrize("lock", ["open", "write"])
+def test_an_open_waits_a_moment_for_another_writers_own_write(session_address, lock):
+    """An agent was refused at its open when it met one of the app's writes of a few
+    milliseconds; the app opened read-only when it met one of the agent's."""
+    other = open_to_write(session_address)
+    threading.Timer(0.2, other.close).start()  # its write done, the other lets go
+    with open_or_read_only(session_address, lock=lock) as opened:
+        assert not opened.read_only and not opened.locked_out
+        opened.append_message(U("written once the other let go"))

@@ -141,16 +141,17 @@ WRITE_WAIT = 0.5  # seconds a write waits for the writer lock while another proc
 WRITE_POLL = 0.005
 
 
-def taken_soon(take: Callable[[], None], seconds: float = WRITE_WAIT) -> None:
-    """`take()`, which raises `locked` while another process holds the lock, tried again
-    every few milliseconds for up to `seconds`. A session that takes the lock for each of its
-    writes (`lock="write"`) met an agent's own write of a few milliseconds, and that one
-    meeting turned it read-only for good (QA: one of 18 leaf moves written beside an agent
-    that opens the session for each turn)."""
+def retry_while_locked(attempt: Callable[[], None], seconds: float = WRITE_WAIT) -> None:
+    """`attempt()` (taking the lock, or asking that nobody holds it), which raises `locked`
+    while another process holds it, tried again every few milliseconds for up to `seconds`.
+    Writers meet each other's writes of a few milliseconds: the app, which takes the lock for
+    each of its writes, turned read-only for good at one such meeting with an agent that opens
+    the session for each turn (QA: one of 18 leaf moves written), and that agent was refused
+    at its open when it met one of the app's."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            take()
+            attempt()
             return
         except SessionError as exc:
             if exc.code != "locked" or time.monotonic() >= deadline:

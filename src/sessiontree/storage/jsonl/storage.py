@@ -35,7 +35,7 @@ from ..atomic import ChangedMeanwhile, atomic_rewrite, fsync_dir, private_temp, 
 from ..base import CONTAINS, ESCAPED, SessionStorage
 from ..gcpause import paused_gc
 from ..index import TYPE_NAMES, TreeIndex
-from ..lock import FileLock, flock_held_elsewhere, holder_named, taken_soon
+from ..lock import FileLock, flock_held_elsewhere, holder_named, retry_while_locked
 from ..scan import (
     NOT_UTF8,
     LineError,
@@ -345,7 +345,8 @@ class JsonlStorage(SessionStorage):
         try:
             if not read_only and reason is None:
                 lock = FileLock()
-                lock.acquire(fd, path)  # taken to learn who holds it, or that it cannot be had
+                # with "write", taken only to learn that nobody holds it, or who does
+                retry_while_locked(lambda: lock.acquire(fd, path))
                 if lock_at == "write":
                     lock.release()
                     fd = read_only_instead(fd)
@@ -1106,7 +1107,7 @@ class JsonlStorage(SessionStorage):
                     "read_only", f"nothing was written: {self.read_only_reason}", path=self.path
                 ) from None
         try:
-            taken_soon(lambda: lock.acquire(wfd, self.path))
+            retry_while_locked(lambda: lock.acquire(wfd, self.path))
         except SessionError as exc:
             if wfd != fd:
                 os.close(wfd)

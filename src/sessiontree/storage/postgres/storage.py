@@ -37,7 +37,7 @@ from ...model.header import CURRENT_VERSION, SessionHeader
 from ...model.ids import iso_now, session_id_or_new
 from ..base import listed_sessions
 from ..index import TreeIndex
-from ..lock import taken_soon
+from ..lock import retry_while_locked
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import (
     add_dict,
@@ -235,9 +235,9 @@ class PostgresStorage(ProjectedStorage):
                     )
                 what = f"session {session_id} in {redact(url)}"
                 if not read_only and lock_at == "write":
-                    refuse_if_held(conn, session_id, what)
+                    retry_while_locked(lambda: refuse_if_held(conn, session_id, what))
                 elif not read_only:
-                    try_lock(conn, session_id, what)
+                    retry_while_locked(lambda: try_lock(conn, session_id, what))
                 storage = cls(url, conn, session_id, writer=not read_only)
                 storage._per_write = not read_only and lock_at == "write"
                 storage._locked = not read_only and lock_at == "open"
@@ -762,7 +762,7 @@ class PostgresStorage(ProjectedStorage):
             try:
                 with _errors("could not take the session's writer lock", self.location):
                     db = self._db()
-                    taken_soon(lambda: try_lock(db, self.session_id, what))
+                    retry_while_locked(lambda: try_lock(db, self.session_id, what))
             except SessionError as exc:
                 if exc.code != "locked":
                     raise

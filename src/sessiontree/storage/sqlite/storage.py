@@ -8,6 +8,7 @@ import threading
 from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import partial
 from typing import Any
 
 from ...model.entries import Entry
@@ -17,7 +18,7 @@ from ...model.ids import iso_now, session_id_or_new
 from .. import dbfiles
 from ..base import listed_sessions
 from ..index import TreeIndex
-from ..lock import RangeLock, locked_refusal, range_held_elsewhere, session_slot, taken_soon
+from ..lock import RangeLock, locked_refusal, range_held_elsewhere, retry_while_locked, session_slot
 from ..projection import ProjectedStorage, Projection, advance, differences, fold
 from ..scan import LONE_SURROGATE, encode_line
 from . import wal
@@ -169,15 +170,15 @@ class SqliteStorage(ProjectedStorage):
             if not read_only:
                 lock = RangeLock(session_slot(session_id))
                 if lock_at == "open":
-                    take_lock(lock, conn, db_path, session_id)
+                    retry_while_locked(lambda: take_lock(lock, conn, db_path, session_id))
             storage = cls(db_path, conn, session_id, lock)
             storage._per_write = lock is not None and lock_at == "write"
             # Asked only now that `cls` has the file in use (`dbfiles`): a descriptor of ours on
             # it closed before dropped every lock SQLite held on it in this process, and the next
             # writer to quit took itself for the last user and removed the log under this
             # connection: its entries were lost and the indexes damaged (QA).
-            if storage._per_write and storage.writer_elsewhere():
-                raise locked_refusal(f"session {session_id} in {db_path}", writer_pid(conn, session_id))
+            if storage._per_write:
+                retry_while_locked(partial(_refuse_if_written, storage, conn))
             if reason is not None:
                 storage.read_only_reason = reason
             storage.header = SessionHeader.from_dict(
@@ -672,7 +673,7 @@ class SqliteStorage(ProjectedStorage):
         with self._mutex:
             try:
                 db = self._db()
-                taken_soon(lambda: take_lock(lock, db, self.db_path, self.session_id))
+                retry_while_locked(lambda: take_lock(lock, db, self.db_path, self.session_id))
             except SessionError as exc:
                 if exc.code != "locked":
                     raise
@@ -716,3 +717,10 @@ IDS_PER_QUERY = 500  # ids bound in one `IN (...)`: under SQLite's oldest limit 
 
 class _StaleLog(Exception):
     """The session's log moved between our last read and our write transaction."""
+
+
+def _refuse_if_written(storage: SqliteStorage, conn: sqlite3.Connection) -> None:
+    """Raise `locked`, naming the holder, while another process holds `storage`'s writer lock."""
+    if storage.writer_elsewhere():
+        sid = storage.session_id
+        raise locked_refusal(f"session {sid} in {storage.db_path}", writer_pid(conn, sid))
