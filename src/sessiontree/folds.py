@@ -91,7 +91,27 @@ class Folds(Collection[int]):
         return Folds(at)
 
     def __or__(self, other: Iterable[int]) -> Folds:
+        if isinstance(other, Folds) and len(self) + len(other) > SORT_WITH_NUMPY:
+            return self._merged(other)
         extra = [i for i in other if i not in self]
         if not extra:
             return self
         return Folds.of([*self._at, *extra])
+
+    def _merged(self, other: Folds) -> Folds:
+        """`self | other` by numpy: a bisection per position in Python took 50-170 ms for
+        the 181,812 side branches of the deep 1M-entry tree, on every `z` that unfolded them."""
+        import numpy as np
+
+        mine = np.frombuffer(self._at, dtype=np.int64)
+        theirs = np.frombuffer(other._at, dtype=np.int64)
+        if not len(mine):
+            return other
+        at = np.searchsorted(mine, theirs)
+        found = mine.take(np.minimum(at, len(mine) - 1)) == theirs
+        extra = theirs[~found]
+        if not len(extra):
+            return self
+        merged: Any = np.concatenate((mine, extra))
+        merged.sort(kind="stable")  # two sorted runs: merged in linear time
+        return Folds(memoryview(merged).cast("B").cast("q"))

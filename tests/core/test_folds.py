@@ -38,3 +38,23 @@ def test_toggled_and_union_make_new_values():
     assert folds | {5, 2} is folds  # nothing new: no copy
     assert list(folds | {1, 5, 12}) == [1, 2, 5, 9, 12] and list(folds) == [2, 5, 9]
     assert Folds() == set() and not Folds() and list(Folds().toggled(3)) == [3]
+
+
+@pytest.mark.parametrize("overlap", ["none", "some", "all", "empty"])
+def test_a_union_of_many_is_the_union_of_the_sets(overlap):
+    """Numpy merges big ones: a bisection per position in Python took 50-170 ms for the
+    181,812 side branches of the deep 1M-entry tree on every `z` that unfolded them."""
+    rng = random.Random(overlap)
+    mine = Folds.of(rng.sample(range(10 * SORT_WITH_NUMPY), 2 * SORT_WITH_NUMPY))
+    if overlap == "all":
+        theirs = Folds.of(rng.sample(list(mine), SORT_WITH_NUMPY))
+    elif overlap == "none":
+        theirs = Folds.of(range(10 * SORT_WITH_NUMPY, 11 * SORT_WITH_NUMPY))
+    elif overlap == "empty":
+        mine, theirs = Folds(), mine
+    else:
+        theirs = Folds.of(rng.sample(range(10 * SORT_WITH_NUMPY), 2 * SORT_WITH_NUMPY))
+    union = mine | theirs
+    assert list(union) == sorted(set(mine) | set(theirs)) and union == set(mine) | set(theirs)
+    assert (union is mine) == (overlap == "all")  # nothing new: no copy
+    assert 5 * SORT_WITH_NUMPY in union or 5 * SORT_WITH_NUMPY not in set(mine) | set(theirs)
