@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -75,6 +76,22 @@ async def test_a_tick_while_the_tree_is_gone_prepares_nothing(tmp_path, monkeypa
         app._between_keys()  # what the timer calls: no exception
 
 
+def decoded_here(app, monkeypatch) -> list[int]:
+    """The positions of the entries the app decodes from now on on the UI thread, where rows
+    are drawn (a worker's decoding is not counted)."""
+    drawn: list[int] = []
+    session = app.session
+    real = session.entry_at
+
+    def counted(position: int):
+        if threading.current_thread() is threading.main_thread():
+            drawn.append(position)
+        return real(position)
+
+    monkeypatch.setattr(session, "entry_at", counted)
+    return drawn
+
+
 async def until_warmed(tree: SessionTreeView, pilot) -> None:
     for _ in range(200):  # ticks come every `CHECK_EVERY`; a busy machine may skip some
         if tree.prepared and tree.warmed:
@@ -90,8 +107,6 @@ async def test_the_page_above_the_screen_is_read_while_nobody_types(tmp_path, mo
     """A page key draws a screen of rows new to it: decoding their entries was half the
     tree's part of that frame on a deep 1M-entry file, drawing them the other half. Both are
     done ahead: the page draws only the rows the cursor leaves and lands on."""
-    import threading
-
     path = tmp_path / "retries.jsonl"
     write_retries(path, retries=100, nested=4).close()
     monkeypatch.setattr(collector, "QUIET", 0.2)
@@ -101,16 +116,7 @@ async def test_the_page_above_the_screen_is_read_while_nobody_types(tmp_path, mo
         tree = app.browser.query_one(SessionTreeView)
         assert len(tree.outline) > 3 * tree.scrollable_content_region.height
         await until_warmed(tree, pilot)
-        drawn: list[int] = []  # entries decoded on the UI thread, where rows are drawn
-        session = app.session
-        real = session.entry_at
-
-        def counted(position: int):
-            if threading.current_thread() is threading.main_thread():
-                drawn.append(position)
-            return real(position)
-
-        monkeypatch.setattr(session, "entry_at", counted)
+        drawn = decoded_here(app, monkeypatch)
         strips: list[object] = []
         draw = tree._draw
         monkeypatch.setattr(tree, "_draw", lambda look: strips.append(look) or draw(look))
@@ -170,8 +176,6 @@ async def test_pages_are_read_soon_after_a_page_key(tmp_path, monkeypatch):
     """Page keys half a second apart came before the idle work's turn (after `QUIET`), so
     each decoded and drew a whole page in its frame: the pages around the screen are read
     soon after each key's frame, whatever the quiet spell."""
-    import threading
-
     path = tmp_path / "retries.jsonl"
     write_retries(path, retries=100, nested=4).close()
     monkeypatch.setattr(collector, "QUIET", 60.0)  # the idle work never comes
@@ -179,16 +183,7 @@ async def test_pages_are_read_soon_after_a_page_key(tmp_path, monkeypatch):
     async with app.run_test(size=(100, 24)) as pilot:
         await settle(app, pilot)
         tree = app.browser.query_one(SessionTreeView)
-        drawn: list[int] = []  # entries decoded on the UI thread, where rows are drawn
-        session = app.session
-        real = session.entry_at
-
-        def counted(position: int):
-            if threading.current_thread() is threading.main_thread():
-                drawn.append(position)
-            return real(position)
-
-        monkeypatch.setattr(session, "entry_at", counted)
+        drawn = decoded_here(app, monkeypatch)
         await pilot.press("pageup", "pageup")  # the first takes the cursor to the screen's top
         await pilot.pause(0.6)
         assert not tree.read_ahead()  # read, all of it, by the app
