@@ -834,6 +834,22 @@ class Session:
         with self._writing:
             return self._move(entry_id, summary)
 
+    def move_unless_leaf(self, entry_id: str | None) -> bool:
+        """`move_to(entry_id)` unless `entry_id` is the leaf already, as the file is now
+        (asked under the writer lock: another writer may have moved it there since the last
+        look); whether a `leaf` entry was written. A `leaf` record from the leaf to itself
+        says nothing: the browser's `b` wrote one where another app had gone back first (QA)."""
+        with self._writing:
+            self.storage.begin_write()
+            try:
+                self.storage.refresh()
+                if entry_id == self.storage.leaf_id:
+                    return False
+                self._move_now(entry_id, None)
+                return True
+            finally:
+                self.storage.end_write()
+
     def _move(
         self, entry_id: str | None, summary: str | BranchSummary | Mapping[str, Any] | None
     ) -> str | None:

@@ -542,6 +542,17 @@ def test_move_to_current_leaf_still_writes_leaf_entry(backend):
     assert len(leafs) == 1 and leafs[0].target_id == u and leafs[0].parent_id == u
 
 
+def test_move_unless_leaf_writes_nothing_where_the_leaf_is(backend):
+    s = backend.session()
+    u = s.append_message(U("1"))
+    a = s.append_message(A("2"))
+    count = s.entry_count()
+    assert s.move_unless_leaf(a) is False and s.entry_count() == count
+    assert s.move_unless_leaf(u) is True and s.leaf_id == u
+    assert s.move_unless_leaf(None) is True and s.leaf_id is None
+    assert s.move_unless_leaf(None) is False and s.entry_count() == count + 2
+
+
 def test_summary_from_id_is_old_leaf(backend):
     s = backend.session()
     t = s.append_message(U("t"))

@@ -1091,17 +1091,23 @@ async def test_a_refused_move_leaves_where_b_goes_alone(demo):
         assert app.session.leaf_id == "3a7c55c4"
 
 
-async def test_b_writes_nothing_where_another_writer_has_taken_the_leaf(demo):
+@pytest.mark.parametrize("follow", [True, False])
+async def test_b_writes_nothing_where_another_writer_has_taken_the_leaf(demo, follow):
     """Two apps on one file: one went back to where the other's next `b` went, which then
-    wrote a `leaf` record from the leaf to itself (QA)."""
+    wrote a `leaf` record from the leaf to itself (QA), with live follow paused (`F`) or
+    before its next look."""
     app = make_app(demo)
     async with app.run_test(size=SIZE) as pilot:
         await move_leaf(app, pilot, "3a7c137e", "3a7c2123")
         await pilot.press("b")  # to 3a7c137e; the next `b` goes to the demo's original leaf
         assert app.session.leaf_id == "3a7c137e"
+        if not follow:
+            await pilot.press("F")
+            await settle(app, pilot)
         with open_session(demo) as other:
             other.move_to("3a7c55c4")
-        await until(pilot, lambda: app.session.leaf_id == "3a7c55c4")  # followed
+        if follow:
+            await until(pilot, lambda: app.session.leaf_id == "3a7c55c4")
         written = len(lines(demo))
         await pilot.press("b")
         await settle(app, pilot)

@@ -191,27 +191,32 @@ class MovesMixin(BrowserBase):
             return
         previous = session.recent_leaf_moves(total - 1 - cursor, 1)[0].from_id
         here = session.leaf_id
-        if previous is not None and previous == here:
-            # Another writer moved the leaf there (another app's `b`, say): a `leaf` record from
-            # the leaf to itself was written, and the next `b` took an empty step (QA).
-            self._back_cursor = cursor - 1
-            confirm(self, f"Back: the leaf is at {_short(previous)} already; b again goes further back")
-            return
         i = session.tree.pos.get(here) if here is not None else None
         # The summary written with a move is the leaf after it, and stays behind (QA: `b` did
         # not say it, and the summary looked lost or undone)
         left = i is not None and session.tree.type_name(i) == "branch_summary"
-        if not self._guard(lambda: session.move_to(previous)):
+        known = session.entry_count()
+        moved: list[bool] = []
+        if not self._guard(lambda: moved.append(session.move_unless_leaf(previous))):
             return
         self._back_cursor = cursor - 1
         keep = session.tree.pos.get(previous) if previous else None
         self._after_write(keep=keep)
+        where = _short(previous) if previous else "the start"
+        if not moved[0]:  # another writer had taken the leaf there (another app's `b`, say)
+            confirm(self, f"Back: the leaf is at {where} already; b again goes further back")
+            return
         # A rename, a label or an archive record becomes the leaf as any entry appended does
         # (Pi's rule), so `b` may go back to one: said as Enter says it, not a bare id (QA).
-        said = f"Back: leaf is {_short(previous) if previous else 'the start'} again"
+        said = f"Back: leaf is {where} again"
         if left:
             said += "; the branch summary stays, on a branch of its own"
-        confirm(self, said + self._hidden_note(keep))
+        said += self._hidden_note(keep)
+        # as Enter says it: an agent's turns written after the key's screen stay behind (QA)
+        unseen = session.entry_count() - known - 1
+        if unseen > 0:
+            said += f" · {counted(unseen, 'entry', 'entries')} had arrived unseen (left behind)"
+        confirm(self, said)
 
     def action_history(self) -> None:
         session = self.session
