@@ -29,6 +29,7 @@ from harness.pilot import (
     status,
     until,
 )
+from harness.retries import write_retries
 from helpers import A, U
 from sessiontree import JsonlStorage, Session, create_session, open_session
 from sessiontree.outline import Filter
@@ -153,6 +154,29 @@ async def test_fold_and_unfold(demo):
         await pilot.press("space")
         assert len(tree.outline) == before
         assert status(app) == f"Nothing is shown below {cursor_id(app)} to fold"
+
+
+async def test_z_then_z_in_the_middle_of_a_deep_tree_gives_the_screen_back(tmp_path):
+    """The cursor ended on the screen's last line with the rows around it scrolled away (the
+    least scroll that showed it), or on the stub of the fold that had hidden its entry (QA)."""
+    path = tmp_path / "retries.jsonl"
+    write_retries(path, retries=300, nested=40).close()
+    app = make_app(path)
+    async with app.run_test(size=(100, 24)) as pilot:
+        await settle(app, pilot)
+        tree = app.browser.query_one(SessionTreeView)
+        await pilot.press(*["pageup"] * 6, *["down"] * 5)
+        await settle(app, pilot)
+        entry, line = tree.current_position(), tree.cursor_row - int(tree.scroll_offset.y)
+        before = [str(tree.render_line(y)) for y in range(tree.size.height)]
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert tree.folded and tree.cursor_row - int(tree.scroll_offset.y) == line
+        await pilot.press("z")
+        await settle(app, pilot)
+        assert not tree.folded and tree.current_position() == entry
+        assert tree.cursor_row - int(tree.scroll_offset.y) == line
+        assert [str(tree.render_line(y)) for y in range(tree.size.height)] == before
 
 
 async def test_go_to_and_a_open_the_folds_over_their_entry_and_leave_the_filter(demo):

@@ -240,17 +240,31 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
         self._labels = self.session.labels()
         self.archived = archived(self.session)
         was_empty, top = not len(self.outline), int(self.scroll_offset.y)
+        line = self.cursor_row - top  # the cursor's line on screen
         self.outline = self._lay_out(self.filter)
         self._version += 1  # rows keep their strips (cached by how they look), not their stubs
         self._stubs.clear()
         set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.outline)), redraw=False)
         row = self.outline.row_for(current) if current is not None else -1
-        self.set_cursor(max(row, 0) if len(self.outline) else 0, scroll=True)
+        self._keep_line(max(row, 0) if len(self.outline) else 0, line, was_empty)
         landed = self.current_position()
         if landed is not None or keep is not None:  # an empty outline keeps what it displaced
             self._displaced = None if current is None or landed in (None, current) else (current, landed)
         self._refresh_changed(top, was_empty)
         self.post_message(self.Relaid())
+
+    def _keep_line(self, row: int, line: int, was_empty: bool) -> None:
+        """The cursor on `row`, on the screen's `line` where it was if it was on screen: `z`
+        then `z` in the middle of a deep tree left the cursor on the screen's last line and
+        the rows around it scrolled away (QA), as the least scroll that showed it was taken."""
+        height, n = self.scrollable_content_region.height, len(self.outline)
+        if was_empty or not 0 <= line < height or not n:
+            self.set_cursor(row, scroll=True)
+            return
+        self.set_cursor(row, scroll=False)
+        top = max(0, min(self.cursor_row - line, n - height))
+        if top != int(self.scroll_offset.y):
+            self.scroll_to(y=top, animate=False, force=True, immediate=True)
 
     def _note_move(self) -> None:
         """`previous_leaf`: where the leaf was before it moved (`← was active`; it was never
@@ -664,7 +678,7 @@ class SessionTreeView(ScrollView, CachedStyles, DirectLines, QuickScrollBars, ca
             # Most may be far from the screen: say what happened even when no row here changes.
             message = f"Folded {counted(count, 'side branch', 'side branches')} (z unfolds them)"
         if i is not None:
-            self.rebuild(keep=i)
+            self.rebuild()  # the cursor's entry, or back to it when the fold had hidden it
         confirm(self, message)
 
     def action_toggle_sizes(self) -> None:
